@@ -1,0 +1,33 @@
+# The two front-door commands: `make demo` (main job on the embedded corpus, writes a report)
+# and `make test` (the whole test suite). Each does all the set-up it needs, idempotently.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.archpool-installed
+
+.PHONY: setup corpus demo test test-fast clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') else 'torch was replaced: ' + v)"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+corpus: setup
+	bash scripts/install_corpus.sh
+
+demo: setup corpus
+	$(BIN)/archpool demo
+
+test: setup corpus
+	$(BIN)/python -m pytest -q
+
+# Developers: skip the slow end-to-end tests.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""archpool: controlled architecture pools."""
