@@ -1,0 +1,279 @@
+"""Model configuration: one validated dataclass that can be any point of the paper's design space.
+
+The four axes (study.md §1) are plain fields: ``norm`` (pre | post), ``qk_norm`` (none | layerwise |
+headwise), ``n_kv_heads`` (MQA / GQA / MHA) and the sliding-window settings (``window`` +
+``swa_pattern``); the fourth axis, pretraining context, is ``max_seq_len``. Presets for the real
+families are classmethod-built configs (``ModelConfig.preset("olmo3", size="tiny", n_kv_heads=2)``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import ConfigError
+
+NORMS = ("pre", "post")
+QK_NORMS = ("none", "layerwise", "headwise")
+QK_NORM_ALIASES = {"hw": "headwise", "lqk": "layerwise", "hqk": "headwise", "off": "none"}
+SWA_PATTERNS = ("none", "olmo3", "all")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+ROPE_TYPES = ("default", "linear", "ntk", "yarn")
+
+
+@dataclass
+class RopeConfig:
+    """Rotary position embedding: base ``theta`` plus an optional context-extension scaling.
+
+    - ``default``: plain RoPE at ``theta`` (an ABF / "NTK 1-stage" extension just raises ``theta``);
+    - ``linear``: position interpolation, frequencies divided by ``factor``;
+    - ``ntk``: NTK-aware scaling, ``theta * factor ** (d / (d - 2))``;
+    - ``yarn``: YaRN with ``beta_fast`` / ``beta_slow`` and attention temperature ``attention_factor``
+      (default ``0.1 ln(factor) + 1``) relative to ``original_max_seq_len``.
+    ``full_layers_only`` applies the scaling to full-attention layers only (Olmo 3); sliding layers
+    keep plain RoPE at ``theta``.
+    """
+
+    theta: float = 10_000.0
+    type: str = "default"
+    factor: float = 1.0
+    original_max_seq_len: int | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    attention_factor: float | None = None
+    full_layers_only: bool = False
+
+    def validate(self, prefix: str = "rope") -> None:
+        if self.type not in ROPE_TYPES:
+            raise ConfigError(f"{prefix}.type", f"unknown RoPE type {self.type!r}; allowed: {', '.join(ROPE_TYPES)}")
+        if not self.theta > 0:
+            raise ConfigError(f"{prefix}.theta", f"must be > 0, got {self.theta}")
+        if self.type != "default" and not self.factor >= 1.0:
+            raise ConfigError(f"{prefix}.factor", f"must be >= 1 for {self.type!r} scaling, got {self.factor}")
+        if self.type == "yarn":
+            if self.original_max_seq_len is None or self.original_max_seq_len <= 0:
+                raise ConfigError(f"{prefix}.original_max_seq_len", "YaRN needs the pretraining context length (> 0)")
+            if not self.beta_fast > self.beta_slow > 0:
+                raise ConfigError(f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}")
+        if self.attention_factor is not None and not self.attention_factor > 0:
+            raise ConfigError(f"{prefix}.attention_factor", f"must be > 0, got {self.attention_factor}")
+
+    def yarn_attention_factor(self) -> float:
+        if self.attention_factor is not None:
+            return float(self.attention_factor)
+        return 1.0 if self.factor <= 1 else 0.1 * math.log(self.factor) + 1.0
+
+
+@dataclass
+class ModelConfig:
+    """A decoder-only transformer. ``None`` sizes are derived in ``__post_init__``."""
+
+    vocab_size: int = 4096
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 8
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    d_ff: int | None = None
+    norm_eps: float = 1e-6
+    tie_embeddings: bool = False
+    max_seq_len: int = 256
+    # the axes
+    norm: str = "pre"
+    qk_norm: str = "none"
+    window: int | None = None
+    swa_pattern: str | list[str] = "none"
+    match_params: bool = False
+    rope: RopeConfig = field(default_factory=RopeConfig)
+    # bookkeeping
+    init_std: float = 0.02
+    family: str | None = None
+    extension: dict[str, Any] | None = None  # recipe that produced an extended model (train stage)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rope, dict):
+            self.rope = RopeConfig(**self.rope)
+        if isinstance(self.qk_norm, str):
+            self.qk_norm = QK_NORM_ALIASES.get(self.qk_norm.lower(), self.qk_norm.lower())
+        if self.qk_norm is None or self.qk_norm is False:
+            self.qk_norm = "none"
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError("head_dim", f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set head_dim")
+            self.head_dim = self.d_model // self.n_heads
+        if self.d_ff is None:
+            self.d_ff = default_d_ff(self.d_model)
+        self.validate()
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        for name in ("head_dim", "d_ff"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        if self.head_dim % 2:
+            raise ConfigError("head_dim", f"must be even for RoPE, got {self.head_dim}")
+        if self.norm not in NORMS:
+            raise ConfigError("norm", f"unknown norm {self.norm!r}; allowed: {', '.join(NORMS)}")
+        if self.qk_norm not in QK_NORMS:
+            raise ConfigError("qk_norm", f"unknown qk_norm {self.qk_norm!r}; allowed: {', '.join(QK_NORMS)}")
+        if self.n_kv_heads > self.n_heads:
+            raise ConfigError("n_kv_heads", f"must be between 1 and n_heads={self.n_heads}, got {self.n_kv_heads}")
+        if self.n_heads % self.n_kv_heads:
+            raise ConfigError("n_kv_heads", f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}")
+        if not self.norm_eps > 0:
+            raise ConfigError("norm_eps", f"must be > 0, got {self.norm_eps}")
+        if not self.init_std > 0:
+            raise ConfigError("init_std", f"must be > 0, got {self.init_std}")
+        self._validate_window()
+        self.rope.validate()
+        if self.norm == "post" and self.qk_norm == "none":
+            warnings.warn(
+                "norm='post' without QK-norm diverged in the paper (study.md §1); training may be unstable",
+                stacklevel=3,
+            )
+
+    def _validate_window(self) -> None:
+        pattern = self.swa_pattern
+        if isinstance(pattern, (list, tuple)):
+            pattern = [_normalise_layer_type(t, i) for i, t in enumerate(pattern)]
+            if len(pattern) != self.n_layers:
+                raise ConfigError("swa_pattern", f"explicit layer list has {len(pattern)} entries for n_layers={self.n_layers}")
+            self.swa_pattern = pattern
+        elif pattern not in SWA_PATTERNS:
+            raise ConfigError("swa_pattern", f"unknown pattern {pattern!r}; allowed: {', '.join(SWA_PATTERNS)} or a list of layer types")
+        has_sliding = "sliding_attention" in self.layer_types
+        if has_sliding:
+            if self.window is None:
+                raise ConfigError("window", "sliding-window layers need a window size")
+            if not isinstance(self.window, int) or self.window <= 0:
+                raise ConfigError("window", f"must be a positive integer, got {self.window!r}")
+            if self.window >= self.max_seq_len:
+                raise ConfigError("window", f"must be smaller than the context max_seq_len={self.max_seq_len}, got {self.window}")
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def layer_types(self) -> list[str]:
+        """Per-layer attention type, ``full_attention`` or ``sliding_attention`` (HF's names)."""
+        p = self.swa_pattern
+        if isinstance(p, list):
+            return list(p)
+        if p == "none":
+            return ["full_attention"] * self.n_layers
+        if p == "all":
+            return ["sliding_attention"] * self.n_layers
+        # olmo3: 3 of every 4 layers local, every 4th full (HF Olmo3Config's default)
+        return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(self.n_layers)]
+
+    @property
+    def swa(self) -> bool:
+        return "sliding_attention" in self.layer_types
+
+    @property
+    def mlp_width(self) -> int:
+        """MLP width actually built: ``d_ff``, widened under ``match_params`` to refill what GQA removed."""
+        if not self.match_params or self.n_kv_heads == self.n_heads:
+            return self.d_ff
+        removed = 2 * self.d_model * self.head_dim * (self.n_heads - self.n_kv_heads)  # k and v projections
+        extra = removed / (3 * self.d_model)  # SwiGLU has three d_model x width matrices
+        return int(round((self.d_ff + extra) / 8) * 8) or 8
+
+    def num_params(self, include_embeddings: bool = True) -> int:
+        d, hd = self.d_model, self.head_dim
+        attn = d * hd * (2 * self.n_heads + 2 * self.n_kv_heads)
+        if self.qk_norm == "layerwise":
+            attn += hd * (self.n_heads + self.n_kv_heads)
+        elif self.qk_norm == "headwise":
+            attn += 2 * hd
+        mlp = 3 * d * self.mlp_width
+        per_layer = attn + mlp + 2 * d
+        total = self.n_layers * per_layer + d
+        if include_embeddings:
+            total += self.vocab_size * d * (1 if self.tie_embeddings else 2)
+        return total
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        data = dict(data)
+        if "preset" in data:
+            name = data.pop("preset")
+            size = data.pop("size", "tiny")
+            return cls.preset(name, size=size, **data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown model config field; allowed: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ModelConfig":
+        """Load from YAML or JSON; a top-level ``model:`` section is accepted."""
+        path = Path(path)
+        text = path.read_text()
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ConfigError(str(path), "expected a mapping of model config fields")
+        if "model" in data and isinstance(data["model"], dict):
+            data = data["model"]
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> None:
+        from archpool.io import atomic_write_json
+
+        atomic_write_json(path, self.to_dict())
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        data = self.to_dict()
+        if "rope" in changes and isinstance(changes["rope"], RopeConfig):
+            changes["rope"] = dataclasses.asdict(changes["rope"])
+        data.update(changes)
+        return ModelConfig.from_dict(data)
+
+    @classmethod
+    def preset(cls, name: str, size: str = "tiny", **overrides: Any) -> "ModelConfig":
+        from archpool.model.presets import preset_dict
+
+        data = preset_dict(name, size)
+        rope_over = overrides.pop("rope", None)
+        for key in list(overrides):
+            if key.startswith("rope_"):
+                rope_over = dict(rope_over or {})
+                rope_over[key[len("rope_"):]] = overrides.pop(key)
+        if rope_over:
+            data["rope"] = {**data["rope"], **(dataclasses.asdict(rope_over) if isinstance(rope_over, RopeConfig) else rope_over)}
+        data.update(overrides)
+        return cls.from_dict(data)
+
+
+def default_d_ff(d_model: int) -> int:
+    """Llama's SwiGLU width rule: 8/3 · d_model rounded up (to 256 at scale, 16 for small models)."""
+    multiple = 256 if d_model >= 1024 else 16
+    return multiple * math.ceil(int(8 * d_model / 3) / multiple)
+
+
+def _normalise_layer_type(t: str, i: int) -> str:
+    aliases = {"full": "full_attention", "global": "full_attention", "sliding": "sliding_attention",
+               "local": "sliding_attention", "swa": "sliding_attention"}
+    t = aliases.get(str(t), str(t))
+    if t not in LAYER_TYPES:
+        raise ConfigError(f"swa_pattern[{i}]", f"unknown layer type {t!r}; allowed: full, sliding ({', '.join(LAYER_TYPES)})")
+    return t

@@ -1,0 +1,287 @@
+"""The decoder: one readable file that can be any point of the paper's design space.
+
+Read top to bottom: ``RMSNorm``, the attention mask, ``Attention`` (projections → QK-norm → RoPE →
+SDPA), ``MLP`` (SwiGLU), ``Block`` (where pre- vs post-norm is decided), ``KVCache``, ``Decoder``.
+The axes are branches on config fields at the one place each matters. Distributed training,
+compilation and data live elsewhere; this module imports neither.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archpool.model.config import ModelConfig
+from archpool.model.init import init_weights
+from archpool.model.rope import apply_rope, rope_cos_sin, rope_frequencies
+
+ATTN_IMPLS = ("sdpa", "eager")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x.float(), (x.shape[-1],), self.weight.float(), self.eps).to(x.dtype)
+
+
+def attention_mask(
+    q_pos: torch.Tensor,
+    k_pos: torch.Tensor,
+    window: int | None,
+    q_doc: torch.Tensor | None = None,
+    k_doc: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Boolean mask (…, Tq, Tk), True where a query may attend: causal, within ``window`` tokens
+    (query included, as transformers' ``sliding_window``), and in the same document if doc ids are given."""
+    diff = q_pos[:, None] - k_pos[None, :]
+    allowed = diff >= 0
+    if window is not None:
+        allowed = allowed & (diff < window)
+    if q_doc is not None and k_doc is not None:
+        allowed = allowed[None] & (q_doc[:, :, None] == k_doc[:, None, :])  # (B, Tq, Tk)
+        return allowed[:, None]
+    return allowed
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_idx: int):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.layer_type = cfg.layer_types[layer_idx]
+        self.window = cfg.window if self.layer_type == "sliding_attention" else None
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.qk_norm = cfg.qk_norm
+        d, hd = cfg.d_model, cfg.head_dim
+        self.q_proj = nn.Linear(d, cfg.n_heads * hd, bias=False)
+        self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        if cfg.qk_norm == "layerwise":  # over the whole projection, before the head split (Olmo 2/3)
+            self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps)
+            self.k_norm = RMSNorm(cfg.n_kv_heads * hd, cfg.norm_eps)
+        elif cfg.qk_norm == "headwise":  # per head over head_dim (Qwen 3, Gemma 3)
+            self.q_norm = RMSNorm(hd, cfg.norm_eps)
+            self.k_norm = RMSNorm(hd, cfg.norm_eps)
+        self.impl = "sdpa"
+        self.captured: dict[str, torch.Tensor] | None = None  # set by Decoder.capture_qk()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None,
+        cache: "KVCache | None" = None,
+        return_probs: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        if self.qk_norm == "layerwise":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = k.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        if self.qk_norm == "headwise":
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.captured is not None:
+            self.captured["q"], self.captured["k"] = q.detach(), k.detach()
+        if cache is not None:
+            k, v, k_start = cache.update(self.layer_idx, k, v, self.window)
+            q_pos = torch.arange(cache.seen - T, cache.seen, device=x.device)
+            k_pos = torch.arange(k_start, k_start + k.shape[2], device=x.device)
+            mask = attention_mask(q_pos, k_pos, self.window)
+        if return_probs or self.impl == "eager":
+            y, probs = eager_attention(q, k, v, mask)
+        else:
+            y, probs = sdpa_attention(q, k, v, mask), None
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
+        return self.o_proj(y), probs
+
+
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """SDPA with GQA handled by the kernel (no repeated K/V); ``mask=None`` means plain causal."""
+    gqa = q.shape[1] != k.shape[1]
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+
+
+def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The math written out; returns the attention probabilities (B, H, Tq, Tk) for analysis."""
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if mask is None:
+        T, S = q.shape[2], k.shape[2]
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    return probs @ v, probs
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        width = cfg.mlp_width
+        self.gate_proj = nn.Linear(cfg.d_model, width, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, width, bias=False)
+        self.down_proj = nn.Linear(width, cfg.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    """``pre``: x + attn(norm(x)) (Llama, Qwen). ``post``: x + norm(attn(x)), Olmo 2/3's reordered norm."""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int):
+        super().__init__()
+        self.post_norm = cfg.norm == "post"
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, layer_idx)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, mask, cache=None, return_probs=False):
+        if self.post_norm:
+            a, probs = self.attn(x, cos, sin, mask, cache, return_probs)
+            h = x + self.attn_norm(a)
+            return h + self.mlp_norm(self.mlp(h)), probs
+        a, probs = self.attn(self.attn_norm(x), cos, sin, mask, cache, return_probs)
+        h = x + a
+        return h + self.mlp(self.mlp_norm(h)), probs
+
+
+class KVCache:
+    """Per-layer keys/values for incremental decoding. Sliding layers keep only their window."""
+
+    def __init__(self, n_layers: int):
+        self.k: list[torch.Tensor | None] = [None] * n_layers
+        self.v: list[torch.Tensor | None] = [None] * n_layers
+        self.start = [0] * n_layers  # absolute position of each layer's first cached key
+        self.seen = 0  # positions consumed so far
+
+    def advance(self, n: int) -> None:
+        self.seen += n
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, window: int | None):
+        """Append this step's K/V; return all keys to attend over and the position of the first."""
+        if self.k[layer] is not None:
+            k = torch.cat([self.k[layer], k], dim=2)
+            v = torch.cat([self.v[layer], v], dim=2)
+        start = self.start[layer]
+        keep = k.shape[2] if window is None else min(k.shape[2], window - 1)
+        self.k[layer], self.v[layer] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]
+        self.start[layer] = start + k.shape[2] - keep
+        return k, v, start
+
+
+class Decoder(nn.Module):
+    """Decoder-only LM: ``model(input_ids)`` maps (B, T) token ids to (B, T, vocab) logits."""
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self._set_rope()
+        init_weights(self, seed, cfg.init_std, cfg.n_layers)
+
+    # -------------------------------------------------------------- RoPE
+    def _set_rope(self) -> None:
+        self.rope_scale: dict[str, float] = {}
+        for layer_type in sorted(set(self.cfg.layer_types)):
+            inv_freq, scale = rope_frequencies(self.cfg.rope, self.cfg.head_dim, layer_type)
+            self.register_buffer(f"inv_freq_{layer_type}", inv_freq, persistent=False)
+            self.rope_scale[layer_type] = scale
+
+    def set_rope(self, rope) -> None:
+        """Change the RoPE settings in place (context extension)."""
+        self.cfg = self.cfg.replace(rope=rope)
+        device = self.embed.weight.device
+        for layer_type in sorted(set(self.cfg.layer_types)):
+            inv_freq, scale = rope_frequencies(self.cfg.rope, self.cfg.head_dim, layer_type)
+            setattr(self, f"inv_freq_{layer_type}", inv_freq.to(device))
+            self.rope_scale[layer_type] = scale
+
+    def set_attn_impl(self, impl: str) -> None:
+        if impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl: unknown {impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
+        for block in self.layers:
+            block.attn.impl = impl
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.cfg.n_layers)
+
+    # -------------------------------------------------------------- forward
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        doc_ids: torch.Tensor | None = None,
+        kv_cache: KVCache | None = None,
+        output_attentions: bool = False,
+        return_hidden: bool = False,
+    ):
+        """Logits (B, T, V). ``doc_ids`` (B, T) restricts attention to each token's own document
+        (intra-document masking). With ``kv_cache`` the tokens continue the cached sequence.
+        ``output_attentions`` returns ``(logits, [probs per layer])`` via the eager path."""
+        B, T = input_ids.shape
+        offset = kv_cache.seen if kv_cache is not None else 0
+        if kv_cache is not None and doc_ids is not None:
+            raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
+        positions = torch.arange(offset, offset + T, device=input_ids.device)
+        x = self.embed(input_ids)
+        rope = {
+            t: rope_cos_sin(getattr(self, f"inv_freq_{t}"), self.rope_scale[t], positions, x.dtype)
+            for t in self.rope_scale
+        }
+        masks = {t: self._mask(t, positions, doc_ids) for t in self.rope_scale} if kv_cache is None else {}
+        if kv_cache is not None:
+            kv_cache.advance(T)
+        all_probs = []
+        for block in self.layers:
+            t = block.attn.layer_type
+            x, probs = block(x, *rope[t], masks.get(t), kv_cache, output_attentions)
+            if output_attentions:
+                all_probs.append(probs)
+        h = self.norm(x)
+        if return_hidden:
+            return h
+        logits = self.lm_head(h)
+        return (logits, all_probs) if output_attentions else logits
+
+    def _mask(self, layer_type: str, positions: torch.Tensor, doc_ids: torch.Tensor | None) -> torch.Tensor | None:
+        window = self.cfg.window if layer_type == "sliding_attention" else None
+        if window is None and doc_ids is None:
+            return None  # plain causal: SDPA's is_causal fast path
+        return attention_mask(positions, positions, window, doc_ids, doc_ids)
+
+    @contextlib.contextmanager
+    def capture_qk(self) -> Iterator[list[dict[str, torch.Tensor]]]:
+        """Within the block, each forward stores post-RoPE q (B, H, T, D) and k (B, KV, T, D) per layer."""
+        store: list[dict[str, torch.Tensor]] = [{} for _ in self.layers]
+        for block, slot in zip(self.layers, store):
+            block.attn.captured = slot
+        try:
+            yield store
+        finally:
+            for block in self.layers:
+                block.attn.captured = None
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
