@@ -19,7 +19,7 @@ from archpool.model.config import ModelConfig
 from archpool.model.init import init_weights
 from archpool.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
-ATTN_IMPLS = ("sdpa", "eager")
+ATTN_IMPLS = ("sdpa", "eager", "flex")
 
 
 class RMSNorm(nn.Module):
@@ -101,6 +101,8 @@ class Attention(nn.Module):
             mask = attention_mask(q_pos, k_pos, self.window)
         if return_probs or self.impl == "eager":
             y, probs = eager_attention(q, k, v, mask)
+        elif self.impl == "flex" and cache is None:
+            y, probs = flex_attention_fn(q, k, v, mask), None
         else:
             y, probs = sdpa_attention(q, k, v, mask), None
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
@@ -113,6 +115,38 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+
+
+def flex_block_mask(T: int, window: int | None, doc_ids: torch.Tensor | None, device: torch.device):
+    """FlexAttention block mask for causal (+ window, + same-document) attention: only the blocks
+    that hold allowed pairs are computed, so sliding layers cost O(T·window) at any length."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        allowed = q_idx >= kv_idx
+        if window is not None:
+            allowed = allowed & (q_idx - kv_idx < window)
+        if doc_ids is not None:
+            allowed = allowed & (doc_ids[b, q_idx] == doc_ids[b, kv_idx])
+        return allowed
+
+    B = doc_ids.shape[0] if doc_ids is not None else None
+    return create_block_mask(mask_mod, B, None, T, T, device=device)
+
+
+_compiled_flex = None
+
+
+def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask) -> torch.Tensor:
+    """FlexAttention (the GPU path; compiled on CUDA). On CPU it has a forward only (engine.md)."""
+    global _compiled_flex
+    from torch.nn.attention.flex_attention import flex_attention
+
+    fn = flex_attention
+    if q.is_cuda:
+        _compiled_flex = _compiled_flex or torch.compile(flex_attention, dynamic=False)
+        fn = _compiled_flex
+    return fn(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -250,7 +284,10 @@ class Decoder(nn.Module):
             t: rope_cos_sin(getattr(self, f"inv_freq_{t}"), self.rope_scale[t], positions, x.dtype)
             for t in self.rope_scale
         }
-        masks = {t: self._mask(t, positions, doc_ids) for t in self.rope_scale} if kv_cache is None else {}
+        masks = {}
+        if kv_cache is None:  # with a cache each layer builds its own mask from cached positions
+            flex = self.layers[0].attn.impl == "flex" and not output_attentions
+            masks = {t: self._mask(t, positions, doc_ids, flex) for t in self.rope_scale}
         if kv_cache is not None:
             kv_cache.advance(T)
         all_probs = []
@@ -265,8 +302,11 @@ class Decoder(nn.Module):
         logits = self.lm_head(h)
         return (logits, all_probs) if output_attentions else logits
 
-    def _mask(self, layer_type: str, positions: torch.Tensor, doc_ids: torch.Tensor | None) -> torch.Tensor | None:
+    def _mask(self, layer_type: str, positions: torch.Tensor, doc_ids: torch.Tensor | None, flex: bool = False):
+        """Flex block mask, dense boolean mask, or ``None`` for plain causal (SDPA's is_causal path)."""
         window = self.cfg.window if layer_type == "sliding_attention" else None
+        if flex:
+            return flex_block_mask(positions.shape[0], window, doc_ids, positions.device)
         if window is None and doc_ids is None:
             return None  # plain causal: SDPA's is_causal fast path
         return attention_mask(positions, positions, window, doc_ids, doc_ids)

@@ -266,3 +266,18 @@ def test_unknown_preset_size_and_field_are_rejected():
         ModelConfig.preset("llama3", size="huge")
     with pytest.raises(ConfigError, match="^n_kv_head: unknown model config field"):
         ModelConfig.from_dict({"n_kv_head": 2})
+
+
+def test_flex_attention_forward_matches_sdpa_with_window_and_documents():
+    cfg = tiny(n_layers=4, swa_pattern="olmo3", window=5)
+    model = Decoder(cfg, seed=9)
+    ids = torch.randint(0, 97, (2, 40))
+    doc_ids = torch.tensor([[0] * 13 + [1] * 27, [0] * 40])
+    with torch.no_grad():
+        want = model(ids, doc_ids=doc_ids)
+        model.set_attn_impl("flex")
+        got = model(ids, doc_ids=doc_ids)
+        plain = model(ids)
+        model.set_attn_impl("sdpa")
+        torch.testing.assert_close(plain, model(ids), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

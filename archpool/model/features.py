@@ -1,0 +1,256 @@
+"""The paper's four features of any model: archpool configs, presets, checkpoints, Hugging Face configs.
+
+``count`` = [any QK-norm] + [n_kv_heads < n_heads] + [any sliding-window layer] + [short pretraining
+context] (study.md §1). The pretraining context of a Hugging Face config is the RoPE scaling's
+``original_max_position_embeddings`` where one is written (Llama 3.1, Olmo 3), else
+``max_position_embeddings``; "short" means ≤ a threshold (4096, the paper's short context).
+
+Norm placement follows the paper's axis: ``post`` is Olmo's reordered post-sublayer norm (no norm on
+the sublayer input). Gemma 2/3 normalise both the sublayer input and its output ("sandwich"); their
+input is normalised, so they report ``norm: "pre"`` with ``norm_placement: "sandwich"`` and a note.
+Pure functions over dicts and configs: nothing here imports torch or transformers.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import ConfigError
+
+DEFAULT_SHORT_CTX = 4096
+
+# model_type -> how its config.json expresses the axes.
+#   qk_norm / norm / placement: fixed by the architecture (the modeling code), not by config fields;
+#   swa: which rule decides the sliding layers (see ``_hf_layer_types``);
+#   kv_default / ctx_default: transformers' defaults when the field is absent.
+HF_FAMILIES: dict[str, dict[str, Any]] = {
+    "llama": dict(qk_norm="none", norm="pre", placement="pre", swa="never", kv_default=None, ctx_default=2048),
+    "mistral": dict(qk_norm="none", norm="pre", placement="pre", swa="every_layer", kv_default=8, ctx_default=4096 * 32),
+    "ministral": dict(qk_norm="none", norm="pre", placement="pre", swa="layer_types_or_every", kv_default=None, ctx_default=32768),
+    "qwen2": dict(qk_norm="none", norm="pre", placement="pre", swa="qwen", kv_default=32, ctx_default=32768),
+    "qwen3": dict(qk_norm="headwise", norm="pre", placement="pre", swa="qwen", kv_default=32, ctx_default=32768),
+    "olmo2": dict(qk_norm="layerwise", norm="post", placement="post", swa="never", kv_default=None, ctx_default=2048),
+    "olmo3": dict(qk_norm="layerwise", norm="post", placement="post", swa="olmo3", kv_default=None, ctx_default=2048),
+    "gemma2": dict(qk_norm="none", norm="pre", placement="sandwich", swa="gemma2", kv_default=8, ctx_default=8192),
+    "gemma3_text": dict(qk_norm="headwise", norm="pre", placement="sandwich", swa="gemma3", kv_default=4, ctx_default=131072),
+}
+HF_FAMILIES["gemma3"] = HF_FAMILIES["gemma3_text"]  # multimodal wrapper; the text model is in ``text_config``
+
+SANDWICH_NOTE = ("sandwich norm (pre-sublayer + post-sublayer RMSNorm): counted as 'pre' because the sublayer "
+                 "input is normalised; the paper's 'post' is Olmo's reordered norm without an input norm")
+
+
+def _result(*, source: str, qk_norm: str, norm: str, norm_placement: str, n_heads: int, n_kv_heads: int,
+            n_layers: int, layer_types: list[str], window: int | None, pretrain_ctx: int, short_ctx: int,
+            notes: list[str], **extra: Any) -> dict[str, Any]:
+    n_sliding = sum(t == "sliding_attention" for t in layer_types) if window is not None else 0
+    swa = n_sliding > 0
+    gqa = n_kv_heads < n_heads
+    short = pretrain_ctx <= short_ctx
+    out: dict[str, Any] = dict(
+        source=source,
+        **extra,
+        qk_norm=qk_norm,
+        norm=norm,
+        norm_placement=norm_placement,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        gqa=gqa,
+        kv_ratio=n_kv_heads / n_heads,
+        swa=swa,
+        window=window if swa else None,
+        n_layers=n_layers,
+        n_sliding_layers=n_sliding,
+        window_ratio=(window / pretrain_ctx) if swa else None,
+        pretrain_ctx=pretrain_ctx,
+        short_ctx=short,
+        short_ctx_threshold=short_ctx,
+        count=int(qk_norm != "none") + int(gqa) + int(swa) + int(short),
+        notes=notes,
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- archpool
+def features_from_config(cfg, short_ctx: int = DEFAULT_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
+    """Features of an archpool ``ModelConfig``. The pretraining context is ``max_seq_len`` unless an
+    extension recorded the original one (``rope.original_max_seq_len`` or ``extension.pretrain_ctx``)."""
+    pretrain_ctx = cfg.max_seq_len
+    ext = cfg.extension or {}
+    for key in ("pretrain_ctx", "original_max_seq_len"):
+        if isinstance(ext.get(key), int):
+            pretrain_ctx = ext[key]
+            break
+    else:
+        if cfg.rope.original_max_seq_len:
+            pretrain_ctx = cfg.rope.original_max_seq_len
+    return _result(
+        source=source, family=cfg.family, qk_norm=cfg.qk_norm, norm=cfg.norm, norm_placement=cfg.norm,
+        n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, n_layers=cfg.n_layers, layer_types=cfg.layer_types,
+        window=cfg.window if cfg.swa else None, pretrain_ctx=pretrain_ctx, short_ctx=short_ctx, notes=[],
+    )
+
+
+# ---------------------------------------------------------------------------------------------- Hugging Face
+def hf_rope_dicts(hf: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """RoPE settings per layer type from either spelling: transformers ≥ 5 ``rope_parameters`` (flat or
+    ``{"full_attention": {...}, "sliding_attention": {...}}``) or ≤ 4 ``rope_theta`` + ``rope_scaling``.
+    Returns ``{"*": {...}}`` for one shared setting."""
+    params = hf.get("rope_parameters")
+    if isinstance(params, dict) and params and all(isinstance(v, dict) or v is None for v in params.values()) \
+            and set(params) & {"full_attention", "sliding_attention"}:
+        return {k: dict(v) for k, v in params.items() if isinstance(v, dict)}
+    if isinstance(params, dict) and params:
+        out = dict(params)
+    else:
+        out = dict(hf.get("rope_scaling") or {})
+    out.setdefault("rope_type", out.get("type", "default"))
+    if "rope_theta" in hf:
+        out.setdefault("rope_theta", hf["rope_theta"])
+    return {"*": out}
+
+
+def hf_pretrain_ctx(hf: dict[str, Any], ctx_default: int | None = None) -> int:
+    """``original_max_position_embeddings`` of any RoPE scaling (or top level), else ``max_position_embeddings``."""
+    originals = [d.get("original_max_position_embeddings") for d in hf_rope_dicts(hf).values()]
+    originals = [int(o) for o in originals if o]
+    if originals:
+        return min(originals)
+    if hf.get("original_max_position_embeddings"):
+        return int(hf["original_max_position_embeddings"])
+    ctx = hf.get("max_position_embeddings", ctx_default)
+    if ctx is None:
+        raise ConfigError("max_position_embeddings", "the config states no context length")
+    return int(ctx)
+
+
+def _hf_text_config(hf: dict[str, Any]) -> dict[str, Any]:
+    """Multimodal wrappers (Gemma 3's ``gemma3``) keep the language model in ``text_config``."""
+    text = hf.get("text_config")
+    if isinstance(text, dict):
+        merged = {k: v for k, v in hf.items() if k != "text_config"}
+        merged.update(text)
+        merged["model_type"] = text.get("model_type", hf.get("model_type"))
+        if merged["model_type"] == "gemma3":
+            merged["model_type"] = "gemma3_text"
+        return merged
+    return hf
+
+
+def hf_model_type(hf: dict[str, Any]) -> str:
+    model_type = hf.get("model_type")
+    if not model_type:
+        raise ConfigError("model_type", "not a Hugging Face model config (no 'model_type')")
+    if model_type not in HF_FAMILIES:
+        raise ConfigError("model_type", f"unknown model type {model_type!r}; supported: {', '.join(sorted(HF_FAMILIES))}")
+    return model_type
+
+
+def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None]:
+    """Per-layer attention types and the window, as the family's transformers code decides them."""
+    n = int(hf["num_hidden_layers"])
+    window = hf.get("sliding_window", 4096)  # every family with a window field defaults it to 4096
+    full, sliding = "full_attention", "sliding_attention"
+    explicit = hf.get("layer_types")
+    if rule == "never":
+        return [full] * n, None
+    if rule == "qwen":  # Qwen 2/3: ``use_sliding_window: false`` switches the window off whatever else is set
+        if not hf.get("use_sliding_window", False):
+            return [full] * n, None
+        if explicit:
+            return list(explicit), window
+        max_window_layers = int(hf.get("max_window_layers", 28))
+        return [sliding if window is not None and i >= max_window_layers else full for i in range(n)], window
+    if rule == "every_layer":  # Mistral: one sliding_window for every layer, null = none
+        if explicit:
+            return list(explicit), window
+        return [sliding if window is not None else full] * n, window
+    if rule == "layer_types_or_every":
+        if explicit:
+            return list(explicit), window
+        return [sliding if window is not None else full] * n, window
+    if explicit:
+        return list(explicit), window
+    if rule == "olmo3":
+        return [sliding if (i + 1) % 4 else full for i in range(n)], window
+    if rule == "gemma2":  # alternating local / global
+        return [sliding if (i + 1) % 2 else full for i in range(n)], window
+    if rule == "gemma3":  # ``sliding_window_pattern`` P: P-1 local layers, then one global
+        pattern = int(hf.get("sliding_window_pattern", 6))
+        return [sliding if (i + 1) % pattern else full for i in range(n)], window
+    raise AssertionError(rule)
+
+
+def features_from_hf_config(hf: dict[str, Any], short_ctx: int = DEFAULT_SHORT_CTX, source: str = "hf-config") -> dict[str, Any]:
+    """Features of a Hugging Face ``config.json`` (as a dict), transformers 4.x or 5.x spelling."""
+    try:
+        return _features_from_hf_config(hf, short_ctx, source)
+    except KeyError as e:
+        raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
+
+
+def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) -> dict[str, Any]:
+    hf = _hf_text_config(hf)
+    model_type = hf_model_type(hf)
+    fam = HF_FAMILIES[model_type]
+    n_heads = int(hf["num_attention_heads"])
+    kv = hf.get("num_key_value_heads")
+    n_kv_heads = int(kv if kv is not None else (fam["kv_default"] or n_heads))
+    layer_types, window = hf_layer_types(hf, fam["swa"])
+    notes = []
+    if fam["placement"] == "sandwich":
+        notes.append(SANDWICH_NOTE)
+    if fam["swa"] == "qwen" and hf.get("sliding_window") is not None and not hf.get("use_sliding_window", False):
+        notes.append("sliding_window is set but use_sliding_window is false: no sliding-window layers")
+    return _result(
+        source=source, model_type=model_type, qk_norm=fam["qk_norm"], norm=fam["norm"],
+        norm_placement=fam["placement"], n_heads=n_heads, n_kv_heads=n_kv_heads,
+        n_layers=int(hf["num_hidden_layers"]), layer_types=layer_types, window=window,
+        pretrain_ctx=hf_pretrain_ctx(hf, fam["ctx_default"]), short_ctx=short_ctx, notes=notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- any target
+def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
+    """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file or checkpoint dir, or a
+    Hugging Face ``config.json`` / model dir. ``short_ctx=None`` means 4096, except for presets, where it
+    is the short context of the preset's size (half its long context; 4096 at 7b), so scaled presets
+    count like the paper's."""
+    from archpool.model.checkpoint import CONFIG_NAME, FORMAT_KEY
+
+    threshold = DEFAULT_SHORT_CTX if short_ctx is None else int(short_ctx)
+    path = Path(target)
+    if path.is_dir():
+        cfg_path = path / CONFIG_NAME
+        if not cfg_path.is_file():
+            raise ConfigError(str(path), f"directory has no {CONFIG_NAME} (neither an archpool checkpoint nor a Hugging Face model)")
+        path = cfg_path
+    if path.is_file():
+        if path.suffix in (".yaml", ".yml"):
+            from archpool.model.config import ModelConfig
+
+            return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ConfigError(str(path), f"not valid JSON ({e})") from e
+        from archpool.model.config import ModelConfig
+
+        if isinstance(data, dict) and FORMAT_KEY in data:
+            return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
+        if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
+            return features_from_hf_config(data, threshold, source=str(path))
+        return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
+    from archpool.model.config import ModelConfig
+    from archpool.model.presets import FAMILIES, SIZES
+
+    name, _, size = target.partition(":")
+    if name in FAMILIES:
+        size = size or "tiny"
+        if size not in SIZES:
+            raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
+        if short_ctx is None:
+            threshold = SIZES[size]["ctx"] // 2
+        return features_from_config(ModelConfig.preset(name, size=size), threshold, source=f"preset:{name}:{size}")
+    raise ConfigError("target", f"{target!r} is neither an existing file/directory nor a preset ({', '.join(FAMILIES)}, optionally PRESET:SIZE)")

@@ -1,0 +1,410 @@
+"""Hugging Face interoperability, both ways, driven by one table of families and one table of names.
+
+Export picks the transformers class that natively computes the same function as our model (never a
+lookalike that silently drops a feature):
+
+| our axes                               | class                                      |
+|----------------------------------------|--------------------------------------------|
+| pre-norm, no QK-norm, no SWA           | LlamaForCausalLM                           |
+| pre-norm, no QK-norm, SWA on all layers| MistralForCausalLM                         |
+| pre-norm, no QK-norm, mixed SWA layers | MinistralForCausalLM (``layer_types``)     |
+| pre-norm, headwise QK-norm             | Qwen3ForCausalLM (``layer_types`` for SWA) |
+| post-norm, layerwise QK-norm, no SWA   | Olmo2ForCausalLM                           |
+| post-norm, layerwise QK-norm, SWA      | Olmo3ForCausalLM (per-layer-type RoPE)     |
+
+Anything else (pre-norm + layerwise, post-norm + headwise, post-norm without QK-norm, scaled RoPE on
+full layers only outside Olmo 3) raises ``ConfigError`` naming the feature and the nearest class.
+Import reads the llama, mistral, ministral, qwen2, qwen3, olmo2 and olmo3 families. transformers
+is imported lazily: it is the optional dependency ``archpool[hf]``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from archpool.errors import CheckpointError, ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from transformers import PreTrainedConfig, PreTrainedModel
+
+    from archpool.model.config import ModelConfig, RopeConfig
+    from archpool.model.model import Decoder
+
+ARCHPOOL_CONFIG_NAME = "archpool_config.json"  # our config, written beside an export for provenance
+
+
+@dataclass(frozen=True)
+class HFFamily:
+    model_type: str
+    config_class: str
+    model_class: str
+    norm: str  # pre | post
+    qk_norm: str  # none | layerwise | headwise
+    swa: str  # none: no window; all: one window on every layer; layer_types: per-layer list
+    per_type_rope: bool = False  # rope_parameters split by layer type (Olmo 3)
+    qkv_bias: bool = False  # q/k/v projections always carry biases (Qwen 2)
+
+
+FAMILIES: dict[str, HFFamily] = {f.model_type: f for f in [
+    HFFamily("llama", "LlamaConfig", "LlamaForCausalLM", "pre", "none", "none"),
+    HFFamily("mistral", "MistralConfig", "MistralForCausalLM", "pre", "none", "all"),
+    HFFamily("ministral", "MinistralConfig", "MinistralForCausalLM", "pre", "none", "layer_types"),
+    HFFamily("qwen2", "Qwen2Config", "Qwen2ForCausalLM", "pre", "none", "layer_types", qkv_bias=True),
+    HFFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", "pre", "headwise", "layer_types"),
+    HFFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", "post", "layerwise", "none"),
+    HFFamily("olmo3", "Olmo3Config", "Olmo3ForCausalLM", "post", "layerwise", "layer_types", per_type_rope=True),
+]}
+IMPORTABLE = tuple(FAMILIES)
+
+# Our parameter names -> transformers'. ``{i}`` is the layer index.
+GLOBAL_NAMES = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight", "lm_head.weight": "lm_head.weight"}
+LAYER_NAMES = {
+    "attn.q_proj.weight": "self_attn.q_proj.weight",
+    "attn.k_proj.weight": "self_attn.k_proj.weight",
+    "attn.v_proj.weight": "self_attn.v_proj.weight",
+    "attn.o_proj.weight": "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight": "mlp.gate_proj.weight",
+    "mlp.up_proj.weight": "mlp.up_proj.weight",
+    "mlp.down_proj.weight": "mlp.down_proj.weight",
+}
+QK_NORM_NAMES = {"attn.q_norm.weight": "self_attn.q_norm.weight", "attn.k_norm.weight": "self_attn.k_norm.weight"}
+# The trap: in Llama/Qwen/Mistral ``post_attention_layernorm`` is the *pre-MLP* norm; in Olmo 2/3 it
+# normalises the attention output.
+NORM_NAMES = {
+    "pre": {"attn_norm.weight": "input_layernorm.weight", "mlp_norm.weight": "post_attention_layernorm.weight"},
+    "post": {"attn_norm.weight": "post_attention_layernorm.weight", "mlp_norm.weight": "post_feedforward_layernorm.weight"},
+}
+
+
+def name_map(cfg: "ModelConfig") -> dict[str, str]:
+    """Every parameter of our model for ``cfg`` -> its name in the matching transformers model."""
+    per_layer = dict(LAYER_NAMES, **NORM_NAMES[cfg.norm])
+    if cfg.qk_norm != "none":
+        per_layer.update(QK_NORM_NAMES)
+    names = dict(GLOBAL_NAMES)
+    for i in range(cfg.n_layers):
+        names.update({f"layers.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in per_layer.items()})
+    return names
+
+
+# ---------------------------------------------------------------------------------------------- export
+def hf_family_for(cfg: "ModelConfig") -> HFFamily:
+    """The transformers family that computes exactly ``cfg``'s function, or a ConfigError naming why none does."""
+    swa = cfg.swa
+    if cfg.norm == "pre" and cfg.qk_norm == "none":
+        if not swa:
+            family = FAMILIES["llama"]
+        elif all(t == "sliding_attention" for t in cfg.layer_types):
+            family = FAMILIES["mistral"]
+        else:
+            family = FAMILIES["ministral"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "headwise":
+        family = FAMILIES["qwen3"]
+    elif cfg.norm == "post" and cfg.qk_norm == "layerwise":
+        family = FAMILIES["olmo3"] if swa else FAMILIES["olmo2"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "layerwise":
+        raise ConfigError("qk_norm", "pre-norm with layerwise QK-norm has no native transformers class; nearest: "
+                          "Qwen3ForCausalLM (pre-norm, headwise QK-norm) or Olmo2ForCausalLM (layerwise, post-norm)")
+    elif cfg.norm == "post" and cfg.qk_norm == "headwise":
+        raise ConfigError("qk_norm", "post-norm with headwise QK-norm has no native transformers class; nearest: "
+                          "Olmo2ForCausalLM / Olmo3ForCausalLM (post-norm, layerwise QK-norm) or Qwen3ForCausalLM (pre-norm, headwise)")
+    else:
+        raise ConfigError("norm", "post-norm without QK-norm has no native transformers class; nearest: "
+                          "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)")
+    rope = cfg.rope
+    if swa and rope.full_layers_only and rope.type != "default" and not family.per_type_rope:
+        raise ConfigError("rope.full_layers_only", f"RoPE scaling on full-attention layers only needs per-layer-type "
+                          f"rope_parameters, which {family.model_class} lacks; nearest: Olmo3ForCausalLM (post-norm, layerwise QK-norm)")
+    return family
+
+
+def hf_rope_parameters(rope: "RopeConfig", head_dim: int) -> dict[str, Any]:
+    """transformers' ``rope_parameters`` that reproduce our frequencies (NTK becomes a raised theta)."""
+    if rope.type == "default":
+        return {"rope_type": "default", "rope_theta": float(rope.theta)}
+    if rope.type == "ntk":
+        return {"rope_type": "default", "rope_theta": float(rope.theta * rope.factor ** (head_dim / (head_dim - 2)))}
+    if rope.type == "linear":
+        return {"rope_type": "linear", "rope_theta": float(rope.theta), "factor": float(rope.factor)}
+    if rope.type == "yarn":
+        return {
+            "rope_type": "yarn", "rope_theta": float(rope.theta), "factor": float(rope.factor),
+            "original_max_position_embeddings": int(rope.original_max_seq_len),
+            "beta_fast": float(rope.beta_fast), "beta_slow": float(rope.beta_slow),
+            "attention_factor": float(rope.yarn_attention_factor()),
+        }
+    raise ConfigError("rope.type", f"cannot export RoPE type {rope.type!r}")
+
+
+def to_hf_config(cfg: "ModelConfig") -> "PreTrainedConfig":
+    """The transformers config of the native class for ``cfg`` (see ``hf_family_for``)."""
+    import transformers
+
+    family = hf_family_for(cfg)
+    rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
+    layer_types = cfg.layer_types
+    kwargs: dict[str, Any] = dict(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.mlp_width,
+        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq_len, rms_norm_eps=cfg.norm_eps,
+        tie_word_embeddings=cfg.tie_embeddings, initializer_range=cfg.init_std, hidden_act="silu",
+        pad_token_id=None, bos_token_id=None, eos_token_id=None, architectures=[family.model_class],
+    )
+    if family.per_type_rope:
+        plain = {"rope_type": "default", "rope_theta": float(cfg.rope.theta)}
+        sliding = plain if cfg.rope.full_layers_only else dict(rope)
+        kwargs["rope_parameters"] = {"full_attention": rope, "sliding_attention": sliding}
+    else:
+        kwargs["rope_parameters"] = rope
+    if family.model_type == "mistral":
+        kwargs["sliding_window"] = cfg.window if cfg.swa else None
+    elif family.swa == "layer_types":
+        kwargs["layer_types"] = layer_types
+        kwargs["sliding_window"] = cfg.window if cfg.swa else None
+        if family.model_type in ("qwen2", "qwen3"):
+            kwargs["use_sliding_window"] = cfg.swa
+            kwargs["max_window_layers"] = cfg.n_layers
+    if family.model_type == "olmo3" and kwargs["sliding_window"] is None:
+        kwargs["sliding_window"] = 4096  # unused: no sliding layers
+    return getattr(transformers, family.config_class)(**kwargs)
+
+
+def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, tokenizer: str | Path | None = None) -> Path:
+    """Write a directory ``AutoModelForCausalLM.from_pretrained`` loads with the native class: config.json,
+    model.safetensors, and the tokenizer if one is given or sits in/next to the checkpoint directory."""
+    from safetensors.torch import save_file
+
+    from archpool.io import atomic_path, atomic_write_json
+    from archpool.model.checkpoint import load_checkpoint
+
+    source_dir = None
+    if isinstance(model_or_checkpoint, (str, Path)):
+        source_dir = Path(model_or_checkpoint)
+        model = load_checkpoint(source_dir)
+    else:
+        model = model_or_checkpoint
+    cfg = model.cfg
+    hf_config = to_hf_config(cfg)
+    names = name_map(cfg)
+    state = {}
+    for ours, tensor in model.state_dict().items():
+        if ours.startswith("inv_freq_"):
+            continue
+        if ours == "lm_head.weight" and cfg.tie_embeddings:
+            continue
+        if ours not in names:
+            raise CheckpointError(f"export: parameter {ours!r} has no transformers name")
+        state[names[ours]] = tensor.detach().to("cpu").contiguous()
+    dtype = next(iter(state.values())).dtype
+    hf_config.dtype = str(dtype).removeprefix("torch.")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / "model.safetensors") as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
+    hf_config.save_pretrained(out_dir)
+    atomic_write_json(out_dir / ARCHPOOL_CONFIG_NAME, cfg.to_dict())
+    tok = Path(tokenizer) if tokenizer is not None else _find_tokenizer(source_dir)
+    if tok is not None:
+        export_tokenizer(tok, out_dir, cfg.max_seq_len)
+    return out_dir
+
+
+def _find_tokenizer(directory: Path | None) -> Path | None:
+    if directory is None:
+        return None
+    for candidate in (directory / "tokenizer.json", directory.parent / "tokenizer.json"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def export_tokenizer(tokenizer_json: str | Path, out_dir: str | Path, model_max_length: int | None = None) -> None:
+    """Copy a ``tokenizers`` tokenizer.json and write the tokenizer_config.json AutoTokenizer needs."""
+    from archpool.io import atomic_write_json
+
+    tokenizer_json, out_dir = Path(tokenizer_json), Path(out_dir)
+    if tokenizer_json.resolve() != (out_dir / "tokenizer.json").resolve():
+        shutil.copyfile(tokenizer_json, out_dir / "tokenizer.json")
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if model_max_length:
+        config["model_max_length"] = int(model_max_length)
+    atomic_write_json(out_dir / "tokenizer_config.json", config)
+
+
+# ---------------------------------------------------------------------------------------------- import
+def _rope_from_hf(params: dict[str, Any], where: str) -> "RopeConfig":
+    from archpool.model.config import RopeConfig
+
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    theta = float(params.get("rope_theta") or 10_000.0)
+    if float(params.get("partial_rotary_factor", 1.0) or 1.0) != 1.0:
+        raise ConfigError(f"{where}.partial_rotary_factor", "partial rotary embeddings are not supported by archpool's RoPE")
+    if rope_type == "default":
+        return RopeConfig(theta=theta)
+    if rope_type == "linear":
+        return RopeConfig(theta=theta, type="linear", factor=float(params["factor"]))
+    if rope_type == "yarn":
+        if params.get("truncate", True) is False:
+            raise ConfigError(f"{where}.truncate", "YaRN without truncation is not supported by archpool's RoPE")
+        factor = float(params["factor"])
+        attention_factor = params.get("attention_factor")
+        mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+        if attention_factor is None and mscale and mscale_all:  # transformers' DeepSeek-style rule
+            get = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0  # noqa: E731
+            attention_factor = get(factor, mscale) / get(factor, mscale_all)
+        return RopeConfig(
+            theta=theta, type="yarn", factor=factor, original_max_seq_len=int(params["original_max_position_embeddings"]),
+            beta_fast=float(params.get("beta_fast") or 32.0), beta_slow=float(params.get("beta_slow") or 1.0),
+            attention_factor=None if attention_factor is None else float(attention_factor),
+        )
+    raise ConfigError(f"{where}.rope_type", f"RoPE type {rope_type!r} is not supported by archpool (supported: default, linear, yarn)")
+
+
+def _rope_from_hf_config(hf_config: "PreTrainedConfig", layer_types: list[str]) -> "RopeConfig":
+    params = dict(getattr(hf_config, "rope_parameters", None) or {})
+    if not params:
+        return _rope_from_hf({"rope_theta": getattr(hf_config, "rope_theta", 10_000.0)}, "rope_parameters")
+    if not (set(params) & {"full_attention", "sliding_attention"}):
+        return _rope_from_hf(params, "rope_parameters")
+    used = sorted(set(layer_types))
+    ropes = {t: _rope_from_hf(params[t], f"rope_parameters.{t}") for t in used if params.get(t)}
+    full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
+    if full is None or sliding is None or full == sliding:
+        return full or sliding
+    if sliding.type == "default" and sliding.theta == full.theta:
+        full.full_layers_only = True
+        return full
+    raise ConfigError("rope_parameters", f"per-layer-type RoPE {params} is not expressible in archpool "
+                      "(only: the same for every layer, or scaled on full-attention layers with plain RoPE at the same theta on sliding ones)")
+
+
+def _swa_pattern(layer_types: list[str]) -> str | list[str]:
+    n = len(layer_types)
+    if all(t == "full_attention" for t in layer_types):
+        return "none"
+    if all(t == "sliding_attention" for t in layer_types):
+        return "all"
+    if layer_types == ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]:
+        return "olmo3"
+    return list(layer_types)
+
+
+def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
+    """Our ModelConfig for a transformers config of an importable family (or a ConfigError saying why not)."""
+    from archpool.model.config import ModelConfig
+
+    model_type = getattr(hf_config, "model_type", None)
+    if model_type not in FAMILIES:
+        raise ConfigError("model_type", f"cannot import model type {model_type!r}; importable: {', '.join(IMPORTABLE)}")
+    family = FAMILIES[model_type]
+    act = getattr(hf_config, "hidden_act", "silu")
+    if act != "silu":
+        raise ConfigError("hidden_act", f"{act!r}: archpool's MLP is SwiGLU (silu)")
+    for flag in ("mlp_bias",):
+        if getattr(hf_config, flag, False):
+            raise ConfigError(flag, "MLP biases are not supported by archpool's model")
+    n_layers = int(hf_config.num_hidden_layers)
+    window = getattr(hf_config, "sliding_window", None)
+    if family.swa == "none" or window is None:
+        layer_types = ["full_attention"] * n_layers
+    elif family.swa == "all":
+        layer_types = ["sliding_attention"] * n_layers
+    else:
+        layer_types = list(hf_config.layer_types)
+    has_swa = "sliding_attention" in layer_types
+    d_model, n_heads = int(hf_config.hidden_size), int(hf_config.num_attention_heads)
+    return ModelConfig(
+        vocab_size=int(hf_config.vocab_size), d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+        n_kv_heads=int(getattr(hf_config, "num_key_value_heads", None) or n_heads),
+        head_dim=int(getattr(hf_config, "head_dim", None) or d_model // n_heads),
+        d_ff=int(hf_config.intermediate_size), norm_eps=float(hf_config.rms_norm_eps),
+        tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
+        max_seq_len=int(hf_config.max_position_embeddings), norm=family.norm, qk_norm=family.qk_norm,
+        window=int(window) if has_swa else None, swa_pattern=_swa_pattern(layer_types),
+        rope=_rope_from_hf_config(hf_config, layer_types), init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
+    )
+
+
+def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.Tensor"]) -> "Decoder":
+    """Our Decoder holding a transformers state dict. Biases must be zero (our projections have none)."""
+    from archpool.model.model import Decoder
+
+    cfg = hf_config_to_archpool(hf_config)
+    theirs_to_ours = {v: k for k, v in name_map(cfg).items()}
+    mapped, unexpected = {}, []
+    for name, tensor in state.items():
+        if name in theirs_to_ours:
+            mapped[theirs_to_ours[name]] = tensor
+        elif name.endswith(".bias"):
+            if bool(tensor.detach().abs().max() > 0):
+                raise ConfigError(name, f"non-zero bias: archpool's projections have no biases, so importing "
+                                  f"{hf_config.model_type} would change the model; refusing")
+        elif "rotary_emb" in name:
+            continue
+        else:
+            unexpected.append(name)
+    if unexpected:
+        raise CheckpointError(f"import: {len(unexpected)} weights have no archpool name (e.g. {unexpected[:4]}); "
+                              f"the {hf_config.model_type} checkpoint is not the architecture its config describes")
+    if cfg.tie_embeddings:
+        mapped.pop("lm_head.weight", None)
+    model = Decoder(cfg)
+    missing, extra = model.load_state_dict(mapped, strict=False)
+    missing = [m for m in missing if not (cfg.tie_embeddings and m == "lm_head.weight")]
+    if missing or extra:
+        raise CheckpointError(f"import: weights do not match the config (missing {missing[:5]}, unexpected {extra[:5]})")
+    return model
+
+
+def hf_model_to_archpool(hf_model: "PreTrainedModel") -> "Decoder":
+    """Our Decoder computing the same logits as an in-memory transformers causal LM."""
+    return hf_state_to_archpool(hf_model.config, hf_model.state_dict())
+
+
+def _read_safetensors(hf_dir: Path) -> dict[str, "torch.Tensor"] | None:
+    from safetensors.torch import load_file
+
+    single = hf_dir / "model.safetensors"
+    if single.is_file():
+        return load_file(str(single))
+    index = hf_dir / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        state: dict[str, Any] = {}
+        for shard in shards:
+            state.update(load_file(str(hf_dir / shard)))
+        return state
+    return None
+
+
+def import_hf(hf_dir: str | Path) -> "Decoder":
+    """Our Decoder from a transformers model directory (config.json + safetensors), no network."""
+    from transformers import AutoConfig
+
+    hf_dir = Path(hf_dir)
+    config_path = hf_dir / "config.json"
+    if not config_path.is_file():
+        raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
+    raw = json.loads(config_path.read_text())
+    model_type = raw.get("model_type")
+    if model_type not in FAMILIES:  # before AutoConfig, whose error for unknown types is less direct
+        raise ConfigError("model_type", f"cannot import model type {model_type!r}; importable: {', '.join(IMPORTABLE)}")
+    hf_config = AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
+    state = _read_safetensors(hf_dir)
+    if state is None:
+        from transformers import AutoModelForCausalLM
+
+        state = AutoModelForCausalLM.from_pretrained(str(hf_dir), local_files_only=True).state_dict()
+    model = hf_state_to_archpool(hf_config, state)
+    provenance = hf_dir / ARCHPOOL_CONFIG_NAME
+    if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
+        ours = json.loads(provenance.read_text())
+        for key in ("family", "extension"):
+            if ours.get(key) is not None:
+                setattr(model.cfg, key, ours[key])
+    return model
