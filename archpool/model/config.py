@@ -158,8 +158,14 @@ class ModelConfig:
                 raise ConfigError("window", "sliding-window layers need a window size")
             if not isinstance(self.window, int) or self.window <= 0:
                 raise ConfigError("window", f"must be a positive integer, got {self.window!r}")
-            if self.window >= self.max_seq_len:
-                raise ConfigError("window", f"must be smaller than the context max_seq_len={self.max_seq_len}, got {self.window}")
+            if self.window > self.max_seq_len:
+                raise ConfigError("window", f"must not exceed the context max_seq_len={self.max_seq_len}, got {self.window}")
+            if self.window == self.max_seq_len:
+                # the paper's 4K-context SWA runs (G_post_LQK_8kv_4k_14k_SWA): no effect until extension
+                warnings.warn(
+                    f"window={self.window} equals max_seq_len: sliding layers act as full attention until the context is extended",
+                    stacklevel=3,
+                )
 
     # ------------------------------------------------------------------ derived values
     @property

@@ -221,6 +221,13 @@ def test_config_round_trips_through_yaml_and_json(tmp_path):
     assert loaded.qk_norm == "headwise" and loaded.n_kv_heads == 4
 
 
+def test_window_equal_to_context_is_allowed_with_a_warning():
+    # the paper's G_post_LQK_8kv_4k_14k_SWA pretrains at 4K with a 4K window
+    with pytest.warns(UserWarning, match="until the context is extended"):
+        cfg = tiny(swa_pattern="all", window=64)
+    assert cfg.swa and cfg.window == cfg.max_seq_len
+
+
 def test_post_norm_without_qk_norm_warns():
     with pytest.warns(UserWarning, match="diverged"):
         tiny(norm="post", qk_norm="none")
@@ -232,7 +239,7 @@ def test_post_norm_without_qk_norm_warns():
 BAD_CONFIGS = [
     ("n_kv_heads", dict(n_heads=4, n_kv_heads=3), "divisible"),
     ("n_kv_heads", dict(n_heads=4, n_kv_heads=8), "between 1 and n_heads"),
-    ("window", dict(swa_pattern="all", window=64), "smaller than the context"),
+    ("window", dict(swa_pattern="all", window=65), "must not exceed the context"),
     ("window", dict(swa_pattern="olmo3"), "need a window"),
     ("norm", dict(norm="sandwich"), "allowed: pre, post"),
     ("qk_norm", dict(qk_norm="rms"), "allowed: none, layerwise, headwise"),

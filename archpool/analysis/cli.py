@@ -1,0 +1,67 @@
+"""``archpool analyze`` and ``archpool report``: statistics and an HTML report from a results table or pool."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
+    p.add_argument("--target", metavar="METRIC", help="the metric to explain (default: a long-context column such as "
+                   "helmet / long_score, or the only metric)")
+    p.add_argument("--short-ctx", type=int, metavar="N", help="pretraining contexts ≤ N count as short (default: the "
+                   "smallest context when the table has several, else 4096)")
+    p.add_argument("--covariates", default="", metavar="COLS",
+                   help="comma-separated confound columns (e.g. init,fp8,n_layers): does the count effect survive them?")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("analyze", help="the study's statistics from a results table or pool directory",
+                              description="R² and leave-one-out R² of the feature count, the four axes and every metric; "
+                              "coefficients with 95%% CIs; matched-pair effects, interactions and seed spread; confounds.")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=analyze_command)
+    p = subparsers.add_parser("report", help="a self-contained HTML report (+ PNG figures, CSV tables)",
+                              description="Write DIR/report.html (figures embedded), DIR/figures/*.png, "
+                              "DIR/tables/*.csv and DIR/analysis.json.")
+    _common(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.set_defaults(func=report_command)
+
+
+def _covariates(args) -> list[str]:
+    return [c.strip() for c in args.covariates.split(",") if c.strip()]
+
+
+def analyze_command(args) -> int:
+    from archpool.analysis import analyze, format_text, load_results, to_json
+    from archpool.analysis.summary import design_summary, format_design
+    from archpool.analysis.table import metric_columns
+    from archpool.errors import DataError
+
+    try:
+        df = load_results(args.source)
+        if args.target is None and not metric_columns(df):
+            r = design_summary(df, args.short_ctx)
+            print(to_json(r) if args.json else format_design(r))
+            return 0
+        r = analyze(df, args.target, args.short_ctx, _covariates(args))
+    except DataError as e:
+        print(f"archpool analyze: error: {e}", file=sys.stderr)
+        return 2
+    print(to_json(r) if args.json else format_text(r))
+    return 0
+
+
+def report_command(args) -> int:
+    from archpool.errors import DataError
+    from archpool.report import write_report
+
+    try:
+        page = write_report(args.source, args.out, args.target, args.short_ctx, _covariates(args))
+    except DataError as e:
+        print(f"archpool report: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {page}")
+    return 0

@@ -1,0 +1,265 @@
+"""Load and validate a results table: a CSV file or a pool directory.
+
+Table format (one row per run)::
+
+    run            unique run name (``name`` is accepted, as in olmpool-architectures.csv)
+    swa            0 | 1 (true/false accepted): any sliding-window layer
+    qk_norm        none | layerwise | headwise  (aliases: hw, hqk -> headwise; lqk -> layerwise; off -> none)
+    norm           pre | post
+    n_kv_heads     KV heads
+    n_heads        query heads (32 if the column is absent, the paper's 7B shape)
+    pretrain_ctx   pretraining context in tokens
+    seed, init, fp8, n_layers, d_ff, window, d_model, params_b, arch, paper_*  design / confound columns
+    feature_count, state, error                                              written by pools (recomputed / used for exclusion)
+    anything else  a numeric metric (empty cells allowed, e.g. for failed runs)
+
+Metric naming conventions the analysis understands:
+
+- pre-extension metrics carry a ``base_`` prefix or a ``_pre`` suffix; everything else is post-extension;
+- score by context length: ``<metric>@<length>`` with an integer length of two or more digits, optionally
+  ``_pre`` / ``_post`` (e.g. ``ruler_ll@256_pre``; ``base_<metric>@<length>`` also reads as pre). A
+  ``@0.5``-style suffix is a pretraining-milestone fraction, not a length;
+- attention statistics: sink strength in ``attn_sink_rate`` (aliases ``attn_first_token_mass``,
+  ``sink_strength``, ``sink_rate``, ``first_token_mass``), attention entropy in ``attn_entropy``
+  (alias ``entropy``).
+
+Pool directory contract (what ``archpool pool`` writes and this module reads)::
+
+    POOL/results.csv                 the table above, one row per run (failed runs included, ``state`` = failed)
+    POOL/runs/<run>/status.json      optional: {"state": "done" | "failed" | "running", "error": "...", "stage": "..."}
+
+A run whose status.json says ``failed`` is marked failed (``state``/``error`` columns) even when its row
+says otherwise; a failed run without a row is kept in ``df.attrs["failed"]`` so the report still lists it.
+Failed runs are never fitted.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from archpool.errors import DataError
+
+RESULTS_FILE = "results.csv"
+REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
+AXES = ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
+QK_NORMS = ("none", "layerwise", "headwise")
+QK_ALIASES = {"hw": "headwise", "hqk": "headwise", "lqk": "layerwise", "lw": "layerwise", "off": "none"}
+NORMS = ("pre", "post")
+# Columns that describe a run rather than measure it; never used as single predictors.
+DESIGN = {
+    "run", "name", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init",
+    "fp8", "window", "d_ff", "n_layers", "d_model", "params_b", "d_ff_ratio", "feature_count", "state", "error",
+    "stage", "node",
+}
+TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
+# Confounds that must match for two runs to count as a matched pair (critique §5: init, fp8, depth).
+MATCH_CONFOUNDS = ("init", "fp8", "n_layers")
+SINK_COLUMNS = ("attn_sink_rate", "attn_first_token_mass", "sink_strength", "sink_rate", "first_token_mass")
+ENTROPY_COLUMNS = ("attn_entropy", "entropy")
+DEFAULT_SHORT_CTX = 4096
+LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
+_TRUE = {"1", "true", "yes", "on", "1.0"}
+_FALSE = {"0", "false", "no", "off", "0.0"}
+
+
+class TableError(DataError):
+    """A results table that cannot be analysed; the message names the column (and row)."""
+
+    def __init__(self, message: str, column: str | None = None, row: int | None = None):
+        self.column, self.row = column, row
+        super().__init__(message)
+
+
+def _where(column: str, i: int, run: object) -> str:
+    return f"column {column!r}, row {i + 1} (run {run!r})"
+
+
+def is_design(column: str) -> bool:
+    return column in DESIGN or column.startswith("paper_")
+
+
+def metric_columns(df: pd.DataFrame) -> list[str]:
+    """Numeric measurement columns, in table order."""
+    return [c for c in df.columns if not is_design(c) and pd.api.types.is_numeric_dtype(df[c])]
+
+
+def find_column(df: pd.DataFrame, names: tuple[str, ...]) -> str | None:
+    return next((c for c in names if c in df.columns), None)
+
+
+def load_results(source: str | Path) -> pd.DataFrame:
+    """Read and validate a results CSV or a pool directory (see the module docstring)."""
+    source = Path(source)
+    failed: list[dict] = []
+    if source.is_dir():
+        csv_path = source / RESULTS_FILE
+        if not csv_path.is_file():
+            raise DataError(f"{source}: not a pool directory (no {RESULTS_FILE})")
+    elif source.is_file():
+        csv_path = source
+    else:
+        raise DataError(f"{source}: no such results table or pool directory")
+    try:
+        raw = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{csv_path}: empty file") from None
+    except pd.errors.ParserError as e:
+        raise DataError(f"{csv_path}: not a readable CSV ({e})") from None
+    df = validate(raw, str(csv_path))
+    if source.is_dir():
+        df, failed = _apply_statuses(df, source)
+    else:
+        failed = _failed_rows(df)
+    df.attrs["failed"] = failed
+    df.attrs["source"] = str(source)
+    return df
+
+
+def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
+    """Typed, validated copy of a string table; raises TableError naming the column and row."""
+    raw = raw.copy()
+    raw.columns = [str(c).strip() for c in raw.columns]
+    if "run" not in raw.columns and "name" in raw.columns:
+        raw = raw.rename(columns={"name": "run"})
+    missing = [c for c in REQUIRED if c not in raw.columns]
+    if missing:
+        raise TableError(f"{label}: missing column {missing[0]!r}; a results table needs "
+                         f"{', '.join(REQUIRED)}", column=missing[0])
+    dup = [c for c in raw.columns if list(raw.columns).count(c) > 1]
+    if dup:
+        raise TableError(f"{label}: column {dup[0]!r} appears twice", column=dup[0])
+    runs = raw["run"].str.strip()
+    for i, r in enumerate(runs):
+        if not r:
+            raise TableError(f"{label}: {_where('run', i, r)}: empty run name", column="run", row=i + 1)
+    seen: dict[str, int] = {}
+    for i, r in enumerate(runs):
+        if r in seen:
+            raise TableError(f"{label}: {_where('run', i, r)}: duplicate of row {seen[r] + 1}", column="run", row=i + 1)
+        seen[r] = i
+    df = pd.DataFrame({"run": runs})
+    df["swa"] = [_flag(v, "swa", i, runs[i], label) for i, v in enumerate(raw["swa"])]
+    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
+    df["norm"] = [_choice(v, "norm", NORMS, {}, i, runs[i], label) for i, v in enumerate(raw["norm"])]
+    df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
+    df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
+    df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
+    for i in np.flatnonzero(df["n_kv_heads"] > df["n_heads"]):
+        raise TableError(f"{label}: {_where('n_kv_heads', i, runs[i])}: {df['n_kv_heads'][i]} KV heads "
+                         f"> {df['n_heads'][i]} query heads", column="n_kv_heads", row=int(i) + 1)
+    for c in raw.columns:
+        if c in df.columns:
+            continue
+        col = raw[c].str.strip()
+        if c in ("fp8",):
+            df[c] = [_flag(v, c, i, runs[i], label) if v else 0 for i, v in enumerate(col)]
+        elif c in TEXT_OK or c.startswith("paper_"):
+            num = pd.to_numeric(col.replace("", np.nan), errors="coerce")
+            df[c] = num if c not in TEXT_OK and num.notna().sum() == (col != "").sum() else col
+        else:
+            df[c] = _numbers(col, c, runs, label)
+    if "state" not in df.columns:
+        df["state"] = "done"
+    df["state"] = df["state"].replace("", "done")
+    if "error" not in df.columns:
+        df["error"] = ""
+    return df
+
+
+def _flag(v: str, column: str, i: int, run: str, label: str) -> int:
+    s = str(v).strip().lower()
+    if s in _TRUE:
+        return 1
+    if s in _FALSE:
+        return 0
+    raise TableError(f"{label}: {_where(column, i, run)}: {v!r} is not 0/1", column=column, row=i + 1)
+
+
+def _choice(v: str, column: str, allowed: tuple[str, ...], aliases: dict[str, str], i: int, run: str, label: str) -> str:
+    s = str(v).strip().lower()
+    s = aliases.get(s, s)
+    if s not in allowed:
+        alias = f" (aliases: {', '.join(aliases)})" if aliases else ""
+        raise TableError(f"{label}: {_where(column, i, run)}: unknown value {v!r}; allowed: {', '.join(allowed)}{alias}",
+                         column=column, row=i + 1)
+    return s
+
+
+def _ints(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Series:
+    out = []
+    for i, v in enumerate(col):
+        try:
+            x = float(str(v).strip())
+        except ValueError:
+            x = float("nan")
+        if not np.isfinite(x) or x != int(x) or x < 1:
+            raise TableError(f"{label}: {_where(column, i, runs[i])}: {v!r} is not a positive integer",
+                             column=column, row=i + 1)
+        out.append(int(x))
+    return pd.Series(out, dtype="int64")
+
+
+def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Series:
+    """A numeric column; empty cells become NaN (a failed or missing measurement)."""
+    num = pd.to_numeric(col.replace({"": np.nan, "nan": np.nan, "NaN": np.nan}), errors="coerce")
+    bad = np.flatnonzero(num.isna() & ~col.isin(["", "nan", "NaN"]))
+    if len(bad):
+        i = int(bad[0])
+        raise TableError(f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is not a number; this column must be "
+                         f"numeric like every metric column (leave the cell empty for a missing value)", column=column, row=i + 1)
+    return num.astype(float)
+
+
+def default_short_ctx(df: pd.DataFrame) -> int:
+    """The pool's short pretraining context: the smallest one when the table has several, else 4096."""
+    contexts = sorted(set(int(c) for c in df["pretrain_ctx"]))
+    return contexts[0] if len(contexts) > 1 else DEFAULT_SHORT_CTX
+
+
+FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
+
+
+def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
+    """The four binary features (study.md §1), their count, and the underlying KV-head ratio."""
+    out = pd.DataFrame(index=df.index)
+    out["qk_norm"] = (df["qk_norm"] != "none").astype(int)
+    out["gqa"] = (df["n_kv_heads"] < df["n_heads"]).astype(int)
+    out["swa"] = df["swa"].astype(int)
+    out["short_ctx"] = (df["pretrain_ctx"] <= short_ctx).astype(int)
+    out["feature_count"] = out[list(FEATURES)].sum(axis=1)
+    out["kv_ratio"] = df["n_kv_heads"] / df["n_heads"]
+    return out
+
+
+def _failed_rows(df: pd.DataFrame) -> list[dict]:
+    rows = df[df["state"] == "failed"]
+    return [{"run": r, "error": str(e), "stage": ""} for r, e in zip(rows["run"], rows["error"])]
+
+
+def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[dict]]:
+    """Mark runs failed from ``runs/<run>/status.json``; collect failed runs that have no row."""
+    failed: list[dict] = []
+    runs_dir = pool / "runs"
+    statuses = sorted(runs_dir.glob("*/status.json")) if runs_dir.is_dir() else []
+    index = {r: i for i, r in enumerate(df["run"])}
+    for path in statuses:
+        try:
+            status = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise DataError(f"{path}: unreadable status ({e})") from None
+        if not isinstance(status, dict) or status.get("state") != "failed":
+            continue
+        run, error, stage = path.parent.name, str(status.get("error") or ""), str(status.get("stage") or "")
+        if run in index:
+            df.loc[index[run], "state"] = "failed"
+            if error:
+                df.loc[index[run], "error"] = error
+        failed.append({"run": run, "error": error or str(df["error"][index[run]] if run in index else ""),
+                       "stage": stage, "in_table": run in index})
+    listed = {f["run"] for f in failed}
+    failed += [dict(f, in_table=True) for f in _failed_rows(df) if f["run"] not in listed]
+    return df, failed

@@ -1,0 +1,196 @@
+"""The report's figures, drawn with matplotlib's object API on the Agg canvas (no display, no global state).
+
+Each function takes an :func:`archpool.analysis.summary.analyze` result (and the table where it needs more
+columns) and returns a ``Figure``, or ``None`` when the data for it is absent.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+COUNT_COLORS = ["#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027"]  # 0 … 4 features
+QK_COLORS = {"none": "#4575b4", "layerwise": "#d73027", "headwise": "#fc8d59"}
+
+
+def _t(s: object) -> str:
+    """Text from a table, safe from matplotlib's mathtext (``$`` would start a formula)."""
+    return str(s).replace("$", r"\$")
+
+
+def _figure(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _count_legend(ax, counts: list[int]) -> None:
+    handles = [Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} features") for c in sorted(set(counts))]
+    ax.legend(handles=handles, fontsize=8, loc="best")
+
+
+def scores_by_run(r: dict[str, Any]) -> Figure:
+    """Paper fig. 1: the target per run, sorted, coloured by feature count."""
+    runs = sorted(r["runs"], key=lambda x: x["target"])
+    fig = _figure(8, 0.9 + 0.28 * len(runs))
+    ax = fig.add_subplot()
+    ax.barh(range(len(runs)), [x["target"] for x in runs], color=[COUNT_COLORS[x["feature_count"]] for x in runs])
+    ax.set_yticks(range(len(runs)), [_t(x["run"]) for x in runs], fontsize=7)
+    lo, hi = min(x["target"] for x in runs), max(x["target"] for x in runs)
+    ax.set_xlim(lo - 0.15 * (hi - lo) - 1e-9, hi + 0.05 * (hi - lo) + 1e-9)
+    ax.set_xlabel(_t(r["target"]))
+    ax.set_title(f"{_t(r['target'])} per run ({r['n']} runs), coloured by feature count")
+    _count_legend(ax, [x["feature_count"] for x in runs])
+    return fig
+
+
+def predictor_r2(r: dict[str, Any]) -> Figure:
+    """In-sample and leave-one-out R² of every predictor of the target."""
+    names = list(r["predictors"])[::-1]
+    fig = _figure(7, 1.0 + 0.35 * len(names))
+    ax = fig.add_subplot()
+    y = np.arange(len(names))
+    r2 = [r["predictors"][n].get("r2") or 0.0 for n in names]
+    loo = [max(r["predictors"][n].get("loo_r2") or 0.0, 0.0) for n in names]
+    ax.barh(y + 0.2, r2, height=0.4, color="#4575b4", label="in-sample R²")
+    ax.barh(y - 0.2, loo, height=0.4, color="#91bfdb", label="leave-one-out R² (≥ 0 shown)")
+    ax.set_yticks(y, [_t(n) for n in names], fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"R² against {_t(r['target'])}")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def target_vs_count(r: dict[str, Any]) -> Figure:
+    """Target against feature count with the OLS fit; right: leave-one-out predictions vs observed."""
+    runs, p = r["runs"], r["predictors"]["feature_count"]
+    fig = _figure(10, 4)
+    ax, ax2 = fig.subplots(1, 2)
+    x = np.array([q["feature_count"] for q in runs], float)
+    y = np.array([q["target"] for q in runs], float)
+    jitter = np.random.default_rng(0).uniform(-0.08, 0.08, len(x))
+    ax.scatter(x + jitter, y, c=[COUNT_COLORS[int(c)] for c in x], edgecolor="k", linewidth=0.4, zorder=3)
+    if p.get("coef") is not None:
+        xs = np.linspace(x.min() - 0.2, x.max() + 0.2, 50)
+        ax.plot(xs, p["intercept"] + p["coef"] * xs, color="k",
+                label=f"fit: {p['intercept']:.2f} {p['coef']:+.2f}·count\nR² {p['r2']:.2f}, LOO R² {p['loo_r2']:.2f}")
+        ax.legend(fontsize=8)
+    ax.set_xticks(range(int(x.min()), int(x.max()) + 1))
+    ax.set_xlabel("feature count")
+    ax.set_ylabel(_t(r["target"]))
+    ax.set_title("target vs feature count")
+    loo = np.array([np.nan if q["loo_count"] is None else q["loo_count"] for q in runs], float)
+    ax2.scatter(loo, y, c=[COUNT_COLORS[int(c)] for c in x], edgecolor="k", linewidth=0.4, zorder=3)
+    ok = np.isfinite(loo)
+    if ok.any():
+        lim = [min(loo[ok].min(), y.min()), max(loo[ok].max(), y.max())]
+        ax2.plot(lim, lim, color="grey", ls="--", label="observed = predicted")
+        ax2.legend(fontsize=8)
+    ax2.set_xlabel("leave-one-out prediction from count")
+    ax2.set_ylabel(_t(r["target"]))
+    ax2.set_title("leave-one-out predictions")
+    return fig
+
+
+def effects(r: dict[str, Any]) -> Figure | None:
+    """Matched-pair effects per axis (dots: pairs, bar: mean) and interactions, against the seed spread."""
+    ae, inter = r["axis_effects"], r["interactions"]
+    if not ae and not inter:
+        return None
+    sd = r["spread"]["seed_sd"]
+    fig = _figure(11, 1.2 + 0.45 * max(len(ae), len(inter), 2))
+    ax, ax2 = fig.subplots(1, 2)
+    for i, e in enumerate(ae):
+        pts = [p["effect"] for p in r["pairs"] if (p["axis"], p["from"], p["to"]) == (e["axis"], e["from"], e["to"])]
+        ax.scatter(pts, [i] * len(pts), color="#4575b4", s=14, zorder=3)
+        ax.barh(i, e["mean"], height=0.5, color="#d73027" if e["below_seed_sd"] else "#fc8d59", alpha=0.6)
+    ax.set_yticks(range(len(ae)), [f"{e['axis']}: {e['from']}→{e['to']} (n={e['n']})" for e in ae], fontsize=8)
+    ax2_labels = []
+    for i, it in enumerate(inter):
+        for dy, key, color in ((0.18, "with", "#d73027"), (-0.18, "without", "#4575b4")):
+            if it[key] is not None:
+                ax2.barh(i + dy, it[key], height=0.34, color=color, label=f"{key} B" if i == 0 else None)
+        ax2_labels.append(f"{it['effect_of']} | {it['given']} (n={it['n_with']}/{it['n_without']})"
+                          + (" ★" if it["stressed"] else ""))
+    ax2.set_yticks(range(len(inter)), ax2_labels, fontsize=8)
+    for a in (ax, ax2):
+        a.invert_yaxis()
+        a.axvline(0, color="k", lw=0.8)
+        if sd is not None:
+            a.axvspan(-sd, sd, color="grey", alpha=0.2, label="± seed sd")
+        a.set_xlabel(f"effect on {_t(r['target'])}")
+    ax.set_title("matched-pair effects by axis" + ("" if sd is not None else " (no seed replicates)"))
+    ax2.set_title("A | B: with B (red) vs without B (blue)")
+    if inter:
+        ax2.legend(fontsize=8, loc="best")
+    return fig
+
+
+def by_length(r: dict[str, Any], df: pd.DataFrame) -> Figure | None:
+    """Score vs context length before (dashed) and after (solid) extension, one line per run."""
+    metrics = r["by_length"]
+    if not metrics:
+        return None
+    count = {q["run"]: q["feature_count"] for q in r["runs"]}
+    fig = _figure(5.5 * len(metrics), 4)
+    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
+    rows = df[df["run"].isin(count)]
+    for ax, (metric, phases) in zip(axes, metrics.items()):
+        for ph, ls in (("pre", "--"), ("post", "-")):
+            cols = phases.get(ph)
+            if not cols:
+                continue
+            for _, row in rows.iterrows():
+                ys = [row[c] for c in cols.values()]
+                ax.plot(list(cols), ys, ls=ls, marker="o", ms=3, lw=1, color=COUNT_COLORS[count[row["run"]]], alpha=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel(_t(metric))
+        ax.set_title(f"{_t(metric)}: before (dashed) / after (solid) extension")
+        _count_legend(ax, list(count.values()))
+    return fig
+
+
+def attention(r: dict[str, Any], df: pd.DataFrame) -> Figure | None:
+    """Left: sink strength vs target with the fit; right: entropy vs sink, coloured by QK-norm."""
+    a = r["attention"]
+    if not a or not a.get("sink_column"):
+        return None
+    sink, ent = a["sink_column"], a.get("entropy_column")
+    d = df[df["run"].isin({q["run"] for q in r["runs"]})]
+    y = d["run"].map({q["run"]: q["target"] for q in r["runs"]})
+    fig = _figure(10 if ent else 5.5, 4)
+    axes = np.atleast_1d(fig.subplots(1, 2 if ent else 1))
+    colors = [QK_COLORS[q] for q in d["qk_norm"]]
+    ax = axes[0]
+    ax.scatter(d[sink], y, c=colors, edgecolor="k", linewidth=0.4, zorder=3)
+    fit = a["sink_vs_target"]
+    if fit.get("coef") is not None:
+        xs = np.linspace(np.nanmin(d[sink]), np.nanmax(d[sink]), 50)
+        ax.plot(xs, fit["intercept"] + fit["coef"] * xs, color="k", label=f"R² {fit['r2']:.2f}")
+        ax.legend(fontsize=8)
+    ax.set_xlabel(f"attention sink strength ({_t(sink)})")
+    ax.set_ylabel(_t(r["target"]))
+    ax.set_title("sink strength vs score")
+    if ent:
+        ax2 = axes[1]
+        for q, color in QK_COLORS.items():
+            m = d["qk_norm"] == q
+            if m.any():
+                ax2.scatter(d.loc[m, sink], d.loc[m, ent], color=color, edgecolor="k", linewidth=0.4, label=f"QK-norm {q}")
+        ax2.set_xlabel(f"attention sink strength ({_t(sink)})")
+        ax2.set_ylabel(f"attention entropy ({_t(ent)})")
+        ax2.set_title("entropy vs sink, by QK-norm")
+        ax2.legend(fontsize=8)
+    return fig

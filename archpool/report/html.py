@@ -1,0 +1,201 @@
+"""A self-contained HTML report of an analysis: figures embedded as base64 PNG, every text HTML-escaped.
+
+``write_report`` writes::
+
+    DIR/report.html      the page (opens offline: no scripts, no external files)
+    DIR/figures/*.png    each figure
+    DIR/tables/*.csv     each table
+    DIR/analysis.json    the full analysis result
+"""
+from __future__ import annotations
+
+import base64
+import numbers
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from archpool.analysis.summary import analyze, to_json
+from archpool.analysis.table import load_results
+from archpool.io import atomic_write_text
+from archpool.report import figures as figs
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em}
+th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}tr.flag td{background:#fff3cd}
+img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto;max-width:100%}.note{color:#555;font-size:.9em}.fail{color:#b00}
+"""
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "—"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))
+
+
+def html_table(df: pd.DataFrame, flag: str | None = None) -> str:
+    """An escaped HTML table; rows whose ``flag`` column is true are highlighted."""
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in df.columns)
+    rows = []
+    for _, r in df.iterrows():
+        cls = ' class="flag"' if flag and bool(r.get(flag)) else ""
+        cells = "".join(f'<td class="n">{escape(_fmt(v))}</td>' if _is_number(v)
+                        else f"<td>{escape(_fmt(v))}</td>" for v in r)
+        rows.append(f"<tr{cls}>{cells}</tr>")
+    return f"<div class=scroll><table><tr>{head}</tr>{''.join(rows)}</table></div>"
+
+
+def _ci(ci: list | None) -> list:
+    return ci if ci else [None, None]
+
+
+def tables(r: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Every table of the report, as DataFrames (also written as CSV)."""
+    t: dict[str, pd.DataFrame] = {}
+    t["runs"] = pd.DataFrame(r["runs"]).rename(columns={"target": r["target"]})
+    t["predictors"] = pd.DataFrame([
+        {"predictor": k, "kind": p["kind"], "phase": p.get("phase", ""), "n": p["n"], "r2": p.get("r2"),
+         "loo_r2": p.get("loo_r2"), "coef": p.get("coef"), "ci95_lo": _ci(p.get("ci95"))[0],
+         "ci95_hi": _ci(p.get("ci95"))[1], "p": p.get("p"), "note": p.get("note", "")}
+        for k, p in r["predictors"].items()])
+    coef_rows = []
+    for model in ("feature_count", "four_axes", "four_axes_kv_ratio"):
+        p = r["predictors"][model]
+        if model == "feature_count" and p.get("coef") is not None:
+            coef_rows.append(dict(model=model, term="const", coef=p["intercept"], se=None,
+                                  ci95_lo=p["intercept_ci95"][0], ci95_hi=p["intercept_ci95"][1], p=None))
+            coef_rows.append(dict(model=model, term="feature_count", coef=p["coef"], se=p["se"],
+                                  ci95_lo=p["ci95"][0], ci95_hi=p["ci95"][1], p=p["p"]))
+        for term, v in (p.get("coefs") or {}).items():
+            coef_rows.append(dict(model=model, term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0],
+                                  ci95_hi=v["ci95"][1], p=v["p"]))
+    for term, v in (r["interaction_model"].get("coefs") or {}).items():
+        coef_rows.append(dict(model="swa_x_gqa", term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0],
+                              ci95_hi=v["ci95"][1], p=v["p"]))
+    t["coefficients"] = pd.DataFrame(coef_rows)
+    t["axis_effects"] = pd.DataFrame(r["axis_effects"])
+    t["feature_effects"] = pd.DataFrame(r["feature_effects"])
+    t["interactions"] = pd.DataFrame([{k: v for k, v in i.items() if k != "regression"} for i in r["interactions"]])
+    t["pairs"] = pd.DataFrame([{**{k: v for k, v in p.items() if k not in ("context", "runs_from", "runs_to")},
+                                "runs_from": " ".join(p["runs_from"]), "runs_to": " ".join(p["runs_to"])}
+                               for p in r["pairs"]])
+    if r["confounds"]:
+        c = r["confounds"]
+        t["confounds"] = pd.DataFrame([{"model": f"{k} covariates", "coef": c[k]["coef"], "ci95_lo": c[k]["ci95"][0],
+                                        "ci95_hi": c[k]["ci95"][1], "p": c[k]["p"], "r2": c[k]["r2"],
+                                        "loo_r2": c[k]["loo_r2"]} for k in ("without", "with")])
+    if r["failed"] or r["excluded"]:
+        failed = {f["run"]: f for f in r["failed"]}
+        rows = [{"run": f["run"], "reason": f"failed{' in ' + f['stage'] if f.get('stage') else ''}: {f['error']}"}
+                for f in r["failed"]]
+        rows += [e for e in r["excluded"] if e["run"] not in failed]
+        t["excluded"] = pd.DataFrame(rows)
+    return {k: v for k, v in t.items() if len(v)}
+
+
+def build_figures(r: dict[str, Any], df: pd.DataFrame) -> dict[str, bytes]:
+    out = {"scores_by_run": figs.scores_by_run(r), "predictor_r2": figs.predictor_r2(r),
+           "target_vs_count": figs.target_vs_count(r), "effects": figs.effects(r),
+           "by_length": figs.by_length(r, df), "attention": figs.attention(r, df)}
+    return {k: figs.png(f) for k, f in out.items() if f is not None}
+
+
+def _img(name: str, data: bytes, caption: str) -> str:
+    b64 = base64.b64encode(data).decode()
+    return (f'<figure id="fig-{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption class=note>{escape(caption)}</figcaption></figure>")
+
+
+CAPTIONS = {
+    "scores_by_run": "Target per run, sorted, coloured by feature count (paper fig. 1).",
+    "predictor_r2": "In-sample and leave-one-out R² of each predictor of the target (paper table 2).",
+    "target_vs_count": "Target vs feature count with the OLS fit; right: leave-one-out predictions.",
+    "effects": "Matched-pair effects per axis and interactions; grey band: ± seed standard deviation.",
+    "by_length": "Score vs context length, before (dashed) and after (solid) extension.",
+    "attention": "Attention sink strength vs score; attention entropy vs sink strength by QK-norm.",
+}
+
+
+def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.DataFrame]) -> str:
+    """The report page as one HTML string."""
+    fc = r["predictors"]["feature_count"]
+    fa = r["predictors"]["four_axes"]
+    sd = r["spread"]
+    parts = [f"<h1>archpool analysis: {escape(r['target'])}</h1>",
+             f"<p>{r['n']} runs; source <code>{escape(str(r.get('source') or ''))}</code>; short pretraining "
+             f"context ≤ {r['short_ctx']} tokens. Feature count = [QK-norm] + [GQA] + [SWA] + [short context].</p>",
+             f"<p>Feature count → target: R² {escape(_fmt(fc.get('r2')))}, leave-one-out R² {escape(_fmt(fc.get('loo_r2')))}, "
+             f"slope {escape(_fmt(fc.get('coef')))} per feature (95% CI {escape(_fmt(fc.get('ci95')))}). Four-axis "
+             f"regression: R² {escape(_fmt(fa.get('r2')))}, LOO R² {escape(_fmt(fa.get('loo_r2')))}.</p>"]
+    if "excluded" in tabs:
+        parts += ["<h2>Failed and excluded runs</h2>", '<div class="fail">', html_table(tabs["excluded"]), "</div>"]
+    sections = [
+        ("Scores by run", ["scores_by_run"], ["runs"]),
+        ("Predictors of the target", ["predictor_r2"], ["predictors"]),
+        ("Feature count", ["target_vs_count"], ["coefficients"]),
+        ("Effects, interactions and seed spread", ["effects"], ["axis_effects", "feature_effects", "interactions", "pairs"]),
+        ("Confounds", [], ["confounds"]),
+        ("Score by context length", ["by_length"], []),
+        ("Attention", ["attention"], []),
+    ]
+    for title, fig_names, tab_names in sections:
+        body = [_img(f, figures[f], CAPTIONS[f]) for f in fig_names if f in figures]
+        if title.startswith("Effects"):
+            body.insert(0, f"<p>Seed sd {escape(_fmt(sd['seed_sd']))} (df {sd['seed_df']}, {sd['replicated_configs']} "
+                           f"replicated configurations)" + (f"; init sd {escape(_fmt(sd.get('init_sd')))}"
+                                                             if "init_sd" in sd else "")
+                        + ". Highlighted rows: effect smaller than the seed sd.</p>")
+        if title == "Confounds" and r["confounds"]:
+            c = r["confounds"]
+            body.append(f"<p>Covariates {escape(', '.join(c['covariates']))}: the count effect "
+                        f"{'survives' if c['survives'] else 'does not survive'} (CI excludes 0 with and without); "
+                        f"R² of count on the residualised target {escape(_fmt(c['residualised_r2']))}.</p>")
+        for name in tab_names:
+            if name in tabs:
+                body.append(f"<h3>{escape(name.replace('_', ' '))}</h3>"
+                            + html_table(tabs[name], flag="below_seed_sd" if "below_seed_sd" in tabs[name] else None))
+        if title == "Attention" and r["attention"]:
+            a = r["attention"]
+            fit = a.get("sink_vs_target") or {}
+            body.insert(0, f"<p>Sink strength ({escape(str(a['sink_column']))}) vs target: R² {escape(_fmt(fit.get('r2')))}.</p>")
+        if body:
+            parts += [f"<h2>{escape(title)}</h2>", *body]
+    parts += [f'<p class="note">{escape(n)}</p>' for n in r["notes"]]
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+            f"<title>archpool analysis: {escape(r['target'])}</title><style>{CSS}</style></head><body>"
+            + "\n".join(parts) + "</body></html>\n")
+
+
+def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str | None = None,
+                 short_ctx: int | None = None, covariates: Iterable[str] = ()) -> Path:
+    """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html."""
+    df = source if isinstance(source, pd.DataFrame) else load_results(source)
+    r = analyze(df, target, short_ctx, covariates)
+    out = Path(out)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    figures = build_figures(r, df)
+    tabs = tables(r)
+    for name, data in figures.items():
+        (out / "figures" / f"{name}.png").write_bytes(data)
+    for name, t in tabs.items():
+        t.to_csv(out / "tables" / f"{name}.csv", index=False)
+    atomic_write_text(out / "analysis.json", to_json(r) + "\n")
+    page = out / "report.html"
+    atomic_write_text(page, render(r, figures, tabs))
+    return page
