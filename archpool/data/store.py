@@ -1,0 +1,465 @@
+"""The tokenised store: one tokenizer and one token array per pool, shared by every member.
+
+``prepare(config)`` reads the sources twice (once to hash, de-duplicate, assign held-out splits
+and pick the tokenizer sample; once to encode), trains or loads the tokenizer, encodes documents
+in parallel and writes, into ``<cache>/data/<key>/``:
+
+- ``tokens-00000.bin`` …  flat uint16 (uint32 when the vocabulary needs it) memmaps, documents
+  back to back, no separators (streams add EOS);
+- ``index.npy``           one record per document: shard, offset, length, split, source, parent
+  (documents longer than ``max_doc_chars`` are cut at paragraph breaks into pieces of one parent),
+  and a 64-bit content hash;
+- ``tokenizer.json``      and ``manifest.json`` (config, sources with package versions and a
+  sha256 per input file, tokenizer hash, counts, timings), written last.
+
+Everything is built in a temporary directory renamed into place, so a store either exists whole
+or not at all. ``key`` hashes the content-relevant config and every input file's sha256: the same
+inputs reuse the store, a changed file makes a new one. ``Store(path)`` opens a prepared store.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from archpool.data.config import DataConfig
+from archpool.data.sources import build_source
+from archpool.data.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
+from archpool.errors import DataError
+from archpool.io import atomic_write_json, sha256_file, sha256_json
+
+FORMAT_VERSION = 1
+SPLITS = ("train", "extension", "val_short", "val_long")  # codes 0..3 in index["split"]
+TRAIN, EXTENSION, VAL_SHORT, VAL_LONG = range(4)
+IN_MEMORY_CHARS = 2_000_000_000  # above this much text, pass 2 re-reads the sources instead
+_VAL = 255  # pass-1 marker: held out, short or long decided by the encoded length
+INDEX_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("split", "u1"),
+                        ("source", "<u2"), ("parent", "<i8"), ("hash", "<u8")])
+
+
+# ------------------------------------------------------------------------------------------ Store
+class Store:
+    """A prepared store: documents as token arrays, by split."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        mpath = self.path / "manifest.json"
+        if not mpath.is_file():
+            raise DataError(f"{self.path}: not a prepared data store (no manifest.json); run `archpool data prepare`")
+        try:
+            self.manifest = json.loads(mpath.read_text())
+        except json.JSONDecodeError as e:
+            raise DataError(f"{mpath}: corrupt manifest ({e})") from None
+        if self.manifest.get("format") != FORMAT_VERSION:
+            raise DataError(f"{self.path}: store format {self.manifest.get('format')} is not {FORMAT_VERSION}; re-run `archpool data prepare`")
+        self.index = np.load(self.path / "index.npy")
+        self.dtype = np.dtype(self.manifest["dtype"])
+        self._shards: dict[int, np.memmap] = {}
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def key(self) -> str:
+        return self.manifest["key"]
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer.load(self.path / "tokenizer.json")
+            require_tokenizer(self.manifest["tokenizer_hash"], self._tokenizer, where=str(self.path))
+        return self._tokenizer
+
+    @property
+    def tokenizer_hash(self) -> str:
+        return self.manifest["tokenizer_hash"]
+
+    @property
+    def eos_id(self) -> int:
+        return self.manifest["special_ids"]["eos"]
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.index)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.index["length"]
+
+    def docs(self, *splits: str) -> np.ndarray:
+        """Indices of the documents in ``splits`` (names from ``SPLITS``), in store order."""
+        codes = [SPLITS.index(s) for s in splits]
+        return np.flatnonzero(np.isin(self.index["split"], codes))
+
+    def shard(self, i: int) -> np.memmap:
+        if i not in self._shards:
+            p = self.path / f"tokens-{i:05d}.bin"
+            self._shards[i] = np.memmap(p, dtype=self.dtype, mode="r")
+        return self._shards[i]
+
+    def doc(self, i: int) -> np.ndarray:
+        r = self.index[i]
+        return self.shard(int(r["shard"]))[int(r["offset"]) : int(r["offset"]) + int(r["length"])]
+
+    def text(self, i: int) -> str:
+        return self.tokenizer.decode(self.doc(i))
+
+    def require_tokenizer(self, expected_hash: str | None, where: str = "run") -> None:
+        """Refuse to go on if a run recorded another tokenizer than this store's."""
+        require_tokenizer(expected_hash, self.tokenizer_hash, where)
+
+    def __repr__(self) -> str:
+        c = self.manifest["counts"]
+        return f"Store({self.path}, docs={c['docs']}, tokens={c['tokens']})"
+
+
+# ---------------------------------------------------------------------------------------- prepare
+def store_key(config: DataConfig, sources, records) -> str:
+    tok = sha256_file(Path(config.tokenizer) / "tokenizer.json" if Path(config.tokenizer).is_dir() else config.tokenizer) if config.tokenizer else None
+    inputs = [[s.name, [[r.path, r.sha256] for r in recs]] for s, recs in zip(sources, records)]
+    from archpool.data.corpus import READER_VERSION
+
+    return sha256_json({"format": FORMAT_VERSION, "readers": READER_VERSION, "config": config.content_dict(),
+                        "inputs": inputs, "tokenizer": tok})[:20]
+
+
+def store_path(config: DataConfig) -> Path:
+    """Where ``prepare(config)`` puts (or finds) its store; reads and hashes the inputs."""
+    sources = [build_source(s) for s in config.sources]
+    records = [s.files() for s in sources]
+    return config.cache_root() / "data" / store_key(config, sources, records)
+
+
+def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, log=print) -> Store:
+    """Build the store for ``config`` (or reuse the one whose inputs hash the same)."""
+    t_start = time.perf_counter()
+    sources = [build_source(s) for s in config.sources]
+    records = [s.files() for s in sources]
+    key = store_key(config, sources, records)
+    final = config.cache_root() / "data" / key
+    if (final / "manifest.json").is_file() and not force:
+        log(f"data: reusing {final}")
+        return Store(final)
+
+    # pass 1: hash, de-duplicate, assign splits, pick the tokenizer sample ---------------------
+    t0 = time.perf_counter()
+    meta, seen, dupes = {}, set(), 0
+    cache: dict | None = {}  # texts kept from pass 1 while they fit, so pass 2 need not re-read
+    cache_chars = 0
+    sample = _SmallestHashes(config.tokenizer_sample_chars)
+    per_source = [0] * len(sources)
+    for si, (src, scfg) in enumerate(zip(sources, config.sources)):
+        for j, doc in enumerate(src.documents()):
+            text = doc.text
+            if len(text.strip()) < config.min_doc_chars:
+                continue
+            h = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+            if h in seen:
+                dupes += 1
+                continue
+            seen.add(h)
+            hv = int.from_bytes(h[:8], "big")  # decides the split
+            rank = int.from_bytes(h[8:16], "big")  # ranks for caps and the tokenizer sample (independent bits)
+            split = _assign_split(scfg.split, hv, len(text), config)
+            meta[(si, j)] = (hv, len(text), split, rank)
+            per_source[si] += 1
+            if cache is not None:
+                cache[(si, j)] = text
+                cache_chars += len(text)
+                if cache_chars > IN_MEMORY_CHARS:
+                    cache = None
+            if split in (TRAIN, EXTENSION):
+                sample.offer(rank, text)
+        if per_source[si] == 0:
+            files = ", ".join(r.path for r in records[si][:3]) + (" …" if len(records[si]) > 3 else "")
+            raise DataError(f"source {src.name}: yields no documents (files: {files or 'none'})")
+    read_s = time.perf_counter() - t0
+    selected = _apply_caps(meta, config)
+    n_sel_chars = sum(meta[k][1] for k in selected)
+
+    tmp = config.cache_root() / "data" / f".tmp-{key}-{os.getpid()}-{time.time_ns()}"
+    tmp.mkdir(parents=True)
+    try:
+        # tokenizer ------------------------------------------------------------------------------
+        t0 = time.perf_counter()
+        if config.tokenizer:
+            tokenizer = Tokenizer.load(config.tokenizer)
+            tok_source = {"kind": "given", "path": str(config.tokenizer)}
+        else:
+            cutoff = max((meta[k][3] for k in selected), default=0)
+            texts = [t for hv, t in sample.sorted() if hv <= cutoff]
+            if not texts:
+                raise DataError("tokenizer: no training documents to learn the vocabulary from (every document is held out?)")
+            log(f"data: training a byte-level BPE of {config.vocab_size} on {sum(map(len, texts)) / 1e6:.1f} M chars")
+            tokenizer = train_tokenizer(texts, config.vocab_size)
+            tok_source = {"kind": "trained", "vocab_size": config.vocab_size, "sample_chars": sum(map(len, texts)), "sample_docs": len(texts)}
+        del sample
+        tokenizer.save(tmp)
+        tok_s = time.perf_counter() - t0
+        dtype = np.dtype("<u2") if tokenizer.vocab_size <= 1 << 16 else np.dtype("<u4")
+
+        # pass 2: encode and write shards ---------------------------------------------------------
+        t0 = time.perf_counter()
+        writer = _ShardWriter(tmp, dtype, config.shard_tokens)
+        rows: list[tuple] = []
+        parent = 0
+
+        def docs_in_order() -> Iterator[tuple[int, int, str]]:
+            if cache is not None:
+                for k in sorted(selected):
+                    yield k[0], k[1], cache[k]
+                return
+            for si, src in enumerate(sources):
+                for j, doc in enumerate(src.documents()):
+                    if (si, j) in selected:
+                        yield si, j, doc.text
+
+        bar = _progress(progress, n_sel_chars)
+        n_bytes = 0
+        enc_s = 0.0
+        for batch in _batches(docs_in_order(), config.max_doc_chars):
+            texts = [t for *_, t in batch]
+            te = time.perf_counter()
+            encoded = _encode(tokenizer, texts, config.workers)
+            enc_s += time.perf_counter() - te
+            for (si, j, piece_no, text), ids in zip(batch, encoded):
+                hv, _, split, _ = meta[(si, j)]
+                if piece_no == 0:
+                    parent += 1
+                if split == _VAL:
+                    split = VAL_LONG if len(ids) >= config.long_doc_tokens else VAL_SHORT
+                shard, offset = writer.write(ids)
+                ph = hv if piece_no == 0 else int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+                rows.append((shard, offset, len(ids), split, si, parent - 1, ph))
+                n_bytes += len(text.encode("utf-8", "surrogatepass"))
+                bar.update(len(text))
+        bar.close()
+        writer.close()
+        close_workers()
+        write_s = time.perf_counter() - t0
+        index = np.array(rows, dtype=INDEX_DTYPE)
+        np.save(tmp / "index.npy", index)
+
+        counts = _counts(index)
+        manifest = {
+            "format": FORMAT_VERSION,
+            "key": key,
+            "config": config.to_dict(),
+            "sources": [dict(s.describe(), n_documents=per_source[i], files=[vars(r) for r in records[i]]) for i, s in enumerate(sources)],
+            "tokenizer_hash": tokenizer.hash,
+            "tokenizer": tok_source,
+            "vocab_size": tokenizer.vocab_size,
+            "special_ids": {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "pad": tokenizer.pad_id},
+            "dtype": dtype.str,
+            "shards": [{"file": f"tokens-{i:05d}.bin", "tokens": n, "sha256": sha256_file(tmp / f"tokens-{i:05d}.bin")} for i, n in enumerate(writer.sizes)],
+            "index_sha256": sha256_file(tmp / "index.npy"),
+            "counts": dict(counts, text_bytes=n_bytes, duplicates_dropped=dupes, input_documents=len(meta) + dupes),
+            "timing": {
+                "read_s": round(read_s, 2), "tokenizer_s": round(tok_s, 2), "encode_write_s": round(write_s, 2),
+                "encode_s": round(enc_s, 2), "encode_MB_per_s": round(n_bytes / 1e6 / max(enc_s, 1e-9), 2),
+                "total_s": round(time.perf_counter() - t_start, 2), "workers": _n_workers(config.workers),
+                "cpus": os.cpu_count(),
+            },
+        }
+        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete store
+        if final.exists():
+            if (final / "manifest.json").is_file() and not force:
+                shutil.rmtree(tmp)  # another process finished the same store first
+                return Store(final)
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log(f"data: prepared {final} ({counts['docs']} docs, {counts['tokens']} tokens) in {manifest['timing']['total_s']} s")
+    return Store(final)
+
+
+def _assign_split(source_split: str, hv: int, n_chars: int, config: DataConfig) -> int:
+    if source_split == "pretrain":
+        return TRAIN
+    if source_split == "extension":
+        return EXTENSION
+    if source_split == "validation":
+        return _VAL
+    u = hv / 2.0**64
+    long = n_chars >= config.long_doc_tokens * config.chars_per_token
+    return _VAL if u < (config.long_holdout_fraction if long else config.holdout_fraction) else TRAIN
+
+
+def _apply_caps(meta: dict, config: DataConfig) -> set:
+    if config.max_chars is None and config.max_docs is None:
+        return set(meta)
+    keep, chars = set(), 0
+    for k in sorted(meta, key=lambda k: meta[k][3]):
+        n = meta[k][1]
+        if config.max_docs is not None and len(keep) >= config.max_docs:
+            break
+        if config.max_chars is not None and chars + n > config.max_chars and keep:
+            continue  # too long for what is left; a later, shorter document may still fit
+        keep.add(k)
+        chars += n
+    return keep
+
+
+class _SmallestHashes:
+    """The documents with the smallest content hashes whose text fits a character budget."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.heap: list[tuple[int, str]] = []  # max-heap via negated hash
+        self.chars = 0
+
+    def offer(self, hv: int, text: str) -> None:
+        heapq.heappush(self.heap, (-hv, text))
+        self.chars += len(text)
+        while self.heap and self.chars - len(self.heap[0][1]) >= self.budget:
+            _, t = heapq.heappop(self.heap)
+            self.chars -= len(t)
+
+    def sorted(self) -> list[tuple[int, str]]:
+        return sorted(((-h, t) for h, t in self.heap), key=lambda x: x[0])
+
+
+_PARA = re.compile(r"\n\s*\n")
+
+
+def split_long(text: str, max_chars: int) -> list[str]:
+    """Cut ``text`` at paragraph breaks into pieces of at most ~``max_chars`` (hard cut if needed)."""
+    if len(text) <= max_chars:
+        return [text]
+    pieces, start = [], 0
+    while len(text) - start > max_chars:
+        window = text[start : start + max_chars]
+        cut = None
+        for m in _PARA.finditer(window):
+            if m.end() > max_chars // 2:
+                cut = m.end()
+                break
+        if cut is None:
+            nl = window.rfind("\n", max_chars // 2)
+            cut = nl + 1 if nl > 0 else max_chars
+        pieces.append(text[start : start + cut])
+        start += cut
+    pieces.append(text[start:])
+    return pieces
+
+
+def _batches(docs: Iterator[tuple[int, int, str]], max_doc_chars: int, batch_chars: int = 4_000_000):
+    batch, n = [], 0
+    for si, j, text in docs:
+        for p, piece in enumerate(split_long(text, max_doc_chars)):
+            batch.append((si, j, p, piece))
+            n += len(piece)
+        if n >= batch_chars:
+            yield batch
+            batch, n = [], 0
+    if batch:
+        yield batch
+
+
+# -------------------------------------------------------------------------------------- encoding
+def _n_workers(workers: int | None) -> int:
+    """None: one process, HF's own thread pool over all cores (measured as fast as 2 processes on
+    2 cores, see bench/results/data.md); N > 1: N single-threaded processes."""
+    return 1 if workers is None else workers
+
+
+_POOL: dict = {}
+_WORKER_TOK: list = []
+
+
+def _worker_init(tokenizer_json: str) -> None:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core instead of threads
+    from tokenizers import Tokenizer as HFTokenizer
+
+    _WORKER_TOK.append(Tokenizer(HFTokenizer.from_str(tokenizer_json)))
+
+
+def _worker_encode(texts: list[str]) -> list[np.ndarray]:
+    return [np.asarray(ids, dtype=np.uint32) for ids in _WORKER_TOK[0].encode_documents(texts)]
+
+
+def _encode(tokenizer: Tokenizer, texts: list[str], workers: int | None) -> list:
+    """Encode ``texts`` in order; with ``workers`` > 1 in that many processes (spawned once)."""
+    n = _n_workers(workers)
+    if n <= 1 or len(texts) < 2:
+        return tokenizer.encode_documents(texts)
+    key = (tokenizer.hash, n)
+    if key not in _POOL:
+        import multiprocessing as mp
+
+        for old in _POOL.values():
+            old.terminate()
+        _POOL.clear()
+        _POOL[key] = mp.get_context("spawn").Pool(n, initializer=_worker_init, initargs=(tokenizer._json,))
+    pool = _POOL[key]
+    # split the batch into chunks of similar text size, one or more per worker, keep the order
+    chunks, cur, size, target = [], [], 0, max(1, sum(map(len, texts)) // (4 * n))
+    for t in texts:
+        cur.append(t)
+        size += len(t)
+        if size >= target:
+            chunks.append(cur)
+            cur, size = [], 0
+    if cur:
+        chunks.append(cur)
+    out: list = []
+    for part in pool.map(_worker_encode, chunks):
+        out.extend(part)
+    return out
+
+
+def close_workers() -> None:
+    for p in _POOL.values():
+        p.terminate()
+    _POOL.clear()
+
+
+class _ShardWriter:
+    def __init__(self, directory: Path, dtype: np.dtype, shard_tokens: int):
+        self.dir, self.dtype, self.cap = directory, dtype, shard_tokens
+        self.sizes: list[int] = []
+        self.f = None
+
+    def _open(self):
+        if self.f:
+            self.f.close()
+        self.f = open(self.dir / f"tokens-{len(self.sizes):05d}.bin", "wb")
+        self.sizes.append(0)
+
+    def write(self, ids) -> tuple[int, int]:
+        arr = np.asarray(ids, dtype=self.dtype)
+        if self.f is None or (self.sizes[-1] + len(arr) > self.cap and self.sizes[-1] > 0):
+            self._open()
+        offset = self.sizes[-1]
+        self.f.write(arr.tobytes())
+        self.sizes[-1] += len(arr)
+        return len(self.sizes) - 1, offset
+
+    def close(self):
+        if self.f is None:
+            self._open()
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+
+def _counts(index: np.ndarray) -> dict:
+    out = {"docs": int(len(index)), "tokens": int(index["length"].sum()), "parents": int(len(np.unique(index["parent"])))}
+    for code, name in enumerate(SPLITS):
+        m = index["split"] == code
+        out[name] = {"docs": int(m.sum()), "tokens": int(index["length"][m].sum())}
+    return out
+
+
+def _progress(enabled: bool, total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="char", unit_scale=True, desc="encode", disable=not enabled, mininterval=1.0)
