@@ -1,0 +1,26 @@
+"""The eval stage: RULER- / HELMET-style task suites (``archpool.tasks``), LongPPL, short-context
+metrics, over archpool checkpoints or transformers models, in generation and likelihood modes."""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "LM": "archpool.eval.lm",
+    "lm_from_decoder": "archpool.eval.lm",
+    "lm_from_hf": "archpool.eval.lm",
+    "load_target": "archpool.eval.target",
+    "evaluate": "archpool.eval.api",
+    "run_tasks": "archpool.eval.runner",
+    "run_task": "archpool.eval.runner",
+    "TaskRunConfig": "archpool.eval.runner",
+    "aggregate": "archpool.eval.runner",
+    "run_longppl": "archpool.eval.longppl",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'archpool.eval' has no attribute {name!r}")

@@ -1,0 +1,136 @@
+"""``evaluate``: the whole evaluation of one target (what ``archpool eval`` and the pool call)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from archpool.errors import ConfigError
+from archpool.io import atomic_write_json, atomic_write_text
+from archpool.tasks import SUITES
+
+SUITE_NAMES = ("ruler", "helmet", "tiny", "longppl", "short", "all")
+DEFAULT_SUITES = ["all"]
+
+
+def default_lengths(pretrain_len: int) -> list[int]:
+    return [pretrain_len * m for m in (1, 2, 4, 8)]
+
+
+def expand_suites(suites: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for s in suites:
+        for part in str(s).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part not in SUITE_NAMES:
+                raise ConfigError("suite", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
+            for x in (["tiny", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]):
+                if x not in out:
+                    out.append(x)
+    return out
+
+
+def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequence[int] | None = None,
+             modes: Sequence[str] = ("gen", "ll"), n_samples: int = 20, seed: int = 42, out_dir: str | Path | None = None,
+             cache_dir: str | Path | None = None, haystack_texts: list[str] | None = None, store=None,
+             evaluator=None, categories: Sequence[str] | None = None, task_params: dict | None = None,
+             longppl_docs: list | None = None, longppl_K: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) and write
+    ``out_dir/results.json`` (+ ``report.md`` and one JSON per task × length × mode)."""
+    import torch
+
+    from archpool.eval import longppl as LP
+    from archpool.eval import short as S
+    from archpool.eval.lm import stop_token_ids
+    from archpool.eval.runner import TaskRunConfig, aggregate, format_table, run_tasks
+
+    t0 = time.perf_counter()
+    suites = expand_suites(suites)
+    lengths = sorted(set(lengths or default_lengths(target.pretrain_len)))
+    out = Path(out_dir) if out_dir else None
+    cache = Path(cache_dir) if cache_dir else None
+    if haystack_texts is None and store is not None:
+        from archpool.data.streams import validation_texts
+
+        haystack_texts = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
+    result: dict[str, Any] = {
+        "target": str(target.path), "kind": target.kind, "model_hash": target.model_hash, "tokenizer_hash": target.tokenizer_hash,
+        "pretrain_len": target.pretrain_len, "lengths": lengths, "modes": list(modes), "suites": suites, "seed": seed,
+        "n_samples": n_samples, "haystack": "held-out text" if haystack_texts else "pseudo-text (no held-out text given)",
+        "mode_note": "gen = greedy generation scored by the task metric (0-100); ll = gold continuation ranked first "
+                     "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
+    }
+    task_names: list[str] = []
+    for s in ("tiny", "ruler", "helmet"):
+        if s in suites:
+            task_names += [t for t in SUITES[s] if t not in task_names]
+    stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
+    task_results: list[dict[str, Any]] = []
+    if task_names:
+        cfg = TaskRunConfig(task_names, lengths, list(modes), n_samples, seed, dict(task_params or {}), haystack_texts)
+        task_results = run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash,
+                                 tokenizer_hash=target.tokenizer_hash, out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)
+    if "short" in suites:
+        short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
+        if not task_names:  # the task suites at the pretraining context
+            cfg = TaskRunConfig(SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"], [target.pretrain_len], list(modes), n_samples, seed,
+                                dict(task_params or {}), haystack_texts)
+            task_results += run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash,
+                                      tokenizer_hash=target.tokenizer_hash, out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)
+        if store is not None:
+            short["val_ppl"] = S.validation_perplexity(target.lm, store, target.pretrain_len)
+        else:
+            short["val_ppl"] = {"skipped": "no prepared data store (pass --data)"}
+        result["short"] = short
+    if "longppl" in suites:
+        docs = longppl_docs
+        if docs is None and store is not None:
+            from archpool.data.streams import validation_set
+
+            docs = [torch.as_tensor(d, dtype=torch.long) for d in validation_set(store).long]
+        if not docs:
+            result["longppl"] = [{"suite": "longppl", "skipped": "no held-out long documents (pass --data)"}]
+        else:
+            ev = evaluator or target
+            result["longppl"] = LP.run_longppl(target.lm, ev.lm, docs, lengths, longppl_K or target.pretrain_len,
+                                               evaluator_hash=ev.model_hash, tokenizer_hash=target.tokenizer_hash, cache_dir=cache)
+            result["longppl_evaluator"] = "self" if evaluator is None else str(evaluator.path)
+            if evaluator is not None and evaluator.tokenizer_hash != target.tokenizer_hash:
+                raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
+    result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in task_results]
+    result["aggregate"] = aggregate(task_results, categories) if task_results else {}
+    result["wall_s"] = time.perf_counter() - t0
+    if out is not None:
+        atomic_write_json(out / "results.json", result)
+        atomic_write_text(out / "report.md", render_report(result, format_table(task_results) if task_results else ""))
+    return result
+
+
+def render_report(result: dict[str, Any], table: str) -> str:
+    lines = [f"# Evaluation of {result['target']}", "",
+             f"- model {result['model_hash'][:12]}, tokenizer {result['tokenizer_hash'][:12]}, pretraining context {result['pretrain_len']}",
+             f"- lengths {result['lengths']}, seed {result['seed']}, {result['n_samples']} samples per task × length × mode",
+             f"- haystack: {result['haystack']}", f"- {result['mode_note']}", ""]
+    if table:
+        lines += ["## Tasks", "", table, ""]
+    agg = result.get("aggregate") or {}
+    if agg:
+        lines += ["## Suites", "", "| mode@length | tiny | ruler | helmet |", "|---|---|---|---|"]
+        for k, e in agg.items():
+            cells = [e.get(s, {}).get("score") for s in ("tiny", "ruler", "helmet")]
+            lines.append(f"| {k} | " + " | ".join("" if c is None else f"{c:.1f}" for c in cells) + " |")
+        lines.append("")
+    if "longppl" in result:
+        lines += ["## LongPPL / PPL", "", "| length | ppl | longppl | key tokens |", "|---|---|---|---|"]
+        for r in result["longppl"]:
+            if "skipped" in r:
+                lines.append(f"| {r.get('length', '')} | skipped: {r['skipped']} | | |")
+            else:
+                lp = r.get("longppl")
+                lines.append(f"| {r['length']} | {r['ppl']:.2f} | {'' if lp is None else f'{lp:.2f}'} | {r.get('n_key_token', 0)} |")
+        lines.append("")
+    if "short" in result:
+        lines += ["## Short context", "", "```", str({k: v for k, v in result["short"].items()}), "```", ""]
+    return "\n".join(lines)

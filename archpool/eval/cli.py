@@ -1,0 +1,67 @@
+"""``archpool eval TARGET``: task suites, LongPPL and short-context metrics of a run, checkpoint or HF model."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "eval", help="evaluate a run / checkpoint / HF model on long-context suites",
+        description="Evaluate TARGET (a run directory, an archpool checkpoint, or a Hugging Face model directory) on "
+                    "RULER- and HELMET-style synthetic suites, LongPPL and short-context metrics. Results: OUT/results.json, "
+                    "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json.")
+    p.add_argument("target")
+    p.add_argument("--suite", action="append", default=None,
+                   help="ruler | helmet | tiny | longppl | short | all (repeatable or comma-separated; default all)")
+    p.add_argument("--lengths", type=int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
+    p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
+    p.add_argument("--n", type=int, default=20, help="samples per task × length (default 20)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--out", default=None, help="output directory (default TARGET/eval)")
+    p.add_argument("--cache", default=None, help="result cache directory (default $ARCHPOOL_CACHE/eval)")
+    p.add_argument("--tokenizer", default=None, help="tokenizer.json or HF tokenizer directory (default: found beside the model)")
+    p.add_argument("--data", default=None, help="prepared data store: held-out text for haystacks, LongPPL and validation ppl")
+    p.add_argument("--texts", default=None, help="held-out texts (.txt or .jsonl) for haystacks and LongPPL, without a store")
+    p.add_argument("--evaluator", default=None, help="LongPPL evaluator model (default: the target itself)")
+    p.add_argument("--categories", default=None, help="HELMET categories to average (default recall,rag,rerank,icl)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--prefill-chunk", type=int, default=512, help="tokens per prefill chunk (bounds attention memory)")
+    p.add_argument("--max-batch", type=int, default=16)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from archpool.errors import CheckpointError, ConfigError, DataError
+
+    try:
+        import torch
+
+        from archpool.data.config import default_cache_root
+        from archpool.eval.api import evaluate
+        from archpool.eval.short import open_store, read_texts
+        from archpool.eval.target import load_target
+
+        target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
+        store = open_store(args.data, target.record)
+        texts = read_texts(args.texts) if args.texts else None
+        docs = None
+        if texts:
+            docs = [torch.tensor(target.tokenizer.encode(t), dtype=torch.long) for t in texts]
+        evaluator = load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
+        out = Path(args.out) if args.out else Path(args.target) / "eval"
+        cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
+        modes = ["gen", "ll"] if args.mode == "both" else [args.mode]
+        cats = args.categories.split(",") if args.categories else None
+        res = evaluate(target, suites=args.suite or ["all"], lengths=args.lengths, modes=modes, n_samples=args.n, seed=args.seed,
+                       out_dir=out, cache_dir=cache, haystack_texts=texts, store=store, evaluator=evaluator, categories=cats,
+                       longppl_docs=docs, progress=not args.no_progress)
+    except (ConfigError, CheckpointError, DataError) as e:
+        print(f"archpool eval: {e}", file=sys.stderr)
+        return 2
+    print((out / "report.md").read_text())
+    print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
+    return 0

@@ -1,0 +1,196 @@
+"""Run task suites over a model: every task × length × scoring mode, one JSON result each.
+
+Results carry the sample count, seed, scoring mode and (likelihood mode) chance; each is cached by
+(checkpoint hash, tokenizer hash, task config), so a re-run or a pool re-using a model costs nothing.
+Aggregates: RULER = mean of task scores per length; HELMET = mean over the chosen categories of
+each category's mean task score.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from archpool.errors import ConfigError
+from archpool.io import atomic_write_json, sha256_json
+from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, get_task, resolve_params
+
+TASK_FORMAT_VERSION = 1  # bump when a generator or scoring rule changes (invalidates the cache)
+MODES = ("gen", "ll")
+
+
+@dataclass
+class TaskRunConfig:
+    tasks: list[str]
+    lengths: list[int]
+    modes: list[str] = field(default_factory=lambda: list(MODES))
+    n_samples: int = 20
+    seed: int = 42
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> parameter overrides
+    haystack_texts: list[str] | None = None  # held-out text for corpus haystacks
+
+    def __post_init__(self) -> None:
+        for m in self.modes:
+            if m not in MODES:
+                raise ConfigError("mode", f"unknown scoring mode {m!r}; allowed: gen, ll, both")
+        if self.n_samples < 1:
+            raise ConfigError("n_samples", f"must be >= 1, got {self.n_samples}")
+        for t in self.tasks:
+            get_task(t)
+
+
+def task_result_key(model_hash: str, tokenizer_hash: str, task: str, length: int, mode: str, n: int, seed: int,
+                    params: dict[str, Any], haystack_hash: str | None) -> str:
+    return sha256_json({"v": TASK_FORMAT_VERSION, "model": model_hash, "tokenizer": tokenizer_hash, "task": task,
+                        "length": length, "mode": mode, "n": n, "seed": seed, "params": params, "haystack": haystack_hash})[:24]
+
+
+def run_task(lm, tokenizer, task: str, length: int, modes: Sequence[str], n: int, seed: int,
+             params: dict[str, Any] | None = None, stop_ids: set[int] | None = None) -> dict[str, dict[str, Any]]:
+    """Score ``n`` samples of ``task`` at ``length`` in each mode; one result dict per mode."""
+    from archpool.eval.metrics import rank_of_gold, score_generation
+
+    t0 = time.perf_counter()
+    try:
+        samples = [build_sample(task, tokenizer, length, i, seed, params) for i in range(n)]
+    except ConfigError as e:
+        return {m: {"task": task, "length": length, "mode": m, "skipped": str(e), "n": 0, "seed": seed} for m in modes}
+    out: dict[str, dict[str, Any]] = {}
+    meta_keys = ("needle_distance", "depth", "depths", "haystack")
+    for mode in modes:
+        rows = []
+        for s in samples:
+            assert len(s.prompt_ids) + s.reserved <= length, "prompt budget violated"
+            row: dict[str, Any] = {"index": s.index, "seed": s.seed, "prompt_tokens": len(s.prompt_ids)}
+            row.update({k: s.meta[k] for k in meta_keys if k in s.meta})
+            if mode == "gen":
+                ids = lm.greedy_generate(s.prompt_ids, s.max_new_tokens, stop_ids)
+                assert len(s.prompt_ids) + len(ids) <= length
+                pred = tokenizer.decode(ids)
+                row.update(pred=pred, gen_ids=ids, score=score_generation(s.metric, pred, s.answers, s.meta))
+            else:
+                cands = [tokenizer.encode(c) for c in s.candidates]
+                lps = lm.continuation_logprobs(s.prompt_ids, cands)
+                rank = rank_of_gold(lps)
+                row.update(gold_logprob=lps[0], rank=rank, n_candidates=len(cands), score=float(rank == 0),
+                           chance=1.0 / len(cands))
+            rows.append(row)
+        res: dict[str, Any] = {
+            "task": task, "length": length, "mode": mode, "n": len(rows), "seed": seed,
+            "metric": samples[0].metric if mode == "gen" else "ll_accuracy",
+            "score": 100.0 * sum(r["score"] for r in rows) / len(rows),
+            "params": {k: v for k, v in (params or {}).items() if k != "haystack_texts"},
+            "prompt_tokens_mean": sum(r["prompt_tokens"] for r in rows) / len(rows),
+            "reserved_tokens": samples[0].reserved, "samples": rows,
+        }
+        if mode == "ll":
+            res["chance"] = 100.0 * sum(r["chance"] for r in rows) / len(rows)
+            res["gold_logprob_mean"] = sum(r["gold_logprob"] for r in rows) / len(rows)
+            res["n_candidates"] = rows[0]["n_candidates"]
+        out[mode] = res
+    wall = time.perf_counter() - t0
+    for r in out.values():
+        r["wall_s"] = wall / len(out)
+    return out
+
+
+def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_hash: str, out_dir: Path | None = None,
+              cache_dir: Path | None = None, progress: bool = True, stop_ids: set[int] | None = None) -> list[dict[str, Any]]:
+    """Every task × length × mode of ``cfg``; results are written to ``out_dir/tasks/`` and cached."""
+    haystack_hash = sha256_json(cfg.haystack_texts)[:16] if cfg.haystack_texts else None
+    jobs = [(t, L) for L in cfg.lengths for t in cfg.tasks]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), unit="task", desc=f"eval {lm.name}", dynamic_ncols=True)
+    results: list[dict[str, Any]] = []
+    try:
+        for task, length in jobs:
+            params = dict(cfg.params.get(task, {}))
+            if cfg.haystack_texts and "haystack_texts" not in params:
+                params["haystack_texts"] = cfg.haystack_texts
+            shown = {k: v for k, v in params.items() if k != "haystack_texts"}
+            resolve_params(get_task(task), params)  # validate early
+            todo, got = [], {}
+            for mode in cfg.modes:
+                key = task_result_key(model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash)
+                path = cache_dir / f"{key}.json" if cache_dir else None
+                if path is not None and path.is_file():
+                    got[mode] = {**json.loads(path.read_text()), "cached": True}
+                else:
+                    todo.append((mode, key, path))
+            if todo:
+                fresh = run_task(lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids)
+                for mode, key, path in todo:
+                    r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}
+                    if path is not None:
+                        atomic_write_json(path, r)
+                    got[mode] = r
+            for mode in cfg.modes:
+                r = got[mode]
+                if out_dir is not None:
+                    atomic_write_json(Path(out_dir) / "tasks" / task / f"{length}_{mode}.json", r)
+                results.append(r)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def _mean(xs: Iterable[float]) -> float | None:
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def aggregate(results: list[dict[str, Any]], categories: Sequence[str] | None = None) -> dict[str, Any]:
+    """Suite scores per (mode, length): ``ruler`` = mean over RULER tasks present; ``helmet`` = mean of
+    category means (categories: ``categories`` or all four); ``tiny`` = mean over the tiny suite.
+    A suite with a skipped or missing task gets ``complete: false`` and lists what it averaged."""
+    cats = list(categories or HELMET_CATEGORIES)
+    for c in cats:
+        if c not in HELMET_CATEGORIES:
+            raise ConfigError("categories", f"unknown HELMET category {c!r}; allowed: {', '.join(HELMET_CATEGORIES)}")
+    table: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for r in results:
+        table.setdefault((r["mode"], r["length"]), {})[r["task"]] = r
+    out: dict[str, Any] = {}
+    for (mode, length), by_task in sorted(table.items()):
+        scored = {t: r["score"] for t, r in by_task.items() if "score" in r}
+        entry: dict[str, Any] = {}
+        for suite in ("ruler", "tiny"):
+            want = [t for t in SUITES[suite] if t in by_task]
+            if want:
+                have = [t for t in want if t in scored]
+                entry[suite] = {"score": _mean(scored[t] for t in have), "tasks": have, "complete": len(have) == len(SUITES[suite])}
+        cat_scores, used = {}, {}
+        for c in cats:
+            have = [t for t in HELMET_CATEGORIES[c] if t in scored]
+            if have:
+                cat_scores[c] = _mean(scored[t] for t in have)
+                used[c] = have
+        if cat_scores:
+            complete = all(set(used.get(c, [])) == set(HELMET_CATEGORIES[c]) for c in cats)
+            entry["helmet"] = {"score": _mean(cat_scores.values()), "categories": cat_scores, "tasks": used, "complete": complete}
+        if mode == "ll":
+            entry["chance"] = {t: r.get("chance") for t, r in by_task.items() if "chance" in r}
+        out[f"{mode}@{length}"] = entry
+    return out
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    """Markdown: one row per task × mode, one column per length; likelihood cells show chance."""
+    lengths = sorted({r["length"] for r in results})
+    rows: dict[tuple[str, str], dict[int, str]] = {}
+    for r in results:
+        cell = "skip" if "skipped" in r else f"{r['score']:.1f}" + (f" (chance {r['chance']:.0f})" if r["mode"] == "ll" else "")
+        rows.setdefault((r["task"], r["mode"]), {})[r["length"]] = cell
+    head = "| task | mode | " + " | ".join(str(L) for L in lengths) + " |"
+    sep = "|---|---|" + "---|" * len(lengths)
+    body = [f"| {t} | {m} | " + " | ".join(c.get(L, "") for L in lengths) + " |" for (t, m), c in sorted(rows.items())]
+    return "\n".join([head, sep, *body])

@@ -1,0 +1,90 @@
+"""Short-context metrics of a run: final pretraining loss, extension-phase loss, and held-out
+perplexity on each validation split at the pretraining context (the task suites at the
+pretraining length come from the runner)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def final_loss(checkpoint: Path, tail: float = 0.05) -> float | None:
+    """Mean training loss over the last ``tail`` of steps, from a training checkpoint's state."""
+    state_path = Path(checkpoint) / "train_state.pt"
+    if not state_path.is_file():
+        return None
+    losses = list(torch.load(state_path, weights_only=True).get("losses") or [])
+    if not losses:
+        return None
+    k = max(1, int(len(losses) * tail))
+    return float(sum(losses[-k:]) / k)
+
+
+def training_losses(target) -> dict[str, Any]:
+    """``pretrain_loss`` and ``extension_loss`` (per extension) of a run / checkpoint target."""
+    from archpool.train.trainer import run_dir_final
+
+    out: dict[str, Any] = {}
+    rec = target.record or {}
+    if rec.get("kind") == "extension":
+        out["extension_loss"] = final_loss(target.checkpoint)
+        src = rec.get("source")
+        if src:
+            out["pretrain_loss"] = final_loss(Path(src))
+    else:
+        out["pretrain_loss"] = final_loss(target.checkpoint)
+        if target.run_dir is not None:
+            exts = {}
+            for ext in sorted((target.run_dir / "extend").glob("*")):
+                loss = final_loss(run_dir_final(ext))
+                if loss is not None:
+                    exts[ext.name] = loss
+            if exts:
+                out["extension_loss"] = exts
+    return out
+
+
+def validation_perplexity(lm, store, seq_len: int, max_sequences: int = 32) -> dict[str, Any]:
+    """Perplexity on each held-out split (``short``, ``long``) at ``seq_len``."""
+    from archpool.data.streams import validation_sequences
+    from archpool.errors import DataError
+
+    out: dict[str, Any] = {}
+    for kind in ("short", "long"):
+        try:
+            rows = validation_sequences(store, seq_len, kind, max_sequences)
+        except DataError as e:
+            out[kind] = {"skipped": str(e)}
+            continue
+        nll = lm.token_nll(rows)
+        out[kind] = {"ppl": math.exp(float(nll.mean())), "n_token": nll.numel(), "n_seq": rows.shape[0], "seq_len": seq_len}
+    return out
+
+
+def open_store(path: str | Path | None, record: dict | None = None):
+    """A prepared data store from an explicit path, else the run's own, else None."""
+    from archpool.data.store import Store
+
+    if path:
+        return Store(path)
+    if record and "synthetic" not in (record.get("data") or {}):
+        try:
+            from archpool.data.config import DataConfig
+            from archpool.data.store import store_path
+
+            p = store_path(DataConfig.from_dict(record.get("data") or {}))
+            return Store(p) if (p / "manifest.json").is_file() else None
+        except Exception:
+            return None
+    return None
+
+
+def read_texts(path: str | Path) -> list[str]:
+    """Held-out texts from a .txt (blank-line separated documents) or .jsonl (``text`` field) file."""
+    p = Path(path)
+    if p.suffix == ".jsonl":
+        return [json.loads(line)["text"] for line in p.read_text().splitlines() if line.strip()]
+    return [d for d in p.read_text().split("\n\n\n") if d.strip()]

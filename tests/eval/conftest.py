@@ -1,0 +1,51 @@
+import random
+
+import pytest
+import torch
+
+from archpool.data.tokenizer import train_tokenizer
+from archpool.tasks.haystack import NOISE, pseudo_sentences
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    # 2 shared cores: one intra-op thread is several times faster than two under contention
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def texts():
+    return [" ".join(pseudo_sentences(random.Random(i), 60)) for i in range(30)]
+
+
+@pytest.fixture(scope="session")
+def bpe(texts):
+    return train_tokenizer(texts + [" ".join(NOISE)] * 5, 700)
+
+
+def word_tokenizer():
+    """A word-level tokenizer over the kv_recall vocabulary (each key, digit and noise word = 1 token)."""
+    from tokenizers import Tokenizer as HF, decoders, models, pre_tokenizers
+
+    from archpool.data.tokenizer import Tokenizer
+    from archpool.tasks import words as W
+
+    vocab_words = ["<|bos|>", "<|eos|>", "<|pad|>", "[UNK]", "kv:", "q:", "."] + W.SHORT_KEYS + W.DIGITS
+    for s in NOISE:
+        vocab_words += s.replace(".", " .").split()
+    vocab = {}
+    for w in vocab_words:
+        vocab.setdefault(w, len(vocab))
+    hf = HF(models.WordLevel(vocab, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Split(" ", "removed")
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(".", "isolated")])
+    hf.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    return Tokenizer(hf)
+
+
+@pytest.fixture(scope="session")
+def wordtok():
+    return word_tokenizer()
