@@ -1,0 +1,33 @@
+"""The attention stage: sinks, entropy, distance profiles and retrieval heads of a trained model.
+
+Attention probabilities are never taken from a fused kernel: post-RoPE q/k are captured during an
+ordinary forward pass (our ``Decoder`` via its ``captured`` slots, a transformers model via a
+registered attention function), and softmax(qkᵀ·scale + mask) is recomputed for selected query rows
+in chunks (``rows.py``), so memory stays O(rows × T) at any length. ``metrics.py`` holds the pure
+definitions (evals.md §5), ``retrieval.py`` the needle test and head masking (§4), ``runner.py``
+computes everything for a target and caches the JSON, ``figures.py`` draws the pool figures.
+
+Names resolve lazily (PEP 562) so that ``import archpool.attention.cli`` does not import torch.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "attention_rows": "archpool.attention.rows",
+    "full_attention": "archpool.attention.rows",
+    "importance_scores": "archpool.attention.metrics",
+    "sink_rate": "archpool.attention.metrics",
+    "row_entropy": "archpool.attention.metrics",
+    "analyze": "archpool.attention.runner",
+    "analyze_target": "archpool.attention.runner",
+    "summaries_table": "archpool.attention.runner",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'archpool.attention' has no attribute {name!r}")
