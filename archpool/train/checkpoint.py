@@ -1,0 +1,184 @@
+"""Training checkpoints: weights, optimizer, schedule, RNG and data position, written atomically.
+
+A checkpoint is a directory::
+
+    step_000100/
+      config.json         the ModelConfig (archpool's model-checkpoint format: load_checkpoint works)
+      model.safetensors   full (gathered) weights, loadable at any world size
+      train_state.pt      optimizer (by parameter name), step, RNG states, data position, loss history
+      MANIFEST.json       sha256 and size of every file above; written last
+
+It is written into a hidden temporary directory and renamed into place, so a crash never leaves a
+directory that looks whole; the manifest additionally catches files damaged after the fact
+(``validate`` rejects them with a clear error and ``latest`` falls back to the previous one).
+``train_state.pt`` holds only tensors and plain Python values and is loaded with ``weights_only=True``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from archpool.errors import CheckpointError
+from archpool.io import atomic_write_json, sha256_file
+from archpool.model.checkpoint import CONFIG_NAME, FORMAT_KEY, WEIGHTS_NAME
+from archpool.model.config import ModelConfig
+
+STATE_NAME = "train_state.pt"
+MANIFEST_NAME = "MANIFEST.json"
+STEP_RE = re.compile(r"^step_(\d+)$")
+
+
+def step_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def write_checkpoint(
+    directory: str | Path,
+    model_state: dict[str, torch.Tensor],
+    cfg: ModelConfig,
+    train_state: dict[str, Any] | None,
+    metadata: dict | None = None,
+) -> Path:
+    """Write a checkpoint directory atomically (temp dir + rename). Replaces an existing one."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp_{directory.name}.", dir=directory.parent))
+    try:
+        state = {k: v.detach().contiguous().cpu() for k, v in model_state.items()}
+        if cfg.tie_embeddings:
+            state.pop("lm_head.weight", None)
+        save_file(state, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+        (tmp / CONFIG_NAME).write_text(json.dumps({FORMAT_KEY: 1, "model": cfg.to_dict(), "metadata": metadata or {}}, indent=2, sort_keys=True) + "\n")
+        if train_state is not None:
+            torch.save(train_state, tmp / STATE_NAME)
+        files = sorted(p.name for p in tmp.iterdir())
+        manifest = {"files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
+                    "step": (train_state or {}).get("step")}
+        for n in files:
+            _fsync(tmp / n)
+        atomic_write_json(tmp / MANIFEST_NAME, manifest)
+        _fsync_dir(tmp)
+        if directory.exists():
+            trash = directory.parent / f".old_{directory.name}.{os.getpid()}"
+            os.replace(directory, trash)
+            os.replace(tmp, directory)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(tmp, directory)
+        _fsync_dir(directory.parent)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def validate(directory: str | Path, check_hashes: bool = True) -> None:
+    """Raise ``CheckpointError`` naming the problem if ``directory`` is not a complete checkpoint."""
+    directory = Path(directory)
+    manifest_path = directory / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise CheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST_NAME}; it is written last)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{manifest_path}: unreadable manifest ({e})") from e
+    for name, info in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(f"{path}: missing from checkpoint")
+        size = path.stat().st_size
+        if size != info["bytes"]:
+            raise CheckpointError(f"{path}: truncated or altered ({size} bytes, manifest says {info['bytes']})")
+        if check_hashes and sha256_file(path) != info["sha256"]:
+            raise CheckpointError(f"{path}: corrupt (sha256 does not match the manifest)")
+
+
+def list_checkpoints(ckpt_root: str | Path) -> list[tuple[int, Path]]:
+    """Step directories under ``ckpt_root``, oldest first (temporary directories ignored)."""
+    root = Path(ckpt_root)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = STEP_RE.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return sorted(found)
+
+
+def latest(ckpt_root: str | Path) -> Path | None:
+    """The newest valid checkpoint; corrupt or incomplete ones are skipped with a warning."""
+    for _step, path in reversed(list_checkpoints(ckpt_root)):
+        try:
+            validate(path)
+            return path
+        except CheckpointError as e:
+            warnings.warn(f"skipping checkpoint: {e}", stacklevel=2)
+    return None
+
+
+def prune(ckpt_root: str | Path, keep_last: int) -> None:
+    """Delete all but the newest ``keep_last`` step directories, and stale temporary ones."""
+    root = Path(ckpt_root)
+    for step, path in list_checkpoints(root)[:-keep_last]:
+        shutil.rmtree(path, ignore_errors=True)
+    clean_temporaries(root)
+
+
+def clean_temporaries(root: str | Path) -> None:
+    root = Path(root)
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.name.startswith((".tmp_", ".old_")):
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+
+
+def load_train_state(directory: str | Path) -> dict[str, Any]:
+    path = Path(directory) / STATE_NAME
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated zip, missing file, unsafe pickle
+        raise CheckpointError(f"{path}: unreadable training state ({e})") from e
+
+
+def load_weights(directory: str | Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+    """Model config and full state dict (tied output matrix restored) of a checkpoint directory."""
+    from archpool.model.checkpoint import load_config
+
+    directory = Path(directory)
+    cfg = load_config(directory)
+    try:
+        state = load_file(str(directory / WEIGHTS_NAME))
+    except Exception as e:
+        raise CheckpointError(f"{directory / WEIGHTS_NAME}: unreadable or incomplete weights ({e})") from e
+    if cfg.tie_embeddings and "lm_head.weight" not in state and "embed.weight" in state:
+        state["lm_head.weight"] = state["embed.weight"]
+    return cfg, state
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,102 @@
+"""``archpool train`` and ``archpool extend``: both resume when re-run with the same arguments."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("train", help="pretrain a model from a run config (resumable; works under torchrun)")
+    p.add_argument("config", help="run config YAML/JSON with model:, data:, train: and optional extension: sections")
+    p.add_argument("--out", required=True, help="run directory (re-run the same command to resume)")
+    p.add_argument("--extend", action="store_true", help="after pretraining, run the config's extension section(s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_train)
+
+    e = subparsers.add_parser("extend", help="context-extend a pretrained run (ntk | abf | yarn | pi; resumable)")
+    e.add_argument("run", help="a pretraining run directory")
+    e.add_argument("--recipe", choices=["ntk", "abf", "yarn", "pi"], help="default: the run config's extension section(s), else ntk")
+    e.add_argument("--config", help="YAML/JSON with an extension: section (mapping or list) to use instead of the run's")
+    e.add_argument("--from", dest="source", help="checkpoint to extend: final (default), a milestone (step_000050) or a path")
+    e.add_argument("--name", help="output name under RUN/extend/ (default: the recipe)")
+    e.add_argument("--length", type=int, help="extension length (default 8x the pretraining context)")
+    e.add_argument("--tokens", type=int, help="token budget (default token_fraction x pretraining tokens)")
+    e.add_argument("--token-fraction", type=float, help="budget as a fraction of pretraining tokens (default 0.07)")
+    e.add_argument("--theta-ratio", type=float, help="ntk/abf: multiply theta (default 16)")
+    e.add_argument("--new-theta", type=float, help="ntk/abf: set theta")
+    e.add_argument("--factor", type=float, help="yarn/pi scaling factor (default length / pretraining context)")
+    e.add_argument("--full-layers-only", action="store_true", default=None, help="yarn/pi: scale full-attention layers only (Olmo 3)")
+    e.add_argument("--lr", type=float, help="peak LR (default: the pretraining LR)")
+    e.add_argument("--warmup-steps", type=int)
+    e.add_argument("--global-batch-tokens", type=int)
+    e.add_argument("--micro-batch-size", type=int)
+    e.add_argument("--no-progress", action="store_true")
+    e.set_defaults(func=_extend)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from archpool.train.config import RunConfig
+    from archpool.train.distributed import shutdown
+    from archpool.train.trainer import pretrain
+
+    run_cfg = RunConfig.from_file(args.config)
+    if args.no_progress:
+        run_cfg.train.progress = False
+    try:
+        result = pretrain(run_cfg, args.out)
+        _report(result, "pretraining")
+        if args.extend:
+            from archpool.train.extend import extend, extension_configs
+
+            for ext in extension_configs(run_cfg):
+                _report(extend(args.out, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
+    finally:
+        shutdown()
+    return 0
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from archpool.train.config import ExtensionConfig, RunConfig
+    from archpool.train.distributed import shutdown
+    from archpool.train.extend import extend, extension_configs, load_run_config
+
+    run_cfg = load_run_config(args.run)
+    overrides = {k: v for k, v in {
+        "recipe": args.recipe, "source": args.source, "name": args.name, "length": args.length, "tokens": args.tokens,
+        "token_fraction": args.token_fraction, "theta_ratio": args.theta_ratio, "new_theta": args.new_theta,
+        "factor": args.factor, "full_layers_only": args.full_layers_only, "lr": args.lr, "warmup_steps": args.warmup_steps,
+        "global_batch_tokens": args.global_batch_tokens, "micro_batch_size": args.micro_batch_size,
+    }.items() if v is not None}
+    if args.config:
+        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, **_extension_section(args.config)}).extension
+    if args.recipe:  # an explicit recipe replaces the config's sections
+        exts = [ExtensionConfig.from_dict(overrides)]
+    else:
+        exts = extension_configs(run_cfg, overrides)
+    try:
+        for ext in exts:
+            _report(extend(args.run, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
+    finally:
+        shutdown()
+    return 0
+
+
+def _extension_section(path: str) -> dict:
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    if isinstance(data, dict) and "extension" in data:
+        return {"extension": data["extension"]}
+    return {"extension": data}
+
+
+def _report(result, what: str) -> None:
+    from archpool.train.distributed import DistInfo  # noqa: F401  (keeps heavy imports lazy)
+    import os
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return
+    status = "already complete" if result.already_complete else f"done ({result.steps} steps)"
+    print(f"[archpool] {what} {status}: final loss {result.final_loss:.4f}, stability score "
+          f"{result.stability.get('score', 0):.3f} ({result.stability.get('n_spikes', 0)} spikes) -> {result.run_dir}", flush=True)

@@ -1,0 +1,303 @@
+"""Training and extension configs: validated dataclasses, and the run config file that holds them.
+
+A run config (YAML) has sections ``model:`` (a ModelConfig, presets allowed), ``data:`` (the data
+stage's config), ``train:`` (a TrainConfig) and optionally ``extension:`` (an ExtensionConfig).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import ConfigError
+
+SCHEDULES = ("cosine", "linear", "wsd", "constant")
+DTYPES = ("auto", "float32", "bfloat16")
+PARALLEL = ("auto", "none", "ddp", "fsdp")
+RECIPES = ("ntk", "abf", "yarn", "pi")
+
+
+def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(known))}")
+
+
+def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(name, f"must be a positive integer, got {value!r}")
+
+
+@dataclass
+class TrainConfig:
+    """Pretraining: optimizer, schedule, batch geometry, budget, logging and checkpointing.
+
+    The global batch is ``global_batch_tokens`` tokens = ``global_batch_tokens / seq_len`` sequences,
+    split over ranks and micro-batches of ``micro_batch_size`` sequences (gradient accumulation
+    makes up the rest). The budget is ``max_steps`` or ``max_tokens`` (rounded up to whole steps).
+    """
+
+    lr: float = 3e-3
+    final_lr_ratio: float = 0.1  # final LR = lr * final_lr_ratio
+    warmup_steps: int = 10
+    schedule: str = "cosine"  # cosine | linear | wsd | constant
+    decay_fraction: float = 0.2  # wsd: fraction of steps spent in the final decay
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float | None = 1.0
+    global_batch_tokens: int = 8192
+    micro_batch_size: int = 4
+    seq_len: int | None = None  # default: the model's max_seq_len
+    max_steps: int | None = None
+    max_tokens: int | None = None
+    log_every: int = 10
+    ckpt_every: int = 100
+    keep_last: int = 2
+    milestones: list[int] = field(default_factory=list)  # steps kept forever (early-extension diagnostic)
+    seed: int = 0
+    compile: bool = False
+    dtype: str = "auto"  # auto: bfloat16 autocast on CUDA, float32 on CPU
+    decay_embeddings: bool = False
+    decay_norms: bool = False
+    intra_doc_mask: bool = False
+    parallel: str = "auto"  # auto: ddp under torchrun, none otherwise; fsdp = FSDP2 fully_shard
+    tensorboard: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.betas, list):
+            self.betas = tuple(self.betas)  # type: ignore[assignment]
+        if isinstance(self.milestones, tuple):
+            self.milestones = list(self.milestones)
+        self.validate()
+
+    def validate(self, prefix: str = "train") -> None:
+        if not self.lr > 0:
+            raise ConfigError(f"{prefix}.lr", f"must be > 0, got {self.lr}")
+        if not 0 <= self.final_lr_ratio <= 1:
+            raise ConfigError(f"{prefix}.final_lr_ratio", f"must be in [0, 1], got {self.final_lr_ratio}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ConfigError(f"{prefix}.warmup_steps", f"must be a non-negative integer, got {self.warmup_steps!r}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"{prefix}.schedule", f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
+        if not 0 < self.decay_fraction <= 1:
+            raise ConfigError(f"{prefix}.decay_fraction", f"must be in (0, 1], got {self.decay_fraction}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"{prefix}.weight_decay", f"must be >= 0, got {self.weight_decay}")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"{prefix}.betas", f"two values in [0, 1), got {self.betas!r}")
+        if not self.eps > 0:
+            raise ConfigError(f"{prefix}.eps", f"must be > 0, got {self.eps}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ConfigError(f"{prefix}.grad_clip", f"must be > 0 or null, got {self.grad_clip}")
+        for name in ("global_batch_tokens", "micro_batch_size", "log_every", "ckpt_every", "keep_last"):
+            _positive_int(getattr(self, name), f"{prefix}.{name}")
+        _positive_int(self.seq_len, f"{prefix}.seq_len", allow_none=True)
+        _positive_int(self.max_steps, f"{prefix}.max_steps", allow_none=True)
+        _positive_int(self.max_tokens, f"{prefix}.max_tokens", allow_none=True)
+        if self.max_steps is None and self.max_tokens is None:
+            raise ConfigError(f"{prefix}.max_steps", "set a budget: max_steps or max_tokens")
+        if self.max_steps is not None and self.max_tokens is not None:
+            raise ConfigError(f"{prefix}.max_steps", "set max_steps or max_tokens, not both")
+        if not isinstance(self.milestones, list) or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in self.milestones):
+            raise ConfigError(f"{prefix}.milestones", f"a list of positive step numbers, got {self.milestones!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"{prefix}.dtype", f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
+        if self.parallel not in PARALLEL:
+            raise ConfigError(f"{prefix}.parallel", f"unknown mode {self.parallel!r}; allowed: {', '.join(PARALLEL)}")
+
+    # ------------------------------------------------------------------ derived geometry
+    def resolved_seq_len(self, model_max_seq_len: int) -> int:
+        return self.seq_len or model_max_seq_len
+
+    def sequences_per_step(self, seq_len: int, prefix: str = "train") -> int:
+        if self.global_batch_tokens % seq_len:
+            raise ConfigError(f"{prefix}.global_batch_tokens", f"{self.global_batch_tokens} is not a multiple of seq_len={seq_len}")
+        return self.global_batch_tokens // seq_len
+
+    def accumulation_steps(self, seq_len: int, world_size: int, prefix: str = "train") -> int:
+        """Micro-batches per rank per optimizer step; the global batch must split evenly."""
+        seqs = self.sequences_per_step(seq_len, prefix)
+        per_rank = self.micro_batch_size * world_size
+        if seqs % per_rank:
+            raise ConfigError(
+                f"{prefix}.micro_batch_size",
+                f"the global batch of {seqs} sequences does not split into micro-batches of {self.micro_batch_size} on {world_size} rank(s)",
+            )
+        return seqs // per_rank
+
+    def total_steps(self) -> int:
+        if self.max_steps is not None:
+            return self.max_steps
+        return math.ceil(self.max_tokens / self.global_batch_tokens)  # type: ignore[operator]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], prefix: str = "train") -> "TrainConfig":
+        data = dict(data or {})
+        _check_fields(cls, data, prefix)
+        return cls(**data)
+
+
+@dataclass
+class ExtensionConfig:
+    """Context extension from a saved checkpoint (study.md §2, "Extension recipe details").
+
+    - ``ntk`` / ``abf``: one stage; RoPE theta × ``theta_ratio`` (500,000 → 8,000,000 is ×16) or
+      ``new_theta``; train at ``length``.
+    - ``yarn``: two stages (``length / 2`` then ``length``, half the tokens each, one LR schedule),
+      the same YaRN factor (default ``length / pretraining context``) in both; ``full_layers_only``
+      leaves sliding-window layers at plain RoPE (Olmo 3).
+    - ``pi``: linear position interpolation by ``factor``.
+    Defaults: ``length`` 8× the pretraining context; ``tokens`` = ``token_fraction`` (7%, as 10B of
+    140B) of pretraining tokens; short warmup; LR annealed linearly to 0.
+    """
+
+    recipe: str = "ntk"
+    name: str | None = None  # the run's name under RUN/extend/ (default: the recipe)
+    source: str = "final"  # checkpoint to extend: final | a milestone name | step_000100 | a path
+    theta_ratio: float = 16.0
+    new_theta: float | None = None
+    factor: float | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    full_layers_only: bool = False
+    length: int | None = None
+    length_ratio: int = 8
+    tokens: int | None = None
+    token_fraction: float = 0.07
+    lr: float | None = None  # default: the pretraining peak LR
+    final_lr_ratio: float = 0.0
+    warmup_steps: int | None = None  # default: 5% of the steps (at least 1); paper: 200 of ~2400
+    global_batch_tokens: int | None = None  # default: the pretraining batch, rounded up to whole sequences
+    micro_batch_size: int = 1
+    intra_doc_mask: bool | None = None  # default: as pretraining
+    weight_decay: float | None = None
+    ckpt_every: int | None = None
+    log_every: int | None = None
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self, prefix: str = "extension") -> None:
+        if self.recipe not in RECIPES:
+            raise ConfigError(f"{prefix}.recipe", f"unknown recipe {self.recipe!r}; allowed: {', '.join(RECIPES)}")
+        if not self.theta_ratio > 0:
+            raise ConfigError(f"{prefix}.theta_ratio", f"must be > 0, got {self.theta_ratio}")
+        if self.new_theta is not None and not self.new_theta > 0:
+            raise ConfigError(f"{prefix}.new_theta", f"must be > 0, got {self.new_theta}")
+        if self.factor is not None and not self.factor >= 1:
+            raise ConfigError(f"{prefix}.factor", f"must be >= 1, got {self.factor}")
+        if not self.beta_fast > self.beta_slow > 0:
+            raise ConfigError(f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}")
+        _positive_int(self.length, f"{prefix}.length", allow_none=True)
+        _positive_int(self.length_ratio, f"{prefix}.length_ratio")
+        _positive_int(self.tokens, f"{prefix}.tokens", allow_none=True)
+        if not 0 < self.token_fraction <= 10:
+            raise ConfigError(f"{prefix}.token_fraction", f"must be in (0, 10], got {self.token_fraction}")
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"{prefix}.lr", f"must be > 0, got {self.lr}")
+        if not 0 <= self.final_lr_ratio <= 1:
+            raise ConfigError(f"{prefix}.final_lr_ratio", f"must be in [0, 1], got {self.final_lr_ratio}")
+        if self.warmup_steps is not None and (not isinstance(self.warmup_steps, int) or self.warmup_steps < 0):
+            raise ConfigError(f"{prefix}.warmup_steps", f"must be a non-negative integer, got {self.warmup_steps!r}")
+        _positive_int(self.global_batch_tokens, f"{prefix}.global_batch_tokens", allow_none=True)
+        _positive_int(self.micro_batch_size, f"{prefix}.micro_batch_size")
+        _positive_int(self.ckpt_every, f"{prefix}.ckpt_every", allow_none=True)
+        _positive_int(self.log_every, f"{prefix}.log_every", allow_none=True)
+        if self.recipe == "yarn" and self.length is not None and self.length % 2:
+            raise ConfigError(f"{prefix}.length", f"yarn's first stage runs at length / 2; use an even length, got {self.length}")
+
+    @property
+    def run_name(self) -> str:
+        """Directory name under ``RUN/extend/``: the recipe, tagged with the source unless it is ``final``."""
+        if self.name:
+            return self.name
+        return self.recipe if self.source == "final" else f"{self.recipe}_from_{Path(self.source).name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], prefix: str = "extension") -> "ExtensionConfig":
+        data = dict(data or {})
+        _check_fields(cls, data, prefix)
+        return cls(**data)
+
+
+@dataclass
+class RunConfig:
+    """A whole run: model, data, pretraining and (optionally) extension."""
+
+    model: dict[str, Any]
+    data: dict[str, Any]
+    train: TrainConfig
+    extension: list[ExtensionConfig] = field(default_factory=list)
+
+    def model_config(self):
+        from archpool.model.config import ModelConfig
+
+        return ModelConfig.from_dict(self.model)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "data": self.data,
+            "train": self.train.to_dict(),
+            "extension": [e.to_dict() for e in self.extension],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        if not isinstance(data, dict):
+            raise ConfigError("run", "expected a mapping with sections model, data, train, extension")
+        unknown = sorted(set(data) - {"model", "data", "train", "extension", "name", "description"})
+        if unknown:
+            raise ConfigError(unknown[0], "unknown section; allowed: model, data, train, extension")
+        if not isinstance(data.get("model"), dict):
+            raise ConfigError("model", "a mapping of ModelConfig fields (or {preset: ..., size: ...})")
+        from archpool.model.config import ModelConfig
+
+        ModelConfig.from_dict(data["model"])  # validate early; errors name the field
+        ext = data.get("extension") or []
+        ext = ext if isinstance(ext, list) else [ext]
+        extensions = []
+        for i, e in enumerate(ext):
+            if not isinstance(e, dict):
+                raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
+            extensions.append(ExtensionConfig.from_dict(e, prefix=f"extension[{i}]" if len(ext) > 1 else "extension"))
+        names = [e.run_name for e in extensions]
+        if len(set(names)) != len(names):
+            raise ConfigError("extension", f"duplicate extension names {names}; give each a name")
+        return cls(
+            model=dict(data["model"]),
+            data=dict(data.get("data") or {}),
+            train=TrainConfig.from_dict(data.get("train") or {}),
+            extension=extensions,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "RunConfig":
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(str(path), f"cannot read run config ({e})") from e
+        if path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+        return cls.from_dict(data)

@@ -1,0 +1,144 @@
+"""Context extension: a recipe turns a pretrained checkpoint's RoPE into new settings and a plan
+of training stages at the longer length (study.md §2).
+
+- ``ntk`` / ``abf`` (the paper's "NTK 1-stage"): raise theta (×16 by default, 500K → 8M) and train
+  one stage at the extension length;
+- ``yarn``: YaRN scaling by ``factor`` relative to the pretraining context, two stages (half the
+  length, then the full length; half the tokens each) under one warmup + linear anneal;
+  ``full_layers_only`` keeps plain RoPE on sliding-window layers (Olmo 3);
+- ``pi``: linear position interpolation (for comparison).
+The extended model's config records the new ``rope`` and an ``extension`` dict with the recipe.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import CheckpointError, ConfigError
+from archpool.io import sha256_file
+from archpool.model.config import ModelConfig, RopeConfig
+from archpool.train import checkpoint as ckpt
+from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
+from archpool.train.trainer import RUN_RECORD, Stage, Trainer, TrainResult, run_dir_final
+
+
+@dataclass
+class ExtensionPlan:
+    model: ModelConfig  # the extended model's config (new rope, max_seq_len, extension record)
+    train: TrainConfig  # optimizer / schedule / batch for the extension phase
+    stages: list[Stage]
+    tokens: int
+
+
+def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, length: int) -> RopeConfig:
+    """The RoPE settings a recipe gives a model pretrained at ``pretrain_len`` and extended to ``length``."""
+    factor = float(ext.factor) if ext.factor is not None else length / pretrain_len
+    if ext.recipe in ("ntk", "abf"):
+        if ext.full_layers_only:
+            raise ConfigError("extension.full_layers_only", f"{ext.recipe!r} raises theta on every layer; full_layers_only applies to yarn / pi")
+        theta = float(ext.new_theta) if ext.new_theta is not None else base.theta * ext.theta_ratio
+        return RopeConfig(theta=theta, type="default")
+    if ext.new_theta is not None:
+        raise ConfigError("extension.new_theta", f"{ext.recipe!r} keeps theta and scales positions; new_theta applies to ntk / abf")
+    if ext.recipe == "pi":
+        return RopeConfig(theta=base.theta, type="linear", factor=factor, full_layers_only=ext.full_layers_only)
+    return RopeConfig(theta=base.theta, type="yarn", factor=factor, original_max_seq_len=pretrain_len,
+                      beta_fast=ext.beta_fast, beta_slow=ext.beta_slow, full_layers_only=ext.full_layers_only)
+
+
+def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: ExtensionConfig, source: str) -> ExtensionPlan:
+    pre_len = pretrain.resolved_seq_len(source_cfg.max_seq_len)
+    length = ext.length or ext.length_ratio * pre_len
+    if length <= pre_len:
+        raise ConfigError("extension.length", f"must exceed the pretraining context {pre_len}, got {length}")
+    if ext.recipe == "yarn" and length % 2:
+        raise ConfigError("extension.length", f"yarn's first stage runs at length / 2; use an even length, got {length}")
+    pretrain_tokens = pretrain.total_steps() * pretrain.global_batch_tokens
+    tokens = ext.tokens or max(1, round(ext.token_fraction * pretrain_tokens))
+    unit = length * ext.micro_batch_size
+    gbt = ext.global_batch_tokens or unit * math.ceil(pretrain.global_batch_tokens / unit)
+    if gbt % length:
+        raise ConfigError("extension.global_batch_tokens", f"{gbt} is not a multiple of the extension length {length}")
+    n_stages = 2 if ext.recipe == "yarn" else 1
+    steps = max(n_stages, math.ceil(tokens / gbt))
+    warmup = ext.warmup_steps if ext.warmup_steps is not None else max(1, round(0.05 * steps))
+    if warmup >= steps:
+        raise ConfigError("extension.warmup_steps", f"{warmup} warmup steps leave nothing of the {steps}-step extension")
+    if n_stages == 2:
+        first = steps // 2
+        stages = [Stage("yarn_stage1", length // 2, first, "extension"), Stage("yarn_stage2", length, steps - first, "extension")]
+    else:
+        stages = [Stage(ext.recipe, length, steps, "extension")]
+    rope = extension_rope(source_cfg.rope, ext, pre_len, length)
+    record = {
+        "recipe": ext.recipe, "name": ext.run_name, "source": source, "pretrain_seq_len": pre_len, "length": length,
+        "tokens": steps * gbt, "steps": steps, "theta_before": source_cfg.rope.theta, "theta": rope.theta,
+        "rope_type": rope.type, "factor": rope.factor, "full_layers_only": rope.full_layers_only,
+        "stages": [{"name": s.name, "seq_len": s.seq_len, "steps": s.steps} for s in stages],
+    }
+    model = source_cfg.replace(rope=rope, max_seq_len=max(length, source_cfg.max_seq_len), extension=record)
+    train = TrainConfig.from_dict({
+        **pretrain.to_dict(),
+        "lr": ext.lr or pretrain.lr, "final_lr_ratio": ext.final_lr_ratio, "warmup_steps": warmup, "schedule": "linear",
+        "weight_decay": pretrain.weight_decay if ext.weight_decay is None else ext.weight_decay,
+        "global_batch_tokens": gbt, "micro_batch_size": ext.micro_batch_size, "seq_len": length,
+        "max_steps": steps, "max_tokens": None, "milestones": [],
+        "intra_doc_mask": pretrain.intra_doc_mask if ext.intra_doc_mask is None else ext.intra_doc_mask,
+        "ckpt_every": ext.ckpt_every or pretrain.ckpt_every, "log_every": ext.log_every or pretrain.log_every,
+    })
+    return ExtensionPlan(model, train, stages, steps * gbt)
+
+
+def resolve_source(run_dir: str | Path, source: str) -> Path:
+    """``final``, a milestone name (``step_000050``), a ``ckpt/`` step, or a checkpoint path."""
+    run_dir = Path(run_dir)
+    candidates = [run_dir_final(run_dir)] if source == "final" else [
+        run_dir / "milestones" / source, run_dir / "ckpt" / source, Path(source), run_dir / source,
+    ]
+    for c in candidates:
+        if c.is_dir():
+            ckpt.validate(c)
+            return c
+    raise CheckpointError(f"{run_dir}: no checkpoint {source!r} (looked in {', '.join(str(c) for c in candidates)})")
+
+
+def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None = None, progress: bool | None = None,
+           out: str | Path | None = None) -> TrainResult:
+    """Extend a pretrained run's checkpoint into ``out`` (default ``RUN/extend/<name>/``); re-running resumes."""
+    run_dir = Path(run_dir)
+    if run_cfg is None:
+        run_cfg = load_run_config(run_dir)
+    source = resolve_source(run_dir, ext.source)
+    source_cfg, weights = ckpt.load_weights(source)
+    plan = plan_extension(source_cfg, run_cfg.train, ext, ext.source)
+    if progress is not None:
+        plan.train.progress = progress
+    record = {
+        "kind": "extension", "extension": ext.to_dict(), "source": str(source.resolve()),
+        "source_sha256": sha256_file(source / ckpt.MANIFEST_NAME), "model": plan.model.to_dict(),
+        "data": run_cfg.data, "train": plan.train.to_dict(),
+    }
+    trainer = Trainer(Path(out) if out is not None else run_dir / "extend" / ext.run_name, plan.model, plan.train, run_cfg.data, plan.stages,
+                      init_state=weights, record=record, metadata={"stage": "extension", "recipe": ext.recipe})
+    return trainer.run()
+
+
+def load_run_config(run_dir: str | Path) -> RunConfig:
+    path = Path(run_dir) / RUN_RECORD
+    if not path.is_file():
+        raise CheckpointError(f"{run_dir}: not a pretraining run directory (no {RUN_RECORD})")
+    data = json.loads(path.read_text())
+    if data.get("kind") != "pretrain":
+        raise CheckpointError(f"{path}: not a pretraining run (kind={data.get('kind')!r})")
+    return RunConfig.from_dict({k: data[k] for k in ("model", "data", "train", "extension") if k in data})
+
+
+def extension_configs(run_cfg: RunConfig, overrides: dict[str, Any] | None = None) -> list[ExtensionConfig]:
+    """The run's extension sections (the paper's default ``ntk`` recipe when there are none)."""
+    exts = run_cfg.extension or [ExtensionConfig()]
+    if overrides:
+        exts = [ExtensionConfig.from_dict({**e.to_dict(), **overrides}) for e in exts]
+    return exts

@@ -1,0 +1,390 @@
+"""The training loop: one or more stages of next-token training under one LR schedule.
+
+Pretraining is one stage; YaRN extension is two (half length, then full length). Every optimizer
+step sees exactly ``global_batch_tokens`` tokens: this rank's slice of the global batch, in
+micro-batches with gradient accumulation. The loss is the mean over *all* target tokens of the
+global batch (each rank's token sum is divided by the global token count and DDP's averaging is
+undone), so 1 process and N processes compute the same update. Resuming restores weights,
+optimizer, RNG, data position and the loss history from the newest valid checkpoint, so a killed
+run continues bit for bit.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from archpool.errors import CheckpointError, ConfigError
+from archpool.io import atomic_write_json, atomic_write_text, sha256_json
+from archpool.model.config import ModelConfig
+from archpool.model.model import Decoder
+from archpool.train import checkpoint as ckpt
+from archpool.train import distributed as D
+from archpool.train.config import TrainConfig
+from archpool.train.data import build_stream
+from archpool.train.optim import LRSchedule, build_optimizer, set_lr
+from archpool.train.stability import stability_score
+
+RUN_RECORD = "run_config.json"
+METRICS = "metrics.jsonl"
+STABILITY = "stability.json"
+FINAL = "final"
+# Settings that may change between a run and its resumption without changing what is computed.
+RESUME_TOLERANT = {"progress", "tensorboard", "log_every", "ckpt_every", "keep_last", "compile", "parallel", "micro_batch_size", "milestones", "dtype"}
+
+
+@dataclass
+class Stage:
+    """A span of steps at one sequence length, reading one data split."""
+
+    name: str
+    seq_len: int
+    steps: int
+    split: str = "pretrain"
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps: int
+    tokens: int
+    final_loss: float
+    losses: list[float] = field(default_factory=list)
+    stability: dict = field(default_factory=dict)
+    resumed_from: int = 0
+    already_complete: bool = False
+
+
+def run_dir_final(run_dir: str | Path) -> Path:
+    """Where a finished run's model lives (a full checkpoint, loadable with ``load_checkpoint``)."""
+    return Path(run_dir) / "milestones" / FINAL
+
+
+def is_complete(run_dir: str | Path) -> bool:
+    try:
+        ckpt.validate(run_dir_final(run_dir), check_hashes=False)
+        return True
+    except CheckpointError:
+        return False
+
+
+class Trainer:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        model_cfg: ModelConfig,
+        train_cfg: TrainConfig,
+        data_cfg: dict[str, Any],
+        stages: list[Stage] | None = None,
+        *,
+        init_state: dict[str, torch.Tensor] | None = None,
+        record: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        init_seed: int | None = None,
+    ):
+        self.run_dir = Path(run_dir)
+        self.cfg, self.tcfg, self.data_cfg = model_cfg, train_cfg, data_cfg
+        seq_len = train_cfg.resolved_seq_len(model_cfg.max_seq_len)
+        self.stages = stages or [Stage("pretrain", seq_len, train_cfg.total_steps())]
+        self.total_steps = sum(s.steps for s in self.stages)
+        self.init_state = init_state
+        self.record = record if record is not None else {"model": model_cfg.to_dict(), "data": data_cfg, "train": train_cfg.to_dict()}
+        self.metadata = metadata or {}
+        self.init_seed = train_cfg.seed if init_seed is None else init_seed
+        for s in self.stages:
+            train_cfg.sequences_per_step(s.seq_len)  # validate the geometry before any work
+
+    # ------------------------------------------------------------------ setup
+    def _check_record(self, info: D.DistInfo) -> None:
+        path = self.run_dir / RUN_RECORD
+        if info.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            if path.is_file():
+                old = json.loads(path.read_text())
+                if _strict(old) != _strict(self.record):
+                    raise ConfigError(
+                        str(path),
+                        "this run directory was started with a different config; resume with the same config or use a new --out",
+                    )
+            else:
+                atomic_write_json(path, self.record)
+        D.barrier()
+
+    def _autocast(self, device: torch.device):
+        dtype = self.tcfg.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if device.type == "cuda" else "float32"
+        if dtype == "float32":
+            return contextlib.nullcontext, False
+        return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), True
+
+    def _stage_at(self, step: int) -> tuple[int, int]:
+        """(stage index, first step of that stage) for a 0-based step."""
+        start = 0
+        for i, s in enumerate(self.stages):
+            if step < start + s.steps:
+                return i, start
+            start += s.steps
+        return len(self.stages) - 1, start - self.stages[-1].steps
+
+    def _stream(self, stage: Stage, info: D.DistInfo):
+        return build_stream(
+            self.data_cfg, split=stage.split, vocab_size=self.cfg.vocab_size, seq_len=stage.seq_len,
+            sequences_per_step=self.tcfg.sequences_per_step(stage.seq_len), micro_batch_size=self.tcfg.micro_batch_size,
+            rank=info.rank, world_size=info.world_size, seed=self.tcfg.seed,
+        )
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> TrainResult:
+        info = D.init_distributed()
+        self._check_record(info)
+        if is_complete(self.run_dir):
+            return self._complete_result()
+        tcfg = self.tcfg
+        resume = None
+        if info.is_main:
+            ckpt.clean_temporaries(self.run_dir / "ckpt")
+            found = ckpt.latest(self.run_dir / "ckpt")
+            resume = str(found) if found else None
+        resume = D.all_gather_object(resume)[0]
+
+        model = Decoder(self.cfg, seed=self.init_seed)
+        state = None
+        if resume:
+            _, weights = ckpt.load_weights(resume)
+            model.load_state_dict(weights)
+            state = ckpt.load_train_state(resume)
+        elif self.init_state is not None:
+            model.load_state_dict(self.init_state)
+        model.to(info.device)
+        autocast, bf16 = self._autocast(info.device)
+        mode = D.resolve_mode(tcfg.parallel, info)
+        wrapped = D.parallelize(model, mode, info, compile=tcfg.compile, bf16=bf16 and mode == "fsdp")
+        optimizer = build_optimizer(wrapped, tcfg.lr, tcfg.weight_decay, tcfg.betas, tcfg.eps, tcfg.decay_embeddings, tcfg.decay_norms)
+        schedule = LRSchedule(tcfg.lr, tcfg.lr * tcfg.final_lr_ratio, tcfg.warmup_steps, self.total_steps, tcfg.schedule, tcfg.decay_fraction)
+
+        start_step, losses, data_state = 0, [], None
+        torch.manual_seed(tcfg.seed + info.rank)
+        random.seed(tcfg.seed + info.rank)
+        if state is not None:
+            D.load_full_optimizer_state(wrapped, optimizer, state["optimizer"])
+            start_step, losses = int(state["step"]), list(state["losses"])
+            _restore_rng(state["rng"], info)
+            data_state = state["data"]
+        if info.is_main:
+            _truncate_metrics(self.run_dir / METRICS, start_step)
+            if start_step:
+                print(f"[archpool] resuming {self.run_dir} from step {start_step} ({resume})", flush=True)
+
+        stage_idx, stage_start = self._stage_at(start_step)
+        stream = self._stream(self.stages[stage_idx], info)
+        if data_state is not None and data_state["stage"] == stage_idx:
+            streams = data_state["streams"]
+            stream.load_state_dict(streams[info.rank] if len(streams) == info.world_size else streams[0])
+
+        writer = _tensorboard(self.run_dir) if tcfg.tensorboard and info.is_main else None
+        bar = None
+        if tcfg.progress and info.is_main:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
+        metrics_file = open(self.run_dir / METRICS, "a") if info.is_main else None
+        t_log, tok_log, interval_losses = time.perf_counter(), 0, []
+        gbt = tcfg.global_batch_tokens
+        try:
+            for step in range(start_step, self.total_steps):
+                idx, first = self._stage_at(step)
+                if idx != stage_idx:
+                    stage_idx, stream = idx, self._stream(self.stages[idx], info)
+                stage = self.stages[stage_idx]
+                accum = tcfg.accumulation_steps(stage.seq_len, info.world_size)
+                lr = schedule(step)
+                set_lr(optimizer, lr)
+                micro = [stream.next_batch() for _ in range(accum)]
+                n_local = sum(int((mb.targets != -100).sum()) for mb in micro)
+                n_global = D.all_reduce_sum(torch.tensor(float(n_local), dtype=torch.float64, device=info.device)).item()
+                scale = info.world_size / max(n_global, 1.0)
+                loss_sum = torch.zeros((), dtype=torch.float64, device=info.device)
+                for i, mb in enumerate(micro):
+                    inputs = mb.inputs.to(info.device, non_blocking=True)
+                    targets = mb.targets.to(info.device, non_blocking=True)
+                    doc_ids = mb.doc_ids.to(info.device) if (tcfg.intra_doc_mask and mb.doc_ids is not None) else None
+                    with D.grad_sync(wrapped, i == accum - 1):
+                        with autocast():
+                            logits = wrapped(inputs, doc_ids=doc_ids)
+                        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
+                        (loss * scale).backward()
+                    loss_sum += loss.detach().double()
+                grad_norm = float(D.total_grad_norm(wrapped, tcfg.grad_clip))
+                skipped = not math.isfinite(grad_norm)
+                if skipped:
+                    warnings.warn(f"step {step + 1}: non-finite gradient norm, update skipped", stacklevel=1)
+                else:
+                    optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                loss_value = D.all_reduce_sum(loss_sum).item() / max(n_global, 1.0)
+                losses.append(loss_value)
+                interval_losses.append(loss_value)
+                tok_log += gbt
+                done = step + 1
+                if info.is_main and (done % tcfg.log_every == 0 or done == self.total_steps):
+                    now = time.perf_counter()
+                    row = {
+                        "step": done, "stage": stage.name, "seq_len": stage.seq_len, "loss": loss_value,
+                        "loss_avg": sum(interval_losses) / len(interval_losses), "grad_norm": grad_norm, "lr": lr,
+                        "tokens": done * gbt, "tokens_per_s": tok_log / max(now - t_log, 1e-9), "skipped": skipped,
+                    }
+                    metrics_file.write(json.dumps(row) + "\n")  # type: ignore[union-attr]
+                    metrics_file.flush()  # type: ignore[union-attr]
+                    if writer is not None:
+                        for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
+                            writer.add_scalar(f"train/{k}", row[k], done)
+                    t_log, tok_log, interval_losses = now, 0, []
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}")
+                is_last = done == self.total_steps
+                milestone = done in tcfg.milestones
+                if is_last or milestone or done % tcfg.ckpt_every == 0:
+                    self._save(wrapped, optimizer, done, losses, stage_idx, stream.state_dict(), info, milestone=milestone, final=is_last)
+        finally:
+            if bar is not None:
+                bar.close()
+            if metrics_file is not None:
+                metrics_file.close()
+            if writer is not None:
+                writer.close()
+        return TrainResult(self.run_dir, self.total_steps, self.total_steps * gbt, losses[-1] if losses else float("nan"),
+                           losses, stability_score(losses), resumed_from=start_step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save(self, wrapped, optimizer, step: int, losses: list[float], stage_idx: int, stream_state: dict,
+              info: D.DistInfo, milestone: bool, final: bool) -> None:
+        model_state = D.full_model_state(wrapped)
+        optim_state = D.full_optimizer_state(wrapped, optimizer)
+        rng = D.all_gather_object(_rng_state(info))
+        streams = D.all_gather_object(stream_state)
+        if info.is_main:
+            train_state = {
+                "step": step, "losses": losses, "optimizer": optim_state, "rng": rng,
+                "data": {"stage": stage_idx, "streams": streams},
+                "schedule": LRSchedule(self.tcfg.lr, self.tcfg.lr * self.tcfg.final_lr_ratio, self.tcfg.warmup_steps,
+                                       self.total_steps, self.tcfg.schedule, self.tcfg.decay_fraction).state_dict(),
+                "world_size": info.world_size, "record_sha256": sha256_json(_strict(self.record)),
+            }
+            meta = {**self.metadata, "step": step, "tokens": step * self.tcfg.global_batch_tokens}
+            root = self.run_dir / "ckpt"
+            path = ckpt.write_checkpoint(root / ckpt.step_name(step), model_state, self.cfg, train_state, meta)
+            if milestone:
+                _link_copy(path, self.run_dir / "milestones" / ckpt.step_name(step))
+            atomic_write_json(self.run_dir / STABILITY, stability_score(losses))
+            if final:
+                _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
+            ckpt.prune(root, self.tcfg.keep_last)
+        D.barrier()
+
+    def _complete_result(self) -> TrainResult:
+        state = ckpt.load_train_state(run_dir_final(self.run_dir))
+        losses = list(state["losses"])
+        return TrainResult(self.run_dir, int(state["step"]), int(state["step"]) * self.tcfg.global_batch_tokens,
+                           losses[-1] if losses else float("nan"), losses, stability_score(losses),
+                           resumed_from=int(state["step"]), already_complete=True)
+
+
+# ---------------------------------------------------------------------- helpers
+def _strict(record: dict[str, Any]) -> str:
+    """Hash of what a run computes; logging / layout knobs and (for pretraining) the extension
+    sections may change between a run and its resumption."""
+    rec = json.loads(json.dumps(record, sort_keys=True, default=str))
+    if rec.get("kind") == "pretrain":
+        rec.pop("extension", None)
+    for section in ("train", "extension"):
+        if isinstance(rec.get(section), dict):
+            for k in RESUME_TOLERANT:
+                rec[section].pop(k, None)
+    return sha256_json(rec)
+
+
+def _rng_state(info: D.DistInfo) -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if info.device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(info.device)
+    return state
+
+
+def _restore_rng(states: list[dict[str, Any]], info: D.DistInfo) -> None:
+    if len(states) != info.world_size:
+        return  # a different world size: keep the fresh per-rank seeds (the trainer itself draws no randomness)
+    s = states[info.rank]
+    torch.set_rng_state(s["torch"])
+    random.setstate(_as_tuple(s["python"]))
+    if "cuda" in s and info.device.type == "cuda":
+        torch.cuda.set_rng_state(s["cuda"], info.device)
+
+
+def _as_tuple(x: Any) -> Any:
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric rows past the resumed step (and a torn last line) so a resumed log reads as one run."""
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("step", 0) <= step:
+            keep.append(line)
+    atomic_write_text(path, "".join(line + "\n" for line in keep))
+
+
+def _link_copy(src: Path, dst: Path) -> None:
+    """Copy a checkpoint directory by hard links (cheap), atomically replacing ``dst``."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f".tmp_{dst.name}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def link(s: str, d: str) -> None:
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+
+    shutil.copytree(src, tmp, copy_function=link)
+    if dst.exists():
+        old = dst.parent / f".old_{dst.name}.{os.getpid()}"
+        os.replace(dst, old)
+        os.replace(tmp, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, dst)
+
+
+def _tensorboard(run_dir: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        warnings.warn("train.tensorboard: tensorboard is not installed; logging to metrics.jsonl only", stacklevel=2)
+        return None
+    return SummaryWriter(str(run_dir / "tb"))
+
+
+def pretrain(run_cfg, out: str | Path) -> TrainResult:
+    """Pretrain the run config's model into ``out``; re-running the same call resumes."""
+    cfg = run_cfg.model_config()
+    record = {"kind": "pretrain", **run_cfg.to_dict(), "model_resolved": cfg.to_dict()}
+    return Trainer(out, cfg, run_cfg.train, run_cfg.data, record=record, metadata={"stage": "pretrain"}).run()

@@ -1,0 +1,119 @@
+"""Context-extension recipes: RoPE frequencies equal transformers' for the same settings, and the
+extended model trains at the longer length and records its recipe."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+from archpool.cli import main
+from archpool.errors import ConfigError
+from archpool.model.checkpoint import load_checkpoint
+from archpool.model.config import ModelConfig, RopeConfig
+from archpool.model.rope import rope_frequencies
+from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
+from archpool.train.extend import extend, extension_rope, plan_extension
+from archpool.train.trainer import pretrain
+from trainhelpers import read_losses, tiny_run, write_config
+
+HEAD_DIM, PRE_LEN, LENGTH = 16, 32, 256
+
+
+def _hf(rope_parameters: dict):
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=HEAD_DIM, max_position_embeddings=LENGTH,
+                      rope_parameters=rope_parameters)
+    kind = rope_parameters["rope_type"]
+    if kind == "default":
+        return LlamaRotaryEmbedding.compute_default_rope_parameters(cfg, device="cpu")
+    return ROPE_INIT_FUNCTIONS[kind](cfg, "cpu")
+
+
+@pytest.mark.parametrize("recipe", ["ntk", "abf", "pi", "yarn"])
+def test_recipe_frequencies_match_transformers(recipe):
+    base = RopeConfig(theta=500_000.0)
+    rope = extension_rope(base, ExtensionConfig(recipe=recipe), PRE_LEN, LENGTH)
+    ours, scale = rope_frequencies(rope, HEAD_DIM)
+    if recipe in ("ntk", "abf"):
+        assert rope.theta == 8_000_000.0 and rope.type == "default"  # the paper's 500K -> 8M
+        ref, ref_scale = _hf({"rope_type": "default", "rope_theta": 8_000_000.0})
+    elif recipe == "pi":
+        ref, ref_scale = _hf({"rope_type": "linear", "rope_theta": 500_000.0, "factor": LENGTH / PRE_LEN})
+    else:
+        ref, ref_scale = _hf({"rope_type": "yarn", "rope_theta": 500_000.0, "factor": LENGTH / PRE_LEN,
+                              "original_max_position_embeddings": PRE_LEN, "beta_fast": 32.0, "beta_slow": 1.0})
+        assert ref_scale > 1.0
+    torch.testing.assert_close(ours, ref.float(), rtol=1e-6, atol=0)
+    assert scale == pytest.approx(ref_scale)
+    before, _ = rope_frequencies(base, HEAD_DIM)
+    assert not torch.equal(ours, before)
+
+
+def test_yarn_on_full_layers_only_leaves_sliding_layers_at_plain_rope():
+    rope = extension_rope(RopeConfig(theta=10_000.0), ExtensionConfig(recipe="yarn", factor=8.0, full_layers_only=True), 8192, 65536)
+    assert (rope.factor, rope.original_max_seq_len, rope.beta_fast, rope.beta_slow) == (8.0, 8192, 32.0, 1.0)  # Olmo 3's
+    full, full_scale = rope_frequencies(rope, HEAD_DIM, "full_attention")
+    sliding, sliding_scale = rope_frequencies(rope, HEAD_DIM, "sliding_attention")
+    plain, _ = rope_frequencies(RopeConfig(theta=10_000.0), HEAD_DIM)
+    assert torch.equal(sliding, plain) and sliding_scale == 1.0
+    assert not torch.equal(full, plain) and full_scale > 1.0
+    with pytest.raises(ConfigError, match="full_layers_only"):
+        extension_rope(RopeConfig(), ExtensionConfig(recipe="ntk", full_layers_only=True), 8192, 65536)
+
+
+def test_default_plan_follows_the_paper_ratios():
+    model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
+    pre = TrainConfig(global_batch_tokens=256, micro_batch_size=4, max_steps=1000)
+    plan = plan_extension(model, pre, ExtensionConfig(recipe="yarn"), "final")
+    assert plan.model.max_seq_len == 256 and plan.model.rope.factor == 8.0  # 8x the pretraining context
+    assert [s.seq_len for s in plan.stages] == [128, 256] and plan.stages[0].steps == plan.stages[1].steps
+    assert plan.tokens == pytest.approx(0.07 * 1000 * 256, rel=0.02)  # 7% of pretraining, as 10B / 140B
+    assert plan.train.schedule == "linear" and plan.train.final_lr_ratio == 0.0 and 0 < plan.train.warmup_steps < 10
+    assert plan.model.extension["recipe"] == "yarn" and plan.model.extension["pretrain_seq_len"] == 32
+
+
+def test_extension_trains_at_the_longer_length_and_records_its_recipe(tmp_path):
+    cfg = tiny_run(max_steps=8, milestones=[4])
+    cfg["model"].update(swa_pattern="olmo3", n_layers=4, window=16, rope={"theta": 500_000.0})
+    cfg["extension"] = [
+        {"recipe": "ntk", "length": 128, "tokens": 2048},
+        {"recipe": "yarn", "length": 128, "tokens": 4096, "full_layers_only": True, "warmup_steps": 2},
+    ]
+    config = write_config(tmp_path / "run.yaml", cfg)
+    assert main(["train", str(config), "--out", str(tmp_path / "run"), "--extend", "--no-progress"]) == 0
+    run = tmp_path / "run"
+    ntk_rows = [json.loads(x) for x in (run / "extend" / "ntk" / "metrics.jsonl").read_text().splitlines()]
+    assert {r["seq_len"] for r in ntk_rows} == {128} and len(ntk_rows) == 8
+    assert ntk_rows[-1]["lr"] == 0.0  # annealed to 0
+    yarn_rows = [json.loads(x) for x in (run / "extend" / "yarn" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["seq_len"] for r in yarn_rows] == [64] * 8 + [128] * 8
+    lrs = [r["lr"] for r in yarn_rows]
+    assert lrs[0] < lrs[1] == max(lrs) and all(a > b for a, b in zip(lrs[1:], lrs[2:]))  # one anneal across both stages
+    assert lrs[-1] == 0.0
+
+    model = load_checkpoint(run / "extend" / "yarn" / "milestones" / "final")
+    assert model.cfg.rope.type == "yarn" and model.cfg.rope.full_layers_only and model.cfg.rope.original_max_seq_len == 32
+    assert model.cfg.extension["recipe"] == "yarn" and model.cfg.max_seq_len == 128
+    ntk = load_checkpoint(run / "extend" / "ntk" / "milestones" / "final")
+    assert ntk.cfg.rope.theta == 8_000_000.0 and ntk.cfg.extension["theta_before"] == 500_000.0
+    with torch.no_grad():
+        logits = ntk(torch.randint(0, 64, (1, 128)))
+    assert torch.isfinite(logits).all()
+
+    # from a milestone, by the extend command; re-running it resumes (here: is already complete)
+    args = ["extend", str(run), "--recipe", "pi", "--from", "step_000004", "--length", "64", "--tokens", "1024", "--no-progress"]
+    assert main(args) == 0
+    pi_run = run / "extend" / "pi_from_step_000004"
+    first = read_losses(pi_run)
+    assert main(args) == 0 and read_losses(pi_run) == first
+    pi = load_checkpoint(pi_run / "milestones" / "final")
+    assert pi.cfg.rope.type == "linear" and pi.cfg.rope.factor == 2.0 and pi.cfg.extension["source"] == "step_000004"
+
+
+def test_extension_rejects_a_length_that_does_not_extend():
+    model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
+    with pytest.raises(ConfigError, match="extension.length"):
+        plan_extension(model, TrainConfig(max_steps=10, global_batch_tokens=256), ExtensionConfig(length=32), "final")
