@@ -21,21 +21,21 @@ WEIGHTS_NAME = "model.safetensors"
 FORMAT_KEY = "archpool_format"
 
 
-def model_state_dict(model: Decoder) -> dict[str, torch.Tensor]:
-    """State dict without the tied output matrix (safetensors refuses shared storage)."""
-    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    if model.cfg.tie_embeddings:
+def save_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig, directory: str | Path, metadata: dict | None = None) -> Path:
+    """Write weights (without the tied output matrix: safetensors refuses shared storage), then the config."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
+    if cfg.tie_embeddings:
         state.pop("lm_head.weight", None)
-    return state
+    with atomic_path(directory / WEIGHTS_NAME) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
+    atomic_write_json(directory / CONFIG_NAME, {FORMAT_KEY: 1, "model": cfg.to_dict(), "metadata": metadata or {}})
+    return directory
 
 
 def save_checkpoint(model: Decoder, directory: str | Path, metadata: dict | None = None) -> Path:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    with atomic_path(directory / WEIGHTS_NAME) as tmp:
-        save_file(model_state_dict(model), str(tmp), metadata={"format": "pt"})
-    atomic_write_json(directory / CONFIG_NAME, {FORMAT_KEY: 1, "model": model.cfg.to_dict(), "metadata": metadata or {}})
-    return directory
+    return save_state_dict(model.state_dict(), model.cfg, directory, metadata)
 
 
 def is_archpool_checkpoint(directory: str | Path) -> bool:

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from archpool.errors import CheckpointError
 from archpool.io import atomic_write_json, sha256_file
-from archpool.model.checkpoint import CONFIG_NAME, FORMAT_KEY, WEIGHTS_NAME
+from archpool.model.checkpoint import WEIGHTS_NAME, save_state_dict
 from archpool.model.config import ModelConfig
 
 STATE_NAME = "train_state.pt"
@@ -53,11 +53,7 @@ def write_checkpoint(
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp_{directory.name}.", dir=directory.parent))
     try:
-        state = {k: v.detach().contiguous().cpu() for k, v in model_state.items()}
-        if cfg.tie_embeddings:
-            state.pop("lm_head.weight", None)
-        save_file(state, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-        (tmp / CONFIG_NAME).write_text(json.dumps({FORMAT_KEY: 1, "model": cfg.to_dict(), "metadata": metadata or {}}, indent=2, sort_keys=True) + "\n")
+        save_state_dict(model_state, cfg, tmp, metadata)
         if train_state is not None:
             torch.save(train_state, tmp / STATE_NAME)
         files = sorted(p.name for p in tmp.iterdir())
