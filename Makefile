@@ -20,7 +20,7 @@ corpus: setup
 	bash scripts/install_corpus.sh
 
 demo: setup corpus
-	$(BIN)/archpool demo
+	$(BIN)/archpool run
 
 test: setup corpus
 	$(BIN)/python -m pytest -q

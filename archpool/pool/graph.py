@@ -1,0 +1,225 @@
+"""Stage graphs with content-addressed outputs.
+
+Every stage output lives in ``POOL_OUT/stages/<stage>/<key>/`` where ``key`` hashes the stage's
+name, version, configuration and the keys of its inputs, so equal work is done once (two runs that
+differ only in a column nothing trains on, e.g. fp8, share their stages) and changed work gets a
+new directory. A ``DONE`` file, written atomically and last, marks a finished stage; a directory
+without it is an interrupted attempt that the stage function resumes in place (the trainer
+restarts from its last checkpoint). A per-stage ``flock`` keeps two workers off the same stage and
+is released by the kernel when a worker is killed.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from archpool.io import atomic_write_json, sha256_json
+
+DONE = "DONE"
+# Bump a stage's version when its outputs change meaning, to invalidate cached results.
+STAGE_VERSIONS = {"data": 1, "pretrain": 1, "extend": 1, "eval": 1, "attention": 1, "collect": 1, "report": 1}
+FAIL_ENV = "ARCHPOOL_FAIL_STAGE"  # test hook: "run:stage[,run:stage...]"; run may be "*"
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by the failure-injection test hook (``ARCHPOOL_FAIL_STAGE`` / ``_inject_failure``)."""
+
+
+@dataclass
+class Node:
+    """One stage execution: ``stage`` applied to ``config`` and the outputs of ``deps``."""
+
+    id: str  # readable, unique within a plan: "pretrain:A_s0", "extend:A_s0@0.5:ntk"
+    stage: str
+    config: dict[str, Any]
+    deps: dict[str, str] = field(default_factory=dict)  # input name -> node id
+    run: str | None = None  # None for pool-level nodes
+    cost: float = 1.0  # relative expected time, for the progress ETA
+    key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(id=self.id, stage=self.stage, config=self.config, deps=self.deps, run=self.run, cost=self.cost, key=self.key)
+
+
+def assign_keys(nodes: list[Node]) -> None:
+    """Content-address every node by its stage, version, config and its inputs' keys (in order)."""
+    by_id = {n.id: n for n in nodes}
+    for n in nodes:  # nodes are listed in dependency order
+        dep_keys = {name: by_id[d].key for name, d in sorted(n.deps.items())}
+        n.key = sha256_json(dict(stage=n.stage, version=STAGE_VERSIONS.get(n.stage, 1), config=n.config, deps=dep_keys))[:20]
+
+
+def node_dir(out: Path, node: Node | dict) -> Path:
+    stage, key = (node.stage, node.key) if isinstance(node, Node) else (node["stage"], node["key"])
+    return Path(out) / "stages" / stage / key
+
+
+def is_done(out: Path, node: Node | dict) -> bool:
+    return (node_dir(out, node) / DONE).is_file()
+
+
+def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
+    return json.loads((node_dir(out, node) / DONE).read_text()).get("result") or {}
+
+
+@dataclass
+class StageContext:
+    """What a stage function gets: where to write (and resume), its config and its inputs."""
+
+    out_dir: Path
+    config: dict[str, Any]
+    inputs: dict[str, Path]  # input name -> finished output dir of that input
+    input_results: dict[str, dict[str, Any]]
+    run: dict[str, Any] | None
+    pool: dict[str, Any]
+    threads: int
+    log: Callable[[str], None]
+
+
+StageFn = Callable[[StageContext], "dict[str, Any] | None"]
+
+
+def log_event(out: Path, **event: Any) -> None:
+    """Append one JSON line to the pool's event log (O_APPEND writes of one line are atomic)."""
+    event["t"] = round(time.time(), 3)
+    event["pid"] = os.getpid()
+    line = (json.dumps(event, sort_keys=True, default=str) + "\n").encode()
+    fd = os.open(Path(out) / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_events(out: Path) -> list[dict[str, Any]]:
+    path = Path(out) / "events.jsonl"
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
+    return events
+
+
+@contextmanager
+def stage_lock(path: Path, wait: bool = True) -> Iterator[bool]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        flags = fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, flags)
+            got = True
+        except BlockingIOError:
+            got = False
+        yield got
+    finally:
+        os.close(fd)
+
+
+def is_running(out: Path, node: Node | dict) -> bool:
+    """True while some live process holds the stage's lock."""
+    lock = node_dir(out, node).with_suffix(".lock")
+    if not lock.exists():
+        return False
+    with stage_lock(lock, wait=False) as got:
+        return not got
+
+
+def injected_failures(pool: dict[str, Any]) -> set[tuple[str, str]]:
+    pairs = {(str(i["run"]), str(i["stage"])) for i in pool.get("inject_failure") or []}
+    for item in filter(None, os.environ.get(FAIL_ENV, "").split(",")):
+        run, _, stage = item.partition(":")
+        pairs.add((run.strip(), stage.strip()))
+    return pairs
+
+
+def execute_node(
+    out: Path,
+    node: Node,
+    nodes_by_id: dict[str, Node],
+    fn: StageFn,
+    pool: dict[str, Any],
+    run: dict[str, Any] | None,
+    threads: int,
+    log: Callable[[str], None],
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Run ``node`` unless its output is already complete; return its result dict."""
+    out = Path(out)
+    d = node_dir(out, node)
+    label = label or node.run or "pool"
+    rank = int(os.environ.get("RANK", "0"))
+    if rank != 0:
+        return _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log)
+    if (d / DONE).is_file():
+        log_event(out, kind="skip", node=node.id, stage=node.stage, key=node.key, run=label)
+        return read_result(out, node)
+    with stage_lock(d.with_suffix(".lock")):
+        if (d / DONE).is_file():  # another worker finished it while we waited
+            log_event(out, kind="skip", node=node.id, stage=node.stage, key=node.key, run=label)
+            return read_result(out, node)
+        resumed = d.is_dir() and any(d.iterdir())
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(d / "node.json", node.to_dict())
+        log_event(out, kind="start", node=node.id, stage=node.stage, key=node.key, run=label, resumed=resumed)
+        log(f"[{node.stage}] {'resume' if resumed else 'start'} {node.id} -> {d}")
+        t0 = time.time()
+        deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
+        ctx = StageContext(
+            out_dir=d,
+            config=node.config,
+            inputs={name: node_dir(out, dn) for name, dn in deps.items()},
+            input_results={name: read_result(out, dn) for name, dn in deps.items()},
+            run=run,
+            pool=pool,
+            threads=threads,
+            log=log,
+        )
+        try:
+            failures = injected_failures(pool)
+            if (label, node.stage) in failures or ("*", node.stage) in failures:
+                raise InjectedFailure(f"injected failure in stage {node.stage!r} of run {label!r} (test hook)")
+            result = fn(ctx) or {}
+        except BaseException as e:
+            log_event(out, kind="error", node=node.id, stage=node.stage, key=node.key, run=label, error=f"{type(e).__name__}: {e}")
+            raise
+        seconds = round(time.time() - t0, 3)
+        atomic_write_json(d / DONE, dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, result=result))
+        log_event(out, kind="done", node=node.id, stage=node.stage, key=node.key, run=label, seconds=seconds)
+        log(f"[{node.stage}] done {node.id} in {seconds:.1f}s")
+        return result
+
+
+DISTRIBUTED_STAGES = {"pretrain", "extend"}  # stages whose functions run on every torchrun rank
+
+
+def _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log) -> dict[str, Any]:
+    """Under torchrun (``--gpus-per-run N``): ranks > 0 join the training stages' collectives and
+    wait for rank 0 to finish the others; only rank 0 writes markers, events and statuses."""
+    d = node_dir(out, node)
+    deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
+    while not all(is_done(out, dn) for dn in deps.values()):  # rank 0 writes its inputs' markers
+        time.sleep(0.5)
+    if node.stage in DISTRIBUTED_STAGES and not (d / DONE).is_file():
+        ctx = StageContext(out_dir=d, config=node.config, inputs={n: node_dir(out, dn) for n, dn in deps.items()},
+                           input_results={n: read_result(out, dn) for n, dn in deps.items()}, run=run, pool=pool,
+                           threads=threads, log=log)
+        return fn(ctx) or {}
+    while not (d / DONE).is_file():
+        time.sleep(1.0)
+    return read_result(out, node)
+
+
+def format_exception(e: BaseException) -> str:
+    return "".join(traceback.format_exception(type(e), e, e.__traceback__))

@@ -1,0 +1,128 @@
+"""A pool's stage graph: data → pretrain (with milestone checkpoints) → extend → eval → attention.
+
+Per run and extension recipe:
+
+    data ─┬─ pretrain:R ─┬─ extend:R:ntk ──┬─ eval:R:ntk
+          │              │                 └─ attention:R:ntk
+          │              ├─ extend:R@0.5:ntk ─ eval:R@0.5:ntk      (one per milestone)
+          │              └─ eval:R:base                            (before extension)
+
+``data`` is shared by the pool. The pool-level tail (``results.csv`` → analysis → report) is
+rebuilt from whatever finished, so a failed run shows up in it instead of blocking it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from archpool.io import atomic_write_json
+from archpool.pool.graph import Node, assign_keys
+from archpool.pool.spec import PoolSpec, RunSpec
+
+PLAN_FILE = "plan.json"
+RUN_STAGES = ("pretrain", "extend", "eval", "attention")
+
+
+def _pretrain_tokens(train: dict[str, Any]) -> float:
+    if train.get("max_tokens"):
+        return float(train["max_tokens"])
+    steps = train.get("max_steps") or train.get("steps") or 100
+    return float(steps * (train.get("global_batch_tokens") or 8192))
+
+
+def _extension_tokens(recipe: dict[str, Any], train: dict[str, Any]) -> float:
+    if recipe.get("tokens"):
+        return float(recipe["tokens"])
+    if recipe.get("steps"):  # toy recipes
+        return float(recipe["steps"]) * 8192
+    return float(recipe.get("token_fraction", 0.07)) * _pretrain_tokens(train)
+
+
+# rough CPU throughputs (tokens/s), only to weigh stages against each other in the ETA
+_PRETRAIN_RATE, _EXTEND_RATE = 10_000.0, 7_000.0
+
+
+def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
+    """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
+    runs = pool.runs if runs is None else runs
+    data_cost = 0.5 if pool.backend == "toy" or "synthetic" in pool.data else 20.0
+    nodes: list[Node] = [Node(id="data", stage="data", config=dict(pool.data, backend=pool.backend), cost=data_cost)]
+    pre_cost = _pretrain_tokens(pool.train) / _PRETRAIN_RATE
+    for run in runs:
+        model = run.model
+        pre = Node(
+            id=f"pretrain:{run.name}",
+            stage="pretrain",
+            config=dict(
+                model=model,
+                seq_len=run.pretrain_ctx,
+                seed=run.seed,
+                init_seed=run.init_seed,
+                train=pool.train,
+                milestones=pool.milestones,
+            ),
+            deps={"data": "data"},
+            run=run.name,
+            cost=pre_cost,
+        )
+        nodes.append(pre)
+        evaluate = pool.eval.get("enabled", True)
+        if evaluate and pool.eval.get("base", True):
+            nodes.append(Node(
+                id=f"eval:{run.name}:base", stage="eval",
+                config=dict(eval=pool.eval, phase="base", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                deps={"model": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.05 * pre_cost),
+            ))
+        for milestone in [*pool.milestones, 1.0]:
+            for r_i, recipe in enumerate(pool.extension):
+                primary = milestone == 1.0 and r_i == 0
+                tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe['name']}"
+                ext = Node(
+                    id=f"extend:{tag}", stage="extend",
+                    config=dict(recipe=recipe, milestone=milestone, seed=run.seed, long_ctx=pool.long_ctx,
+                                pretrain_ctx=run.pretrain_ctx),
+                    deps={"model": pre.id, "data": "data"}, run=run.name,
+                    cost=_extension_tokens(recipe, pool.train) / _EXTEND_RATE,
+                )
+                nodes.append(ext)
+                if evaluate:
+                    nodes.append(Node(
+                        id=f"eval:{tag}", stage="eval",
+                        config=dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                        deps={"model": ext.id, "base": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.1 * pre_cost),
+                    ))
+                if primary and pool.attention.get("enabled", True):
+                    nodes.append(Node(
+                        id=f"attention:{tag}", stage="attention",
+                        config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                        deps={"model": ext.id, "base": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.03 * pre_cost),
+                    ))
+    assign_keys(nodes)
+    return nodes
+
+
+def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
+    """(prefix, suffix) under which a node's metrics enter its run's row of results.csv.
+
+    The primary recipe at the end of pretraining gives the plain metric names; the pre-extension
+    evaluation gets ``base_``; other recipes ``<recipe>_``; milestone extensions ``@<fraction>``.
+    """
+    node_id = node.id if isinstance(node, Node) else node["id"]
+    rest = node_id.split(":", 1)[1]
+    parts = rest.split(":")
+    tag, recipe = parts[0], parts[1] if len(parts) > 1 else ""
+    suffix = f"@{tag.split('@', 1)[1]}" if "@" in tag else ""
+    if recipe == "base":
+        return "base_", ""
+    prefix = "" if recipe in ("", primary_recipe) else f"{recipe}_"
+    return prefix, suffix
+
+
+def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
+    atomic_write_json(Path(out) / PLAN_FILE, dict(pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
+
+
+def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
+    data = json.loads((Path(out) / PLAN_FILE).read_text())
+    return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]

@@ -1,0 +1,570 @@
+"""Pool files: a YAML study design, validated and expanded into one ``RunSpec`` per trained model.
+
+A pool lists architectures by their *axis values* (``norm``, ``qk_norm``, ``n_kv_heads``, ``swa``,
+``pretrain_ctx``) or by a preset with overrides, and shares everything else: data, training,
+extension recipe(s), evaluation, attention analysis and seeds. Generators expand it:
+
+- ``factorial: {axes: {qk_norm: [none, layerwise], swa: [false, true]}}`` — every combination;
+- ``seeds: [0, 1, 2]`` — a replicate of every architecture per seed (run name ``<arch>_s<seed>``);
+- ``milestones: [0.25, 0.5]`` — also extend from those fractions of pretraining (early extension);
+- ``paper: {...}`` rows — a run given in the paper's 7B units (``n_kv_heads`` of 32 query heads,
+  ``pretrain_ctx`` 4096/8192, ``d_ff`` of 11008, ``n_layers`` of 32), scaled to the pool's size
+  keeping its ratios; the shipped ``olmpool`` pool lists all 26 published runs this way.
+
+Every validation error is a ``ConfigError`` whose field names the run: ``runs[G_pre_8kv].axes.swa``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import ConfigError
+
+POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
+
+TOP_LEVEL_KEYS = {
+    "name", "description", "size", "backend", "model", "seeds", "data", "train", "extension", "eval",
+    "attention", "analysis", "report", "milestones", "runs", "factorial", "long_ctx", "jobs", "_inject_failure",
+}
+RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
+AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
+BACKENDS = ("real", "toy")
+
+# The paper's 7B reference shapes that ``paper:`` rows are expressed in (study.md §2).
+PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
+
+
+@dataclass
+class RunSpec:
+    """One model of the pool: an architecture at one seed, fully resolved."""
+
+    name: str
+    arch: str
+    seed: int
+    model: dict[str, Any]  # ModelConfig.to_dict(), validated
+    pretrain_ctx: int
+    init: str  # init group: runs sharing it share initial weights where shapes allow
+    init_seed: int
+    fp8: bool = False  # a confound column only; nothing is trained in fp8
+    params: int = 0  # parameter count, embeddings included
+    columns: dict[str, Any] = field(default_factory=dict)  # extra descriptive columns (e.g. paper name)
+
+    @property
+    def axes(self) -> dict[str, Any]:
+        m = self.model
+        swa = any(t == "sliding_attention" for t in _layer_types(m))
+        return dict(
+            swa=int(swa),
+            qk_norm=m["qk_norm"],
+            norm=m["norm"],
+            n_kv_heads=m["n_kv_heads"],
+            n_heads=m["n_heads"],
+            pretrain_ctx=self.pretrain_ctx,
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The run's design columns of ``results.csv`` (study.md contract)."""
+        m = self.model
+        return dict(
+            run=self.name,
+            arch=self.arch,
+            **self.axes,
+            seed=self.seed,
+            init=self.init,
+            fp8=int(self.fp8),
+            window=m.get("window") or 0,
+            d_ff=m["d_ff"],
+            n_layers=m["n_layers"],
+            d_model=m["d_model"],
+            params_b=round(self.params / 1e9, 6),
+            **self.columns,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        return cls(**d)
+
+
+@dataclass
+class PoolSpec:
+    name: str
+    runs: list[RunSpec]
+    description: str = ""
+    size: str = "tiny"
+    backend: str = "real"
+    seeds: list[int] = field(default_factory=lambda: [0])
+    long_ctx: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    extension: list[dict[str, Any]] = field(default_factory=list)
+    eval: dict[str, Any] = field(default_factory=dict)
+    attention: dict[str, Any] = field(default_factory=dict)
+    analysis: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
+    milestones: list[float] = field(default_factory=list)
+    inject_failure: list[dict[str, str]] = field(default_factory=list)
+    jobs: int = 1  # default for `archpool run --jobs`
+    source: str = ""
+
+    def run(self, name: str) -> RunSpec:
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise ConfigError("--only", f"no run {name!r} in pool {self.name!r}; runs: {', '.join(r.name for r in self.runs)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PoolSpec":
+        d = dict(d)
+        d["runs"] = [RunSpec.from_dict(r) for r in d["runs"]]
+        return cls(**d)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+def shipped_pools() -> list[str]:
+    return sorted(p.stem for p in POOLS_DIR.glob("*.yaml"))
+
+
+def resolve_pool_path(pool: str | Path) -> Path:
+    """A YAML path, or the name of a shipped pool (``demo``, ``smoke``, ``olmpool``)."""
+    p = Path(pool)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise ConfigError("POOL", f"no pool file {str(p)!r}")
+        return p
+    shipped = POOLS_DIR / f"{pool}.yaml"
+    if shipped.is_file():
+        return shipped
+    raise ConfigError("POOL", f"{str(pool)!r} is neither a pool file nor a shipped pool ({', '.join(shipped_pools())})")
+
+
+def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int] | None = None) -> PoolSpec:
+    """Load, validate and expand a pool. ``size`` / ``seeds`` override the file's values."""
+    if isinstance(pool, dict):
+        data, source = copy.deepcopy(pool), "<dict>"
+    else:
+        import yaml
+
+        path = resolve_pool_path(pool)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(str(path), f"not valid YAML ({e})") from e
+        source = str(path)
+        if not isinstance(data, dict):
+            raise ConfigError(str(path), "a pool file is a mapping with at least `name` and `runs` or `factorial`")
+    return parse_pool(data, size=size, seeds=seeds, source=source)
+
+
+def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
+    from archpool.model.presets import SIZES
+
+    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown pool field; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("name", "a pool needs a name")
+    size = size or data.get("size", "tiny")
+    if size not in SIZES:
+        raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
+    backend = data.get("backend", "real")
+    if backend not in BACKENDS:
+        raise ConfigError("backend", f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    seeds = _parse_seeds(seeds if seeds is not None else data.get("seeds", [0]), "seeds")
+    long_ctx = data.get("long_ctx") or SIZES[size]["ctx"]
+    if not isinstance(long_ctx, int) or long_ctx <= 0:
+        raise ConfigError("long_ctx", f"must be a positive integer, got {long_ctx!r}")
+    sections = {}
+    for key in ("data", "train", "eval", "attention", "analysis", "report"):
+        value = data.get(key) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
+        sections[key] = value
+    extension = _parse_extension(data.get("extension"))
+    milestones = data.get("milestones") or []
+    if not isinstance(milestones, list) or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in milestones):
+        raise ConfigError("milestones", f"a list of fractions of pretraining strictly between 0 and 1, got {milestones!r}")
+    base_model = data.get("model") or {}
+    if not isinstance(base_model, dict):
+        raise ConfigError("model", "the pool's base model must be a mapping (preset / overrides)")
+
+    entries = list(data.get("runs") or [])
+    if not isinstance(data.get("runs", []), list):
+        raise ConfigError("runs", "must be a list of runs")
+    if data.get("factorial"):
+        entries += _expand_factorial(data["factorial"])
+    if not entries:
+        raise ConfigError("runs", "the pool has no runs (give `runs:` or `factorial:`)")
+
+    # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
+    data_vocab = None
+    if backend == "real" and "synthetic" not in sections["data"]:
+        data_vocab = int(sections["data"].get("vocab_size", 4096))
+    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab)
+    runs: list[RunSpec] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        for run in _parse_run(entry, i, ctx):
+            if run.name in seen:
+                raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
+            seen[run.name] = i
+            runs.append(run)
+
+    inject = data.get("_inject_failure") or []
+    if isinstance(inject, dict):
+        inject = [inject]
+    for j, item in enumerate(inject):
+        if not isinstance(item, dict) or "run" not in item or "stage" not in item:
+            raise ConfigError(f"_inject_failure[{j}]", "test hook entries are {run: NAME, stage: STAGE}")
+    return PoolSpec(
+        name=name, runs=runs, description=str(data.get("description", "")).strip(), size=size, backend=backend,
+        seeds=seeds, long_ctx=long_ctx, extension=extension, milestones=sorted(float(m) for m in milestones),
+        inject_failure=list(inject), source=source, jobs=_jobs(data.get("jobs", 1)), **sections,
+    )
+
+
+@dataclass
+class _Ctx:
+    size: str
+    long_ctx: int
+    base_model: dict[str, Any]
+    seeds: list[int]
+    data_vocab: int | None = None
+
+
+def _jobs(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError("jobs", f"a positive integer (runs in parallel), got {value!r}")
+    return value
+
+
+def _parse_seeds(value: Any, field_name: str) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ConfigError(field_name, f"a seed count must be > 0, got {value}")
+        return list(range(value))
+    if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
+        if len(set(value)) != len(value):
+            raise ConfigError(field_name, f"duplicate seeds in {value}")
+        return list(value)
+    raise ConfigError(field_name, f"a seed count or a non-empty list of non-negative integers, got {value!r}")
+
+
+def _parse_extension(value: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return [dict(name="ntk")]
+    recipes = value if isinstance(value, list) else [value]
+    out, names = [], set()
+    for i, r in enumerate(recipes):
+        if not isinstance(r, dict):
+            raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
+        r = dict(r)
+        r.setdefault("name", r.get("recipe", f"recipe{i}"))
+        if r["name"] in names:
+            raise ConfigError(f"extension[{i}].name", f"duplicate recipe name {r['name']!r}")
+        names.add(r["name"])
+        out.append(r)
+    return out
+
+
+def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
+    if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict) or not spec["axes"]:
+        raise ConfigError("factorial.axes", "a mapping of axis name -> list of values")
+    unknown = sorted(set(spec) - {"axes", "base", "name"})
+    if unknown:
+        raise ConfigError(f"factorial.{unknown[0]}", "unknown field; allowed: axes, base, name")
+    axes = spec["axes"]
+    for k, v in axes.items():
+        if k not in AXES:
+            raise ConfigError(f"factorial.axes.{k}", f"unknown axis; allowed: {', '.join(AXES)}")
+        if not isinstance(v, list) or not v:
+            raise ConfigError(f"factorial.axes.{k}", f"a non-empty list of values, got {v!r}")
+    base = spec.get("base") or {}
+    if not isinstance(base, dict):
+        raise ConfigError("factorial.base", "a run mapping shared by every factorial cell")
+    template = spec.get("name")
+    keys = list(axes)
+    entries = []
+    for combo in itertools.product(*(axes[k] for k in keys)):
+        values = dict(zip(keys, combo))
+        entry = copy.deepcopy(base)
+        entry["axes"] = {**entry.get("axes", {}), **values}
+        if template:
+            try:
+                entry["name"] = str(template).format(**{k: _code(k, v) for k, v in values.items()})
+            except KeyError as e:
+                raise ConfigError("factorial.name", f"template names unknown axis {e}") from e
+        else:
+            entry["name"] = "_".join(_code(k, v) for k, v in values.items())
+        entries.append(entry)
+    return entries
+
+
+def _code(axis: str, value: Any) -> str:
+    """Short, readable name part for an axis value (``lqk``, ``swa``, ``2kv``, ``short``)."""
+    if axis == "qk_norm":
+        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk", "hw": "hqk", "lqk": "lqk", "hqk": "hqk"}.get(str(value).lower())
+        return v or f"qk{value}"
+    if axis == "swa":
+        return "swa" if value not in (False, 0, "none", "off", None) else "full"
+    if axis == "n_kv_heads":
+        return f"{str(value).replace('/', 'of')}kv"
+    if axis == "pretrain_ctx":
+        return f"ctx{value}" if isinstance(value, int) else str(value)
+    return str(value)
+
+
+def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
+    from archpool.model.config import ModelConfig, default_d_ff
+    from archpool.model.presets import SIZES, preset_dict
+
+    if not isinstance(entry, dict):
+        raise ConfigError(f"runs[{index}]", "a run is a mapping with at least a name")
+    name = entry.get("name")
+    label = f"runs[{name}]" if isinstance(name, str) and name else f"runs[{index}]"
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
+    unknown = sorted(set(entry) - RUN_KEYS)
+    if unknown:
+        raise ConfigError(f"{label}.{unknown[0]}", f"unknown run field; allowed: {', '.join(sorted(RUN_KEYS))}")
+
+    size = entry.get("size", ctx.size)
+    if size not in SIZES:
+        raise ConfigError(f"{label}.size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
+    long_ctx = ctx.long_ctx if size == ctx.size else SIZES[size]["ctx"]
+
+    # 1. the base model: pool `model:` section, then the run's preset, then raw overrides
+    base = dict(ctx.base_model)
+    preset = entry.get("preset", base.pop("preset", None))
+    base.pop("size", None)
+    try:
+        model = preset_dict(preset, size) if preset else _plain_size(size)
+    except ConfigError as e:
+        raise ConfigError(f"{label}.{'preset' if e.field == 'preset' else e.field}", str(e).split(": ", 1)[-1]) from None
+    if preset and base.get("rope"):
+        base["rope"] = {**model.get("rope", {}), **base["rope"]}
+    model.update(base)
+    pretrain_ctx = model.get("max_seq_len", long_ctx)
+    columns: dict[str, Any] = {}
+
+    # 2. paper-unit rows (olmpool): scale each ratio to this size
+    paper = entry.get("paper")
+    if paper is not None:
+        model, pretrain_ctx, columns = _scale_paper_row(paper, model, size, long_ctx, f"{label}.paper")
+
+    # 3. axes in pool units
+    axes = entry.get("axes") or {}
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{label}.axes", "a mapping of axis -> value")
+    for k in axes:
+        if k not in AXES:
+            raise ConfigError(f"{label}.axes.{k}", f"unknown axis; allowed: {', '.join(AXES)}")
+    if "norm" in axes:
+        model["norm"] = axes["norm"]
+    if "qk_norm" in axes:
+        model["qk_norm"] = "none" if axes["qk_norm"] in (None, False) else str(axes["qk_norm"])
+    if "n_kv_heads" in axes:
+        model["n_kv_heads"] = _kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
+    if "pretrain_ctx" in axes:
+        pretrain_ctx = _context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
+    if "swa" in axes:
+        model.update(_swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
+
+    # 4. raw model overrides win over everything
+    overrides = entry.get("model") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{label}.model", "a mapping of ModelConfig fields")
+    model.update(overrides)
+    if ctx.data_vocab and "vocab_size" not in overrides and "vocab_size" not in ctx.base_model:
+        model["vocab_size"] = ctx.data_vocab
+    if "max_seq_len" in overrides:
+        pretrain_ctx = overrides["max_seq_len"]
+    model["max_seq_len"] = _model_ctx(pretrain_ctx, model, long_ctx)
+    if model.get("d_ff") is None:
+        model["d_ff"] = default_d_ff(model["d_model"])
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
+            cfg = ModelConfig.from_dict(model)
+    except ConfigError as e:
+        raise ConfigError(f"{label}.model.{e.field}", str(e).split(": ", 1)[-1]) from None
+    except TypeError as e:
+        raise ConfigError(f"{label}.model", str(e)) from None
+
+    init = str(entry.get("init", "shared"))
+    fp8 = entry.get("fp8", columns.pop("fp8", False))
+    if fp8 not in (0, 1, True, False):
+        raise ConfigError(f"{label}.fp8", f"a boolean (recorded as a confound column, never trained), got {fp8!r}")
+    extra = entry.get("columns") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{label}.columns", "a mapping of extra results columns")
+    columns.update(extra)
+    seeds = _parse_seeds(entry["seeds"], f"{label}.seeds") if "seeds" in entry else ctx.seeds
+
+    cfg_dict = cfg.to_dict()
+    return [
+        RunSpec(
+            name=f"{name}_s{seed}", arch=name, seed=seed, model=copy.deepcopy(cfg_dict), pretrain_ctx=int(pretrain_ctx),
+            init=init, init_seed=init_seed(init, seed), fp8=bool(fp8), params=cfg.num_params(), columns=dict(columns),
+        )
+        for seed in seeds
+    ]
+
+
+def init_seed(group: str, seed: int) -> int:
+    """Runs of one init group and seed share initial weights (where name and shape agree)."""
+    if group == "shared":
+        return seed
+    return int.from_bytes(hashlib.sha256(f"init|{group}|{seed}".encode()).digest()[:4], "little")
+
+
+def _plain_size(size: str) -> dict[str, Any]:
+    from archpool.model.presets import SIZES
+
+    shp = dict(SIZES[size])
+    ctx = shp.pop("ctx")
+    return dict(shp, max_seq_len=ctx, rope=dict(theta=10_000.0))
+
+
+def _kv_heads(value: Any, n_heads: int, fld: str) -> int:
+    """An absolute count, or ``"k/N"`` = the paper's k KV heads of N query heads, scaled to n_heads."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        kv = value
+    elif isinstance(value, str) and "/" in value:
+        try:
+            k, n = (int(x) for x in value.split("/"))
+        except ValueError:
+            raise ConfigError(fld, f"a count or 'k/N', got {value!r}") from None
+        if (n_heads * k) % n:
+            raise ConfigError(fld, f"{value} of {n_heads} query heads is not a whole number of KV heads")
+        kv = n_heads * k // n
+    elif value in ("mha", "none"):
+        kv = n_heads
+    elif value == "mqa":
+        kv = 1
+    else:
+        raise ConfigError(fld, f"a KV-head count, 'k/N', 'mha' or 'mqa', got {value!r}")
+    if not 1 <= kv <= n_heads or n_heads % kv:
+        raise ConfigError(fld, f"{kv} KV heads must divide n_heads={n_heads}")
+    return kv
+
+
+def _context(value: Any, long_ctx: int, fld: str) -> int:
+    if value == "long":
+        return long_ctx
+    if value == "short":
+        return long_ctx // 2
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ConfigError(fld, f"'long', 'short' or a token count, got {value!r}")
+
+
+def _swa(value: Any, long_ctx: int, fld: str) -> dict[str, Any]:
+    """``true`` = Olmo 3's pattern (3 of 4 layers local) at a window of half the long context."""
+    if value in (False, 0, None, "none", "off"):
+        return dict(swa_pattern="none", window=None)
+    if value in (True, 1, "olmo3"):
+        return dict(swa_pattern="olmo3", window=long_ctx // 2)
+    if value == "all":
+        return dict(swa_pattern="all", window=long_ctx // 2)
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"pattern", "window"})
+        if unknown:
+            raise ConfigError(f"{fld}.{unknown[0]}", "allowed: pattern, window")
+        return dict(swa_pattern=value.get("pattern", "olmo3"), window=value.get("window", long_ctx // 2))
+    raise ConfigError(fld, f"true/false, 'all', or {{pattern, window}}, got {value!r}")
+
+
+def _model_ctx(pretrain_ctx: int, model: dict[str, Any], long_ctx: int) -> int:
+    """The ModelConfig context. A window as long as the pretraining context (the paper's 4K window
+    at 4K pretraining) is full attention until extension; the config needs window < max_seq_len, so
+    the model records one more position while the trainer still uses ``pretrain_ctx``."""
+    window = model.get("window")
+    if model.get("swa_pattern", "none") != "none" and window and pretrain_ctx <= window <= long_ctx // 2:
+        return window + 1
+    return pretrain_ctx
+
+
+def _scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str):
+    """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio."""
+    from archpool.model.config import default_d_ff
+    from archpool.model.presets import SIZES
+
+    if not isinstance(paper, dict):
+        raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
+    allowed = {"swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name"}
+    unknown = sorted(set(paper) - allowed)
+    if unknown:
+        raise ConfigError(f"{fld}.{unknown[0]}", f"unknown paper column; allowed: {', '.join(sorted(allowed))}")
+    for key in ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx"):
+        if key not in paper:
+            raise ConfigError(f"{fld}.{key}", "required in a paper row")
+    shp = SIZES[size]
+    d_model = model["d_model"]
+    # KV ratios down to 4 of 32 need n_heads divisible by 8
+    n_heads = 8 * math.ceil(shp["n_heads"] / 8)
+    if d_model % n_heads or (d_model // n_heads) % 2:
+        raise ConfigError(f"{fld}.n_kv_heads", f"size {size!r} (d_model={d_model}) cannot hold {n_heads} heads of even width")
+    model = dict(model, n_heads=n_heads, head_dim=d_model // n_heads)
+    kv = paper["n_kv_heads"]
+    if not isinstance(kv, int) or PAPER["n_heads"] % kv:
+        raise ConfigError(f"{fld}.n_kv_heads", f"KV heads of the paper's 32 query heads, got {kv!r}")
+    model["n_kv_heads"] = _kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
+    p_ctx = paper["pretrain_ctx"]
+    if p_ctx not in (4096, 8192):
+        raise ConfigError(f"{fld}.pretrain_ctx", f"the paper pretrains at 4096 or 8192, got {p_ctx!r}")
+    pretrain_ctx = long_ctx * p_ctx // PAPER["long_ctx"]
+    model.update(_swa(bool(int(paper["swa"])), long_ctx, f"{fld}.swa"))
+    qk = {"hw": "headwise", "lqk": "layerwise", "hqk": "headwise"}.get(str(paper["qk_norm"]), str(paper["qk_norm"]))
+    model["qk_norm"] = qk
+    model["norm"] = paper["norm"]
+    d_ff = paper.get("d_ff", PAPER["d_ff"])
+    multiple = 256 if d_model >= 1024 else 16
+    model["d_ff"] = multiple * round(default_d_ff(d_model) * d_ff / PAPER["d_ff"] / multiple)
+    layers = paper.get("n_layers", PAPER["n_layers"])
+    n_layers = shp["n_layers"] * layers / PAPER["n_layers"]
+    # keep "deeper" deeper even where the ratio rounds away (36/32 of 4 layers -> 5)
+    model["n_layers"] = math.ceil(n_layers) if layers > PAPER["n_layers"] else max(1, math.floor(n_layers))
+    columns = dict(
+        paper_name=paper.get("name", ""),
+        paper_d_ff=d_ff,
+        paper_n_kv_heads=kv,
+        paper_pretrain_ctx=p_ctx,
+        paper_params_b=paper.get("params_b", ""),
+        d_ff_ratio=round(d_ff / PAPER["d_ff"], 4),
+        fp8=bool(int(paper.get("fp8", 0))),
+    )
+    return model, pretrain_ctx, columns
+
+
+def _layer_types(m: dict[str, Any]) -> list[str]:
+    p, n = m.get("swa_pattern", "none"), m["n_layers"]
+    if isinstance(p, list):
+        return p
+    if p == "none":
+        return ["full_attention"] * n
+    if p == "all":
+        return ["sliding_attention"] * n
+    return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
+
+
+def feature_count(run: RunSpec, short_ctx: int) -> int:
+    """study.md §1: [any QK-norm] + [GQA] + [any SWA layer] + [pretrained at the pool's short context]."""
+    a = run.axes
+    return int(a["qk_norm"] != "none") + int(a["n_kv_heads"] < a["n_heads"]) + a["swa"] + int(a["pretrain_ctx"] <= short_ctx)

@@ -1,0 +1,107 @@
+"""End to end with the real stages (slow): the shipped smoke pool, and SIGKILL + resume with the
+real trainer giving bit-identical results."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from archpool.pool.graph import read_events
+from conftest import REPO, pool_cmd, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(path):
+    return {r["run"]: r for r in csv.DictReader(open(path))}
+
+
+def test_smoke_pool_runs_every_stage(tmp_path):
+    out = tmp_path / "smoke"
+    t0 = time.time()
+    r = run_cli("run", "smoke", "--jobs", "2", "--out", str(out), "--no-progress", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    rows = _rows(out / "results.csv")
+    assert len(rows) >= 3 and all(row["state"] == "done" for row in rows.values())
+    stages = {e["stage"] for e in read_events(out) if e["kind"] == "done"}
+    assert {"data", "pretrain", "extend", "eval", "attention"} <= stages
+    row = next(iter(rows.values()))
+    assert row["pretrain_loss"] and row["extension_loss"]
+    assert (out / "report" / "report.html").is_file() and (out / "report" / "analysis.json").is_file()
+    assert "report:" in r.stdout
+    print(f"smoke pool: {time.time() - t0:.0f}s")
+
+
+def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
+    spec = dict(
+        name="killreal", seeds=[0], data=dict(synthetic=dict(seed=0)),
+        train=dict(max_steps=40, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
+        extension=[dict(name="ntk", tokens=8192, length_ratio=2)], eval=dict(enabled=False), attention=dict(enabled=False),
+        factorial=dict(axes=dict(swa=[False, True])),
+    )
+    pool = tmp_path / "killreal.yaml"
+    pool.write_text(yaml.safe_dump(spec))
+    out, ref = tmp_path / "out", tmp_path / "ref"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(pool_cmd("run", str(pool), "--out", str(out), "--no-progress"), cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, killed_in = time.time() + 300, None
+    while time.time() < deadline and killed_in is None:
+        done = {e["key"] for e in read_events(out) if e["kind"] == "done"}
+        for e in read_events(out):
+            if e["kind"] == "start" and e["stage"] == "pretrain" and e["key"] not in done and done - {None}:
+                ckpts = list((out / "stages" / "pretrain" / e["key"] / "ckpt").glob("step_*"))
+                if ckpts:
+                    killed_in = e["key"]
+        time.sleep(0.1)
+    assert killed_in, "never saw a second pretraining with a checkpoint"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(1.0)
+    before = read_events(out)
+    finished = {e["key"] for e in before if e["kind"] == "done"}
+    r = run_cli("run", str(pool), "--out", str(out), "--no-progress", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = read_events(out)[len(before):]
+    assert not ({e["key"] for e in after if e["kind"] == "start"} & finished)
+    assert [e for e in after if e["kind"] == "start" and e["key"] == killed_in][0]["resumed"]
+    log = (out / "stages" / "pretrain" / killed_in / "metrics.jsonl").read_text()
+    assert log.count('"step": 2,') == 1  # the metrics log was truncated at the resume point, not duplicated
+    r = run_cli("run", str(pool), "--out", str(ref), "--no-progress", timeout=300)
+    assert r.returncode == 0
+    assert (out / "results.csv").read_text() == (ref / "results.csv").read_text()
+
+
+def test_torchrun_worker_two_ranks(tmp_path):
+    """The in-job launch for several GPUs per run, here two CPU ranks with gloo."""
+    spec = dict(
+        name="ddp", seeds=[0], data=dict(synthetic=dict(seed=0)),
+        train=dict(max_steps=8, global_batch_tokens=2048, micro_batch_size=4, log_every=2, ckpt_every=4, warmup_steps=1),
+        extension=[dict(name="ntk", tokens=4096, length_ratio=2)], eval=dict(enabled=False), attention=dict(enabled=False),
+        runs=[dict(name="A")],
+    )
+    pool = tmp_path / "ddp.yaml"
+    pool.write_text(yaml.safe_dump(spec))
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run_cli("run", str(pool), "--out", str(one), "--no-progress", timeout=300).returncode == 0
+    assert run_cli("run", str(pool), "--out", str(two), "--no-progress", "--only", "A_s0", timeout=300).returncode == 0
+    # wipe the run's stages in `two` and redo them under torchrun with 2 ranks
+    import shutil
+
+    for stage in ("pretrain", "extend"):
+        shutil.rmtree(two / "stages" / stage)
+    shutil.rmtree(two / "runs")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    torchrun = [os.path.join(os.path.dirname(os.sys.executable), "torchrun"), "--standalone", "--nproc-per-node", "2",
+                "-m", "archpool.pool.worker", str(two), "A_s0", "1"]
+    p = subprocess.run(torchrun, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads((two / "runs" / "A_s0" / "status.json").read_text())["state"] == "done"
+    res = lambda d: json.loads(next((d / "stages" / "pretrain").glob("*/DONE")).read_text())["result"]["metrics"]  # noqa: E731
+    assert res(one)["pretrain_loss"] == pytest.approx(res(two)["pretrain_loss"], rel=1e-5)
