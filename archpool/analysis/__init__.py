@@ -5,8 +5,7 @@ building the CLI parser does not import statsmodels.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from archpool.lazy import lazy_exports
 
 _EXPORTS = {
     "analyze": "archpool.analysis.summary",
@@ -17,8 +16,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'archpool.analysis' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -11,8 +11,7 @@ Names resolve lazily (PEP 562) so that ``import archpool.attention.cli`` does no
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from archpool.lazy import lazy_exports
 
 _EXPORTS = {
     "attention_rows": "archpool.attention.rows",
@@ -26,8 +25,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'archpool.attention' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -2,8 +2,7 @@
 metrics, over archpool checkpoints or transformers models, in generation and likelihood modes."""
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from archpool.lazy import lazy_exports
 
 _EXPORTS = {
     "LM": "archpool.eval.lm",
@@ -19,8 +18,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'archpool.eval' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

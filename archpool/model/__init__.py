@@ -4,8 +4,7 @@ Names resolve lazily (PEP 562) so that ``import archpool.model.cli`` does not im
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from archpool.lazy import lazy_exports
 
 _EXPORTS = {
     "ModelConfig": "archpool.model.config",
@@ -15,8 +14,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'archpool.model' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,25 +1,11 @@
 """Synthetic task documents mixed into the pretraining stream (data.tasks), resumable like the rest."""
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from archpool.errors import ConfigError
 from archpool.train.data_stage import build_data_stage_stream
-
-WORDS = "the a river stone light morning window letter garden winter reader story quiet green".split()
-
-
-@pytest.fixture(scope="module")
-def data_section(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(1)
-    for i in range(30):
-        (root / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 400))) + "\n")
-    return {"sources": [{"kind": "files", "path": str(root)}], "vocab_size": 400, "tokenizer_sample_chars": 100_000,
-            "max_chars": None, "long_doc_tokens": 256, "holdout_fraction": 0.05, "long_holdout_fraction": 0.1,
-            "cache_dir": str(tmp_path_factory.mktemp("cache"))}
+from test_train_real_data import data_section  # noqa: F401  (the shared small corpus fixture)
 
 
 def _stream(data, **kw):
