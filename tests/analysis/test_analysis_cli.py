@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from archpool.cli import main
 
@@ -47,7 +48,7 @@ def test_analysis_and_report_import_no_model_or_training_code():
 
 
 def test_analyze_architecture_only_table_lists_feature_counts(capsys):
-    assert main(["analyze", "/work/shared/specs/olmpool-architectures.csv", "--json"]) == 0
+    assert main(["analyze", str(Path(__file__).resolve().parents[1] / "fixtures" / "olmpool-architectures.csv"), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     counts = {x["run"]: x["feature_count"] for x in r["runs"]}
     assert r["n"] == 26 and r["short_ctx"] == 4096

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -78,7 +79,7 @@ def test_target_must_be_a_metric(tmp_path, table):
 
 
 def test_paper_architecture_table_loads_with_aliases():
-    df = load_results("/work/shared/specs/olmpool-architectures.csv")
+    df = load_results(str(Path(__file__).resolve().parents[1] / "fixtures" / "olmpool-architectures.csv"))
     assert len(df) == 26 and df["run"].is_unique
     assert set(df["qk_norm"]) == {"none", "layerwise", "headwise"}  # hw -> headwise
     assert (df["n_heads"] == 32).all()  # absent column: the paper's 32 query heads

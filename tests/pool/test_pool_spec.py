@@ -11,7 +11,7 @@ from archpool.model.config import ModelConfig
 from archpool.pool.plan import build_plan
 from archpool.pool.spec import feature_count, load_pool, parse_pool, shipped_pools
 
-CSV = Path("/work/shared/specs/olmpool-architectures.csv")
+CSV = Path(__file__).resolve().parents[1] / "fixtures" / "olmpool-architectures.csv"
 
 
 def _pool(**over):
