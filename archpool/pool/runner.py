@@ -140,8 +140,7 @@ class Progress:
         self.cost: dict[str, float] = {}
         for n in nodes:
             self.cost[n.key] = max(self.cost.get(n.key, 0.0), n.cost)
-        self.complete = {k for k in self.cost if (self.out / "stages").exists() and any(
-            is_done(out, n) for n in nodes if n.key == k)}
+        self.complete = {n.key for n in nodes if is_done(out, n)}
         self.running: dict[str, str] = {}
         self.offset = 0
         self.bar = None
@@ -229,7 +228,7 @@ def run_pool(
     t0 = time.time()
 
     # pool-level inputs (the data) first, once, here: every run needs them
-    threads = threads or split_threads(1 if executor != "local" else 1)
+    user_threads, threads = threads, threads or split_threads(1)  # the pool-level nodes run here, alone
     by_id = {n.id: n for n in nodes}
     shared_error = None
     for node in [n for n in chosen if n.run is None]:
@@ -250,10 +249,10 @@ def run_pool(
             if r not in todo:
                 log_event(out, kind="run_cached", run=r)
         if executor == "local":
-            ex = LocalExecutor(jobs=jobs, threads=threads if threads and jobs == 1 else None)
+            ex = LocalExecutor(jobs=jobs, threads=user_threads)
         elif executor in ("slurm", "submitit-local", "debug"):
             cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[executor]
-            ex = SubmititExecutor(cluster=cluster, params=dict(executor_params or {}), threads=threads)
+            ex = SubmititExecutor(cluster=cluster, params=dict(executor_params or {}), threads=user_threads)
         else:
             raise ValueError(f"unknown executor {executor!r}")
         handles = ex.run_all(out, todo, bar.poll) if todo else {}

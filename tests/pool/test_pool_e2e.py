@@ -41,7 +41,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
 def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
     spec = dict(
         name="killreal", seeds=[0], data=dict(synthetic=dict(seed=0)),
-        train=dict(max_steps=40, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
+        train=dict(max_steps=24, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
         extension=[dict(name="ntk", tokens=8192, length_ratio=2)], eval=dict(enabled=False), attention=dict(enabled=False),
         factorial=dict(axes=dict(swa=[False, True])),
     )
