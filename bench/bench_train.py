@@ -41,8 +41,8 @@ def _current_rss_mb() -> float:
 
 
 def build(impl: str, name: str):
-    """(model, logits function) of ``impl`` at config ``name``."""
-    import torch
+    """(model, loss function) of ``impl`` at config ``name``; the loss is summed over the batch."""
+    import torch.nn.functional as F
 
     c = CONFIGS[name]
     d_ff = 16 * -(-int(8 * c["d_model"] / 3) // 16)
@@ -58,8 +58,8 @@ def build(impl: str, name: str):
 
             model = parallelize(model, "none", DistInfo(), compile=True)
 
-        def logits_of(x):
-            return model(x)
+        def loss_of(x, y):  # the trainer's path: fused, chunked head + cross-entropy
+            return model(x, targets=y)
     else:
         from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -70,21 +70,20 @@ def build(impl: str, name: str):
         cfg._attn_implementation = "sdpa"
         model = LlamaForCausalLM(cfg)
 
-        def logits_of(x):
-            return model(input_ids=x, use_cache=False).logits
+        def loss_of(x, y):  # what transformers' ForCausalLMLoss computes: float32 logits, cross-entropy
+            logits = model(input_ids=x, use_cache=False).logits
+            return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum")
     model.train()
-    return model, logits_of
+    return model, loss_of
 
 
-def make_step(model, logits_of):
+def make_step(model, loss_of):
     import torch
-    import torch.nn.functional as F
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=False)
 
     def step(tokens):
-        logits = logits_of(tokens[:, :-1])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten())
+        loss = loss_of(tokens[:, :-1], tokens[:, 1:]) / tokens[:, 1:].numel()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -109,8 +108,8 @@ def worker(impl: str, name: str, steps: int, warmup: int, threads: int) -> dict:
     torch.manual_seed(0)
     c = CONFIGS[name]
     before = _current_rss_mb()
-    model, logits_of = build(impl, name)
-    step = make_step(model, logits_of)
+    model, loss_of = build(impl, name)
+    step = make_step(model, loss_of)
     data = _data(name, warmup + steps)
     for i in range(warmup):
         step(data[i])

@@ -17,6 +17,7 @@ from torch import nn
 
 from archpool.model.config import ModelConfig
 from archpool.model.init import init_weights
+from archpool.model.loss import linear_cross_entropy
 from archpool.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
 ATTN_IMPLS = ("sdpa", "eager", "flex")
@@ -270,10 +271,13 @@ class Decoder(nn.Module):
         kv_cache: KVCache | None = None,
         output_attentions: bool = False,
         return_hidden: bool = False,
+        targets: torch.Tensor | None = None,
     ):
         """Logits (B, T, V). ``doc_ids`` (B, T) restricts attention to each token's own document
         (intra-document masking). With ``kv_cache`` the tokens continue the cached sequence.
-        ``output_attentions`` returns ``(logits, [probs per layer])`` via the eager path."""
+        ``output_attentions`` returns ``(logits, [probs per layer])`` via the eager path.
+        With ``targets`` (B, T; -100 = ignore) it returns the summed cross-entropy instead, through
+        the fused, chunked head (``archpool.model.loss``): the training path, logits never built."""
         B, T = input_ids.shape
         offset = kv_cache.seen if kv_cache is not None else 0
         if kv_cache is not None and doc_ids is not None:
@@ -299,6 +303,8 @@ class Decoder(nn.Module):
         h = self.norm(x)
         if return_hidden:
             return h
+        if targets is not None:
+            return linear_cross_entropy(h, self.lm_head.weight, targets)
         logits = self.lm_head(h)
         return (logits, all_probs) if output_attentions else logits
 

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_write_json, atomic_write_text, sha256_json
@@ -222,8 +221,7 @@ class Trainer:
                     doc_ids = mb.doc_ids.to(info.device) if (tcfg.intra_doc_mask and mb.doc_ids is not None) else None
                     with D.grad_sync(wrapped, i == accum - 1):
                         with autocast():
-                            logits = wrapped(inputs, doc_ids=doc_ids)
-                        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
+                            loss = wrapped(inputs, doc_ids=doc_ids, targets=targets)
                         (loss * scale).backward()
                     loss_sum += loss.detach().double()
                 grad_norm = float(D.total_grad_norm(wrapped, tcfg.grad_clip))
