@@ -186,9 +186,11 @@ def main() -> int:
             both = run("both", name, args.steps)
             for impl, res in both.items():
                 results.setdefault(("speed", impl, name), []).append(res["tokens_per_s"])  # type: ignore[arg-type]
+                if "compile_s" in res:
+                    results.setdefault(("compile_s", name), []).append(res["compile_s"])  # type: ignore[arg-type]
     print(f"CPU training throughput, float32, {args.threads} threads, median step time of {args.steps} timed steps "
-          f"(+{args.warmup} warmup) with archpool and transformers steps interleaved in one process, median of "
-          f"{args.repeats} processes; peak RSS from a separate fresh process per implementation\n")
+          f"(+{args.warmup} warmup) with archpool and transformers steps interleaved in one process; tokens/s are "
+          f"medians over {args.repeats} processes, ratios the median of the per-process ratios; peak RSS from a separate fresh process per implementation\n")
     print("| config | shapes (d, L, H/KV, V, T x B) | params | archpool tok/s | transformers tok/s | ratio (eager / eager) "
           + ("| archpool + compile tok/s | ratio (compiled / eager) " if args.compile else "")
           + "| peak RSS MB archpool / transformers (growth) |")
@@ -197,19 +199,23 @@ def main() -> int:
     for name in names:
         c = CONFIGS[name]
         a, h = results[("archpool", name)], results[("transformers", name)]
-        ta = statistics.median(results[("speed", "archpool", name)])  # type: ignore[index]
-        th = statistics.median(results[("speed", "transformers", name)])  # type: ignore[index]
+        speed = {k[1]: v for k, v in results.items() if k[0] == "speed" and k[2] == name}  # type: ignore[index]
+        ta, th = statistics.median(speed["archpool"]), statistics.median(speed["transformers"])
+
+        def ratio(impl: str) -> float:  # each process timed both sides under the same load
+            return statistics.median(x / y for x, y in zip(speed[impl], speed["transformers"]))
         ra, rh = max(x["peak_rss_mb"] for x in a), max(x["peak_rss_mb"] for x in h)
         ga, gh = ra - a[0]["rss_before_model_mb"], rh - h[0]["rss_before_model_mb"]
         shapes = f"{c['d_model']}, {c['n_layers']}, {c['n_heads']}/{c['n_kv_heads']}, {c['vocab_size']}, {c['seq_len']} x {c['batch']}"
         comp = ""
         if args.compile:
-            tc = statistics.median(results[("speed", "archpool+compile", name)])  # type: ignore[index]
-            comp = f"{tc:,.0f} | **{tc / th:.2f}x** | "
-        print(f"| {name} | {shapes} | {a[0]['params'] / 1e6:.2f} M | {ta:,.0f} | {th:,.0f} | **{ta / th:.2f}x** | {comp}"
+            tc = statistics.median(speed["archpool+compile"])
+            comp = f"{tc:,.0f} | **{ratio('archpool+compile'):.2f}x** | "
+        print(f"| {name} | {shapes} | {a[0]['params'] / 1e6:.2f} M | {ta:,.0f} | {th:,.0f} | **{ratio('archpool'):.2f}x** | {comp}"
               f"{ra:.0f} / {rh:.0f} (+{ga:.0f} / +{gh:.0f}) |")
-        summary.append({"config": name, "archpool": ta, "transformers": th, "ratio": ta / th, "memory_runs": a + h,
-                        "speed_runs": {k[1]: v for k, v in results.items() if k[0] == "speed" and k[2] == name}})  # type: ignore[index]
+        summary.append({"config": name, "archpool": ta, "transformers": th, "ratio": ratio("archpool"),
+                        "ratio_compiled": ratio("archpool+compile") if args.compile else None,
+                        "compile_s": results.get(("compile_s", name)), "memory_runs": a + h, "speed_runs": speed})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

@@ -17,6 +17,7 @@ from archpool.errors import ConfigError
 SCHEDULES = ("cosine", "linear", "wsd", "constant")
 DTYPES = ("auto", "float32", "bfloat16")
 PARALLEL = ("auto", "none", "ddp", "fsdp")
+ATTN_IMPLS = ("auto", "sdpa", "flex")
 RECIPES = ("ntk", "abf", "yarn", "pi")
 
 
@@ -63,6 +64,7 @@ class TrainConfig:
     milestones: list[int] = field(default_factory=list)  # steps kept forever (early-extension diagnostic)
     seed: int = 0
     compile: bool = False
+    attn_impl: str = "auto"  # auto: flex on CUDA when attention is masked (SWA, intra-doc), else sdpa
     dtype: str = "auto"  # auto: bfloat16 autocast on CUDA, float32 on CPU
     decay_embeddings: bool = False
     decay_norms: bool = False
@@ -110,6 +112,8 @@ class TrainConfig:
             raise ConfigError(f"{prefix}.milestones", f"a list of positive step numbers, got {self.milestones!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"{prefix}.dtype", f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
+        if self.attn_impl not in ATTN_IMPLS:
+            raise ConfigError(f"{prefix}.attn_impl", f"unknown attention kernel {self.attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
         if self.parallel not in PARALLEL:
             raise ConfigError(f"{prefix}.parallel", f"unknown mode {self.parallel!r}; allowed: {', '.join(PARALLEL)}")
 
@@ -132,6 +136,15 @@ class TrainConfig:
                 f"the global batch of {seqs} sequences does not split into micro-batches of {self.micro_batch_size} on {world_size} rank(s)",
             )
         return seqs // per_rank
+
+    def resolved_attn_impl(self, device_type: str, masked: bool, prefix: str = "train") -> str:
+        """The attention kernel to train with. FlexAttention computes only the allowed blocks of a
+        sliding-window or document mask, but has no backward pass on CPU (shared/specs/engine.md)."""
+        if self.attn_impl == "auto":
+            return "flex" if device_type == "cuda" and masked else "sdpa"
+        if self.attn_impl == "flex" and device_type != "cuda":
+            raise ConfigError(f"{prefix}.attn_impl", f"flex has no backward pass on {device_type}; use sdpa or auto")
+        return self.attn_impl
 
     def total_steps(self) -> int:
         if self.max_steps is not None:

@@ -40,7 +40,7 @@ METRICS = "metrics.jsonl"
 STABILITY = "stability.json"
 FINAL = "final"
 # Settings that may change between a run and its resumption without changing what is computed.
-RESUME_TOLERANT = {"progress", "tensorboard", "log_every", "ckpt_every", "keep_last", "compile", "parallel", "micro_batch_size", "milestones", "dtype"}
+RESUME_TOLERANT = {"progress", "tensorboard", "log_every", "ckpt_every", "keep_last", "compile", "parallel", "micro_batch_size", "milestones", "dtype", "attn_impl"}
 
 
 @dataclass
@@ -167,6 +167,7 @@ class Trainer:
         elif self.init_state is not None:
             model.load_state_dict(self.init_state)
         model.to(info.device)
+        model.set_attn_impl(tcfg.resolved_attn_impl(info.device.type, self.cfg.swa or tcfg.intra_doc_mask))
         autocast, bf16 = self._autocast(info.device)
         mode = D.resolve_mode(tcfg.parallel, info)
         wrapped = D.parallelize(model, mode, info, compile=tcfg.compile, bf16=bf16 and mode == "fsdp")

@@ -76,6 +76,18 @@ def test_bad_train_configs_name_the_field():
     with pytest.raises(ConfigError, match="extension.recipe"):
         RunConfig.from_dict({**tiny_run(), "extension": {"recipe": "rope2"}})
     assert TrainConfig(max_tokens=1000, global_batch_tokens=256).total_steps() == 4
+    with pytest.raises(ConfigError, match="train.attn_impl"):
+        TrainConfig(attn_impl="flash3", max_steps=1)
+    with pytest.raises(ConfigError, match="train.attn_impl"):
+        TrainConfig(attn_impl="flex", max_steps=1).resolved_attn_impl("cpu", masked=True)
+
+
+def test_attention_kernel_choice():
+    auto = TrainConfig(max_steps=1)
+    assert auto.resolved_attn_impl("cpu", masked=True) == "sdpa"  # flex has no CPU backward
+    assert auto.resolved_attn_impl("cuda", masked=True) == "flex"  # only the allowed blocks of SWA / doc masks
+    assert auto.resolved_attn_impl("cuda", masked=False) == "sdpa"  # plain causal: the flash kernel
+    assert TrainConfig(max_steps=1, attn_impl="sdpa").resolved_attn_impl("cuda", masked=True) == "sdpa"
 
 
 def test_run_directory_refuses_a_different_config(tmp_path):

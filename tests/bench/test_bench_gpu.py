@@ -1,0 +1,50 @@
+"""The GPU benchmark's FLOP count and a CPU smoke run, so the script works the day a GPU is lent."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from archpool.model.model import attention_mask
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_gpu.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("swa", [False, True])
+def test_attended_keys_count_the_mask(bench, swa):
+    T = 48
+    cfg = bench.model_config("tiny", T, swa, window_ratio=0.25)
+    pos = torch.arange(T)
+    for layer_type in set(cfg.layer_types):
+        window = cfg.window if layer_type == "sliding_attention" else None
+        mean_keys = attention_mask(pos, pos, window).sum().item() / T
+        assert bench.attended_keys(cfg, layer_type, T) == pytest.approx(mean_keys)
+    assert ("sliding_attention" in cfg.layer_types) == swa
+
+
+def test_flops_per_token_is_six_n_plus_attention(bench):
+    cfg = bench.model_config("tiny", 64, False, 0.5)
+    n = cfg.num_params(include_embeddings=False) + cfg.vocab_size * cfg.d_model
+    attn = 12 * cfg.n_layers * cfg.n_heads * cfg.head_dim * (64 + 1) / 2
+    assert bench.flops_per_token(cfg, 64) == pytest.approx(6 * n + attn)
+
+
+def test_cpu_smoke_run(bench, tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    rc = bench.main(["--device", "cpu", "--size", "tiny", "--seq-lens", "32", "--batch-tokens", "64",
+                     "--steps", "2", "--warmup", "1", "--json", str(out)])
+    assert rc == 0
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 2 and all(r["tokens_per_s"] > 0 and r["mfu"] is None for r in results)
+    assert "| T=32 swa sdpa |" in capsys.readouterr().out
