@@ -17,11 +17,8 @@ CHUNK_ELEMENTS = 1 << 22  # logits per chunk (16 MiB in float32)
 MIN_CHUNK_ROWS = 512  # fewer rows make the head's matmuls inefficient (bench/results/train.md)
 
 
-def _chunk_rows(n_rows: int, vocab: int, chunk_rows: int | None) -> int:
-    if chunk_rows is not None:
-        if chunk_rows < 1:
-            raise ValueError(f"chunk_rows: must be >= 1, got {chunk_rows}")
-        return min(chunk_rows, max(n_rows, 1))
+def default_chunk_rows(n_rows: int, vocab: int) -> int:
+    """Rows per chunk: about ``CHUNK_ELEMENTS`` logits, at least ``MIN_CHUNK_ROWS`` rows."""
     return max(1, min(n_rows, max(MIN_CHUNK_ROWS, CHUNK_ELEMENTS // vocab)))
 
 
@@ -85,10 +82,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
                          chunk_rows: int | None = None) -> torch.Tensor:
     """Summed next-token cross-entropy (a float32 or float64 scalar) of ``hidden`` (…, d) under the head ``weight``
-    (V, d) against ``targets`` (…); targets equal to -100 are ignored."""
+    (V, d) against ``targets`` (…); targets equal to -100 are ignored. ``chunk_rows`` overrides
+    ``default_chunk_rows``."""
     h, t = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
     if h.shape[0] != t.shape[0]:
         raise ValueError(f"targets: {tuple(targets.shape)} does not match hidden states {tuple(hidden.shape[:-1])}")
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
-    rows = _chunk_rows(h.shape[0], weight.shape[0], chunk_rows)
+    if chunk_rows is not None and chunk_rows < 1:
+        raise ValueError(f"chunk_rows: must be >= 1, got {chunk_rows}")
+    rows = min(chunk_rows, max(h.shape[0], 1)) if chunk_rows else default_chunk_rows(h.shape[0], weight.shape[0])
     return _LinearCrossEntropy.apply(h, weight, t, rows, _head_dtype(hidden), need_grad)

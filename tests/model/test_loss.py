@@ -77,6 +77,8 @@ def test_shape_mismatch_names_targets():
     h, w, t = _problem()
     with pytest.raises(ValueError, match="targets"):
         linear_cross_entropy(h, w, t[:-1])
+    with pytest.raises(ValueError, match="chunk_rows"):
+        linear_cross_entropy(h, w, t, chunk_rows=0)
 
 
 @pytest.mark.parametrize("tie", [False, True])
