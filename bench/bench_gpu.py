@@ -29,6 +29,7 @@ import torch
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
 from archpool.model.presets import preset_dict
+from archpool.train.config import TrainConfig
 from archpool.train.distributed import DistInfo, parallelize, total_grad_norm
 from archpool.train.optim import build_optimizer
 
@@ -139,7 +140,7 @@ def cases(seq_lens: list[int], device: torch.device) -> list[Case]:
     out = []
     for T in seq_lens:
         for swa in (False, True):
-            fast = "flex" if swa and device.type == "cuda" else "sdpa"
+            fast = TrainConfig(max_steps=1).resolved_attn_impl(device.type, masked=swa)  # the trainer's rule
             out += [Case(T, swa, fast, device.type == "cuda"), Case(T, swa, "sdpa", False)]
     return [c for i, c in enumerate(out) if c not in out[:i]]  # on a CPU both are the same case
 
