@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.archpool-installed
 
-.PHONY: setup corpus demo test test-fast clean
+.PHONY: setup corpus browser demo test test-fast clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,10 +19,13 @@ setup: $(STAMP)
 corpus: setup
 	bash scripts/install_corpus.sh
 
+browser:
+	bash scripts/install_browser.sh
+
 demo: setup corpus
 	$(BIN)/archpool run
 
-test: setup corpus
+test: setup corpus browser
 	$(BIN)/python -m pytest -q
 
 # Developers: skip the slow end-to-end tests.

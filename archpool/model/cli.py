@@ -22,10 +22,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)")
     p.set_defaults(func=_features)
 
-    p = subparsers.add_parser("export-hf", help="write an archpool checkpoint as a transformers model directory")
-    p.add_argument("checkpoint", metavar="CHECKPOINT")
+    p = subparsers.add_parser(
+        "export-hf", help="write a run's model (or a checkpoint) as a transformers model directory, tokenizer included",
+        description="SOURCE: a run directory (archpool train, archpool extend, a pool's runs/<run>/ or "
+                    "stages/<stage>/<key>/), an archpool checkpoint or a milestone. For a run, the extended model is "
+                    "exported if there is one, else the final milestone. The tokenizer the model was trained with "
+                    "is always written (found beside the checkpoint or through the run record's data store); "
+                    "BOS/EOS/PAD are declared in config.json, generation_config.json and tokenizer_config.json.")
+    p.add_argument("checkpoint", metavar="SOURCE")
     p.add_argument("out_dir", metavar="OUT_DIR")
-    p.add_argument("--tokenizer", default=None, help="tokenizer.json to include (default: one in or next to CHECKPOINT)")
+    p.add_argument("--tokenizer", default=None, help="tokenizer.json (or its directory) to include instead of the run's")
+    p.add_argument("--pretrained", action="store_true", help="for a run: export the final pretraining milestone, "
+                   "not the extended model")
+    p.add_argument("--extension", default=None, metavar="NAME",
+                   help="for a run with several extensions: which one (its directory name, recipe or node id)")
+    p.add_argument("--no-tokenizer", action="store_true",
+                   help="write the weights without a tokenizer (e.g. a run on the synthetic token stream)")
     p.set_defaults(func=_export_hf)
 
     p = subparsers.add_parser("import-hf", help="read a transformers model directory into an archpool checkpoint")
@@ -92,16 +104,199 @@ def _format_features(r: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- interop
 def _export_hf(args: argparse.Namespace) -> int:
-    from archpool.model.hf import export_hf, to_hf_config
-    from archpool.model.checkpoint import load_config
+    from archpool.model.hf import export_hf, special_tokens, to_hf_config
 
     try:
-        out = export_hf(args.checkpoint, args.out_dir, tokenizer=args.tokenizer)
-        cls = to_hf_config(load_config(args.checkpoint)).architectures[0]
+        src = resolve_export_source(args.checkpoint, tokenizer=args.tokenizer, pretrained=args.pretrained,
+                                    extension=args.extension, require_tokenizer=not args.no_tokenizer)
+        out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
+        cfg = json.loads((out / "archpool_config.json").read_text())
+        from archpool.model.config import ModelConfig
+
+        cls = to_hf_config(ModelConfig.from_dict(cfg)).architectures[0]
     except _user_errors() as e:
         return _fail("export-hf", e)
-    print(f"wrote {out} ({cls})")
+    print(f"exporting {src.what}: {src.checkpoint}")
+    if src.tokenizer is not None:
+        from archpool.model.hf import load_tokenizer
+
+        special = special_tokens(load_tokenizer(src.tokenizer))
+        names = ", ".join(f"{k} {v[0]}={v[1]}" for k, v in special.items())
+        print(f"tokenizer: {src.tokenizer_from} ({names})")
+    else:
+        print("tokenizer: none (--no-tokenizer): HF clients need one to encode text")
+    print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')})")
     return 0
+
+
+class ExportSource:
+    """What ``export-hf SOURCE`` exports: the checkpoint directory, its tokenizer and where each came from."""
+
+    def __init__(self, checkpoint, what: str, tokenizer=None, tokenizer_from: str = ""):
+        self.checkpoint, self.what, self.tokenizer, self.tokenizer_from = checkpoint, what, tokenizer, tokenizer_from
+
+    def __repr__(self) -> str:
+        return f"ExportSource({self.checkpoint}, {self.what!r}, tokenizer from {self.tokenizer_from!r})"
+
+
+def _record(directory) -> dict[str, Any] | None:
+    from pathlib import Path
+
+    f = Path(directory) / "run_config.json"
+    if not f.is_file():
+        return None
+    try:
+        return json.loads(f.read_text())
+    except json.JSONDecodeError as e:
+        from archpool.errors import CheckpointError
+
+        raise CheckpointError(f"{f}: unreadable run record ({e})") from None
+
+
+def _final(run_dir):
+    from archpool.errors import CheckpointError
+    from archpool.model.checkpoint import is_archpool_checkpoint
+    from archpool.train.trainer import run_dir_final
+
+    ckpt = run_dir_final(run_dir)
+    if not is_archpool_checkpoint(ckpt):
+        raise CheckpointError(f"{run_dir}: run has no final checkpoint yet ({ckpt})")
+    return ckpt
+
+
+def _pick(candidates: dict[str, Any], extension: str | None, where) -> tuple[str, Any] | None:
+    """One of several extensions: the one named, the only one, or an error listing them."""
+    from archpool.errors import CheckpointError
+
+    if extension is not None:
+        hits = [k for k in candidates if k == extension or k.endswith(f":{extension}") or k.endswith(f"/{extension}")]
+        if len(hits) != 1:
+            raise CheckpointError(f"{where}: no single extension {extension!r} (has: {', '.join(candidates) or 'none'})")
+        return hits[0], candidates[hits[0]]
+    if not candidates:
+        return None
+    if len(candidates) > 1:
+        raise CheckpointError(f"{where}: several extended models ({', '.join(candidates)}); choose one with "
+                              "--extension NAME, or --pretrained for the pretraining checkpoint")
+    return next(iter(candidates.items()))
+
+
+def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
+    """A pool's ``runs/<run>/``: the stage directory of its extended model (or its pretraining)."""
+    from archpool.errors import CheckpointError
+    from archpool.pool.graph import is_done, node_dir
+    from archpool.pool.plan import read_plan
+    from archpool.pool.runner import run_nodes
+
+    out, run = run_dir.parent.parent, run_dir.name
+    _, nodes = read_plan(out)
+    mine = run_nodes(nodes, run)
+    pre = [n for n in mine if n.stage == "pretrain" and is_done(out, n)]
+    ext = {n.id: n for n in mine if n.stage == "extend" and is_done(out, n)}
+    if not pretrained:
+        full = {k: n for k, n in ext.items() if float(n.config.get("milestone", 1.0)) >= 1.0}
+        chosen = _pick(full if extension is None and full else ext, extension, run_dir)
+        if chosen is not None:
+            return node_dir(out, chosen[1]), f"pool run {run!r}, extended model (node {chosen[0]})"
+    if not pre:
+        raise CheckpointError(f"{run_dir}: pool run {run!r} has no finished pretraining stage yet")
+    return node_dir(out, pre[0]), f"pool run {run!r}, final pretraining milestone (node {pre[0].id})" + (
+        "" if pretrained else "; no finished extension")
+
+
+def resolve_export_source(path, tokenizer=None, pretrained: bool = False, extension: str | None = None,
+                          require_tokenizer: bool = True) -> ExportSource:
+    """The checkpoint ``export-hf`` writes for ``path`` and the tokenizer it was trained with.
+
+    ``path`` is a run directory (``archpool train``: the newest-format layout with ``extend/<name>/``; a
+    pool's ``runs/<run>/`` or ``stages/<stage>/<key>/``), an extension run, an archpool checkpoint or a
+    milestone. Runs export their extended model when they have one (``--pretrained`` for the pretraining
+    checkpoint). The tokenizer: ``tokenizer`` if given; else a tokenizer.json beside the checkpoint or in the
+    run directory; else the run record's data store (``archpool.eval.target`` helpers). None found and
+    ``require_tokenizer``: :class:`archpool.model.hf.TokenizerNotFoundError` saying why.
+    """
+    from pathlib import Path
+
+    from archpool.errors import CheckpointError
+    from archpool.model.checkpoint import is_archpool_checkpoint
+    from archpool.model.hf import TokenizerNotFoundError
+
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such run, checkpoint or milestone")
+    what = None
+    if _record(path) is None and path.parent.name == "runs" and (path.parent.parent / "plan.json").is_file():
+        stage_dir, what = _pool_run_stage(path, pretrained, extension)
+        path = stage_dir
+    record, run_dir = _record(path), None
+    if record is not None:
+        run_dir = path
+        if record.get("kind") == "extension" or pretrained:
+            ckpt = _final(path)
+            what = what or ("extended model" if record.get("kind") == "extension" else "final pretraining milestone")
+        else:
+            exts = {d.name: d for d in sorted((path / "extend").glob("*")) if (d / "run_config.json").is_file()
+                    and is_archpool_checkpoint(d / "milestones" / "final")}
+            chosen = _pick(exts, extension, path)
+            if chosen is not None:
+                run_dir = chosen[1]
+                ckpt, record = _final(run_dir), _record(run_dir)
+                what = "extended model"
+            else:
+                ckpt, what = _final(path), what or "final pretraining milestone (no extension found)"
+        ext = (record.get("extension") or {}) if isinstance(record.get("extension"), dict) else {}
+        if ext.get("recipe"):
+            what += f" [{ext['recipe']}" + (f" to {ext['length']} tokens]" if ext.get("length") else "]")
+    elif is_archpool_checkpoint(path):
+        ckpt = path
+        for d in (path.parent, path.parent.parent):  # RUN/milestones/<name> or RUN/ckpt/<step>
+            record = _record(d)
+            if record is not None:
+                run_dir = d
+                break
+        what = f"checkpoint {path.name}" + (f" of run {run_dir}" if run_dir else "")
+    else:
+        raise CheckpointError(f"{path}: neither a run directory (run_config.json), a pool run (runs/<run>/) "
+                              "nor an archpool checkpoint (config.json with archpool_format)")
+    if tokenizer is not None:
+        return ExportSource(ckpt, what, Path(tokenizer), f"--tokenizer {tokenizer}")
+    for d in filter(None, (ckpt, run_dir)):
+        if (d / "tokenizer.json").is_file():
+            return ExportSource(ckpt, what, d / "tokenizer.json", str(d / "tokenizer.json"))
+    reason = "no run record (run_config.json) to find the data store through"
+    if record is not None:
+        data = record.get("data") or {}
+        tok, reason = _record_tokenizer(data)
+        if tok is not None:
+            return ExportSource(ckpt, what, tok, reason)
+    if require_tokenizer:
+        from archpool.model.checkpoint import load_config
+        from archpool.model.hf import hf_family_for
+
+        hf_family_for(load_config(ckpt))  # an unexportable architecture is the first thing to say
+        raise TokenizerNotFoundError(f"{path}: cannot find the tokenizer the model was trained with ({reason}); "
+                                     "pass --tokenizer TOKENIZER_JSON (or --no-tokenizer for weights only)")
+    return ExportSource(ckpt, what, None, reason)
+
+
+def _record_tokenizer(data: dict[str, Any]):
+    """The tokenizer of a run record's ``data:`` section: its prepared store, else (None, why not)."""
+    from pathlib import Path
+
+    if "synthetic" in data:
+        return None, "the run trained on the synthetic token stream, which has no tokenizer"
+    store = data.get("store")
+    if store:
+        from archpool.eval.target import find_tokenizer
+
+        tok = find_tokenizer(Path(store)) if (Path(store) / "tokenizer.json").is_file() else None
+        return (tok, f"data store {store}") if tok is not None else (None, f"data store {store} is not on this machine")
+    from archpool.eval.target import _run_tokenizer
+    from archpool.train.data_stage import TRAIN_KEYS
+
+    tok = _run_tokenizer({"data": {k: v for k, v in data.items() if k not in TRAIN_KEYS}})
+    return (tok, "the run's data store (re-located from its data config)") if tok is not None else (
+        None, "the run's data store is not prepared on this machine (archpool data prepare)")
 
 
 def _import_hf(args: argparse.Namespace) -> int:

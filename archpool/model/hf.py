@@ -141,8 +141,9 @@ def hf_rope_parameters(rope: "RopeConfig", head_dim: int) -> dict[str, Any]:
     raise ConfigError("rope.type", f"cannot export RoPE type {rope.type!r}")
 
 
-def to_hf_config(cfg: "ModelConfig") -> "PreTrainedConfig":
-    """The transformers config of the native class for ``cfg`` (see ``hf_family_for``)."""
+def to_hf_config(cfg: "ModelConfig", special_ids: dict[str, int] | None = None) -> "PreTrainedConfig":
+    """The transformers config of the native class for ``cfg`` (see ``hf_family_for``); ``special_ids`` maps
+    bos / eos / pad to the tokenizer's ids. ``max_position_embeddings`` is the model's (extended) length."""
     import transformers
 
     family = hf_family_for(cfg)
@@ -153,7 +154,8 @@ def to_hf_config(cfg: "ModelConfig") -> "PreTrainedConfig":
         num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
         head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq_len, rms_norm_eps=cfg.norm_eps,
         tie_word_embeddings=cfg.tie_embeddings, initializer_range=cfg.init_std, hidden_act="silu",
-        pad_token_id=None, bos_token_id=None, eos_token_id=None, architectures=[family.model_class],
+        architectures=[family.model_class],
+        **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
     )
     if family.per_type_rope:
         plain = {"rope_type": "default", "rope_theta": float(cfg.rope.theta)}
@@ -174,9 +176,21 @@ def to_hf_config(cfg: "ModelConfig") -> "PreTrainedConfig":
     return getattr(transformers, family.config_class)(**kwargs)
 
 
-def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, tokenizer: str | Path | None = None) -> Path:
-    """Write a directory ``AutoModelForCausalLM.from_pretrained`` loads with the native class: config.json,
-    model.safetensors, and the tokenizer if one is given or sits in/next to the checkpoint directory."""
+class TokenizerNotFoundError(CheckpointError):
+    """An export whose tokenizer cannot be found: an HF directory without one is unusable, so we refuse."""
+
+
+def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, tokenizer: Any = None,
+              require_tokenizer: bool | None = None) -> Path:
+    """Write a directory ``AutoModelForCausalLM.from_pretrained`` + ``AutoTokenizer`` load with the native
+    class: config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
+    special_tokens_map.json, with BOS/EOS/PAD declared in all of them.
+
+    ``tokenizer``: a tokenizer.json (or a directory holding one) or an archpool ``Tokenizer``; by default the
+    one in or next to a checkpoint directory. ``require_tokenizer`` (default: true for a checkpoint path,
+    false for an in-memory model) raises :class:`TokenizerNotFoundError` when there is none, instead of
+    writing weights no client can use. ``archpool export-hf`` resolves a run's tokenizer through its run
+    record (the data store) and passes it here."""
     from safetensors.torch import save_file
 
     from archpool.io import atomic_path, atomic_write_json
@@ -188,8 +202,24 @@ def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, 
         model = load_checkpoint(source_dir)
     else:
         model = model_or_checkpoint
+    hf_family_for(model.cfg)  # an architecture no transformers class computes fails first, naming the feature
+    if require_tokenizer is None:
+        require_tokenizer = source_dir is not None
+    if tokenizer is None:
+        tokenizer = _find_tokenizer(source_dir)
+    if tokenizer is None and source_dir is not None:  # RUN/milestones/<m>: the run record's data store
+        from archpool.model.cli import resolve_export_source  # lazy: reaches the data store only when asked
+
+        tokenizer = resolve_export_source(source_dir, require_tokenizer=False).tokenizer
+    if tokenizer is None and require_tokenizer:
+        looked = f" (looked in {source_dir} and {source_dir.parent})" if source_dir is not None else ""
+        raise TokenizerNotFoundError(f"export: no tokenizer.json for the model{looked}; an export without its "
+                                     "tokenizer is unusable by HF clients: pass --tokenizer / tokenizer=, or export "
+                                     "the run directory (archpool export-hf RUN_DIR OUT finds the run's data store)")
+    tok = load_tokenizer(tokenizer) if tokenizer is not None else None
+    special = special_tokens(tok) if tok is not None else {}
     cfg = model.cfg
-    hf_config = to_hf_config(cfg)
+    hf_config = to_hf_config(cfg, {k: v[1] for k, v in special.items()})
     names = name_map(cfg)
     state = {}
     for ours, tensor in model.state_dict().items():
@@ -207,8 +237,8 @@ def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, 
     with atomic_path(out_dir / "model.safetensors") as tmp:
         save_file(state, str(tmp), metadata={"format": "pt"})
     hf_config.save_pretrained(out_dir)
+    atomic_write_json(out_dir / "generation_config.json", generation_config(special))
     atomic_write_json(out_dir / ARCHPOOL_CONFIG_NAME, cfg.to_dict())
-    tok = Path(tokenizer) if tokenizer is not None else _find_tokenizer(source_dir)
     if tok is not None:
         export_tokenizer(tok, out_dir, cfg.max_seq_len)
     return out_dir
@@ -223,17 +253,48 @@ def _find_tokenizer(directory: Path | None) -> Path | None:
     return None
 
 
-def export_tokenizer(tokenizer_json: str | Path, out_dir: str | Path, model_max_length: int | None = None) -> None:
-    """Copy a ``tokenizers`` tokenizer.json and write the tokenizer_config.json AutoTokenizer needs."""
-    from archpool.io import atomic_write_json
+def load_tokenizer(tokenizer: Any):
+    """An archpool ``Tokenizer`` from a tokenizer.json path, a directory holding one, or a ``Tokenizer``."""
+    if not isinstance(tokenizer, (str, Path)):
+        return tokenizer
+    from archpool.data.tokenizer import Tokenizer  # a leaf module (tokenizers only): no data pipeline
 
-    tokenizer_json, out_dir = Path(tokenizer_json), Path(out_dir)
-    if tokenizer_json.resolve() != (out_dir / "tokenizer.json").resolve():
-        shutil.copyfile(tokenizer_json, out_dir / "tokenizer.json")
-    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    return Tokenizer.load(tokenizer)
+
+
+def special_tokens(tok) -> dict[str, tuple[str, int]]:
+    """``{"bos" | "eos" | "pad": (token, id)}`` of an archpool ``Tokenizer`` (its pool's BOS/EOS/PAD)."""
+    hf = tok._tok
+    out = {}
+    for key in ("bos", "eos", "pad"):
+        i = getattr(tok, f"{key}_id", None)
+        if i is not None:
+            out[key] = (hf.id_to_token(int(i)), int(i))
+    return out
+
+
+def generation_config(special: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """generation_config.json: the special ids, greedy by default (``generate`` stops at EOS, pads with PAD)."""
+    ids = {f"{k}_token_id": v[1] for k, v in special.items()}
+    return {"_from_model_config": False, **ids, "do_sample": False}
+
+
+def export_tokenizer(tokenizer: Any, out_dir: str | Path, model_max_length: int | None = None) -> None:
+    """Write tokenizer.json with the tokenizer_config.json / special_tokens_map.json AutoTokenizer needs;
+    ``tokenizer`` is a tokenizer.json path (or its directory) or an archpool ``Tokenizer``."""
+    from archpool.io import atomic_write_json, atomic_write_text
+
+    tok = load_tokenizer(tokenizer)
+    out_dir = Path(out_dir)
+    atomic_write_text(out_dir / "tokenizer.json", tok._json)
+    special = special_tokens(tok)
+    names = {f"{k}_token": v[0] for k, v in special.items()}
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", **names,
+                              "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False}
     if model_max_length:
         config["model_max_length"] = int(model_max_length)
     atomic_write_json(out_dir / "tokenizer_config.json", config)
+    atomic_write_json(out_dir / "special_tokens_map.json", names)
 
 
 # ---------------------------------------------------------------------------------------------- import

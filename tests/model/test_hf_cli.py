@@ -22,7 +22,8 @@ def tiny_cfg(**kw):
 def write_tokenizer(path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate("the cat sat on a mat".split())}}
+    specials = ["<|bos|>", "<|eos|>", "<|pad|>", "[UNK]"]
+    vocab = {w: i for i, w in enumerate(specials + "the cat sat on a mat".split())}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(path))
@@ -44,6 +45,9 @@ def test_cli_export_then_import_round_trips_logits_and_tokenizer(tmp_path, capsy
     hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
     assert isinstance(hf_tok, transformers.PreTrainedTokenizerFast)
     assert hf_tok("the cat sat")["input_ids"] == tok.encode("the cat sat").ids
+    assert (hf_tok.bos_token, hf_tok.eos_token, hf_tok.pad_token) == ("<|bos|>", "<|eos|>", "<|pad|>")
+    assert (hf.config.bos_token_id, hf.config.eos_token_id, hf.config.pad_token_id) == (0, 1, 2)
+    assert hf.generation_config.eos_token_id == 1 and hf.generation_config.pad_token_id == 2
 
     assert main(["import-hf", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
     assert is_archpool_checkpoint(tmp_path / "back") and (tmp_path / "back" / "tokenizer.json").is_file()
