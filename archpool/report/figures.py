@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 COUNT_COLORS = ["#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027"]  # 0 … 4 features
+TOP_PREDICTORS = 15  # the predictor figure shows the strongest ones; the table lists all
 QK_COLORS = {"none": "#4575b4", "layerwise": "#d73027", "headwise": "#fc8d59"}
 
 
@@ -36,19 +37,33 @@ def png(fig: Figure) -> bytes:
 
 
 def _count_legend(ax, counts: list[int]) -> None:
-    handles = [Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} features") for c in sorted(set(counts))]
+    handles = [Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} feature{'' if c == 1 else 's'}")
+               for c in sorted(set(counts))]
     ax.legend(handles=handles, fontsize=8, loc="best")
 
 
 def scores_by_run(r: dict[str, Any]) -> Figure:
-    """Paper fig. 1: the target per run, sorted, coloured by feature count."""
+    """Paper fig. 1: the target per run, sorted, coloured by feature count.
+
+    Bars start at 0, so they are drawn only when the axis contains 0; otherwise each run is a dot (a bar
+    from the axis edge would encode nothing but the axis limits)."""
     runs = sorted(r["runs"], key=lambda x: x["target"])
     fig = _figure(8, 0.9 + 0.28 * len(runs))
     ax = fig.add_subplot()
-    ax.barh(range(len(runs)), [x["target"] for x in runs], color=[COUNT_COLORS[x["feature_count"]] for x in runs])
+    values = [x["target"] for x in runs]
+    colors = [COUNT_COLORS[x["feature_count"]] for x in runs]
+    lo, hi = min(values), max(values)
+    pad = 0.08 * (hi - lo) + 1e-9
+    if lo <= 0 <= hi or (lo > 0 and lo <= 0.25 * hi) or (hi < 0 and hi >= 0.25 * lo):
+        ax.barh(range(len(runs)), values, color=colors)  # 0 is on (or near) the axis: bars from 0
+        ax.set_xlim(min(lo, 0) - pad, max(hi, 0) + pad)
+        ax.axvline(0, color="k", lw=0.8)
+    else:
+        ax.hlines(range(len(runs)), lo - pad, values, color="#dddddd", lw=0.8, zorder=1)
+        ax.scatter(values, range(len(runs)), c=colors, edgecolor="k", linewidth=0.4, s=36, zorder=3)
+        ax.set_xlim(lo - pad, hi + pad)
     ax.set_yticks(range(len(runs)), [_t(x["run"]) for x in runs], fontsize=7)
-    lo, hi = min(x["target"] for x in runs), max(x["target"] for x in runs)
-    ax.set_xlim(lo - 0.15 * (hi - lo) - 1e-9, hi + 0.05 * (hi - lo) + 1e-9)
+    ax.set_ylim(-0.7, len(runs) - 0.3)
     ax.set_xlabel(_t(r["target"]))
     ax.set_title(f"{_t(r['target'])} per run ({r['n']} runs), coloured by feature count")
     _count_legend(ax, [x["feature_count"] for x in runs])
@@ -57,7 +72,7 @@ def scores_by_run(r: dict[str, Any]) -> Figure:
 
 def predictor_r2(r: dict[str, Any]) -> Figure:
     """In-sample and leave-one-out R² of every predictor of the target."""
-    names = list(r["predictors"])[::-1]
+    names = list(r["predictors"])[:TOP_PREDICTORS][::-1]
     fig = _figure(7, 1.0 + 0.35 * len(names))
     ax = fig.add_subplot()
     y = np.arange(len(names))
@@ -67,7 +82,8 @@ def predictor_r2(r: dict[str, Any]) -> Figure:
     ax.barh(y - 0.2, loo, height=0.4, color="#91bfdb", label="leave-one-out R² (≥ 0 shown)")
     ax.set_yticks(y, [_t(n) for n in names], fontsize=8)
     ax.set_xlim(0, 1)
-    ax.set_xlabel(f"R² against {_t(r['target'])}")
+    more = len(r["predictors"]) - len(names)
+    ax.set_xlabel(f"R² against {_t(r['target'])}" + (f" (top {len(names)} of {len(r['predictors'])})" if more > 0 else ""))
     ax.legend(fontsize=8, loc="lower right")
     return fig
 
@@ -131,7 +147,9 @@ def effects(r: dict[str, Any]) -> Figure | None:
             a.axvspan(-sd, sd, color="grey", alpha=0.2, label="± seed sd")
         a.set_xlabel(f"effect on {_t(r['target'])}")
     ax.set_title("matched-pair effects by axis" + ("" if sd is not None else " (no seed replicates)"))
-    ax2.set_title("A | B: with B (red) vs without B (blue)")
+    stressed = any(it["stressed"] for it in inter)
+    ax2.set_title("A | B: effect of A with B (red), without B (blue)"
+                  + ("\n★ the paper's stressed pair: SWA | GQA" if stressed else ""), fontsize=10)
     if inter:
         ax2.legend(fontsize=8, loc="best")
     return fig

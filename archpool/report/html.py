@@ -13,7 +13,7 @@ import base64
 import numbers
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,13 +22,17 @@ from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
 from archpool.io import atomic_write_text
 from archpool.report import figures as figs
+from archpool.report import findings as fnd
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em}
 th{background:#f3f3f3}td.n{text-align:right;font-variant-numeric:tabular-nums}tr.flag td{background:#fff3cd}
-img{max-width:100%;border:1px solid #eee}.scroll{overflow-x:auto;max-width:100%}.note{color:#555;font-size:.9em}.fail{color:#b00}
+td,th{overflow-wrap:break-word;max-width:22em}td.n{white-space:nowrap}table{max-width:100%}
+img{max-width:100%;height:auto;border:1px solid #eee}.scroll{overflow-x:auto;max-width:100%}.note{color:#555;font-size:.9em}.fail{color:#b00}
+section.findings{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .6em}section.findings li{margin:.35em 0}
+.warn{background:#fff3cd;border:1px solid #e8d08a;padding:.4em .6em}
 """
 
 
@@ -48,14 +52,22 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))
 
 
+def _wrap(text: str) -> str:
+    """Escaped text that may break after ``_`` and ``@`` (long names wrap instead of widening the table)."""
+    out = escape(text)
+    for ch in ("_", "@"):
+        out = out.replace(ch, ch + "<wbr>")
+    return out
+
+
 def html_table(df: pd.DataFrame, flag: str | None = None) -> str:
     """An escaped HTML table; rows whose ``flag`` column is true are highlighted."""
-    head = "".join(f"<th>{escape(str(c))}</th>" for c in df.columns)
+    head = "".join(f"<th>{_wrap(str(c))}</th>" for c in df.columns)
     rows = []
     for _, r in df.iterrows():
         cls = ' class="flag"' if flag and bool(r.get(flag)) else ""
         cells = "".join(f'<td class="n">{escape(_fmt(v))}</td>' if _is_number(v)
-                        else f"<td>{escape(_fmt(v))}</td>" for v in r)
+                        else f"<td>{_wrap(_fmt(v))}</td>" for v in r)
         rows.append(f"<tr{cls}>{cells}</tr>")
     return f"<div class=scroll><table><tr>{head}</tr>{''.join(rows)}</table></div>"
 
@@ -64,12 +76,18 @@ def _ci(ci: list | None) -> list:
     return ci if ci else [None, None]
 
 
-def tables(r: dict[str, Any]) -> dict[str, pd.DataFrame]:
+def _alias(name: str, aliases: dict[str, list[str]]) -> str:
+    """A metric name with the identical columns merged into it: ``a (= b = c)``."""
+    return f"{name} (= {' = '.join(aliases[name])})" if aliases.get(name) else name
+
+
+def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> dict[str, pd.DataFrame]:
     """Every table of the report, as DataFrames (also written as CSV)."""
+    aliases = aliases or {}
     t: dict[str, pd.DataFrame] = {}
     t["runs"] = pd.DataFrame(r["runs"]).rename(columns={"target": r["target"]})
     t["predictors"] = pd.DataFrame([
-        {"predictor": k, "kind": p["kind"], "phase": p.get("phase", ""), "n": p["n"], "r2": p.get("r2"),
+        {"predictor": _alias(k, aliases), "kind": p["kind"], "phase": p.get("phase", ""), "n": p["n"], "r2": p.get("r2"),
          "loo_r2": p.get("loo_r2"), "coef": p.get("coef"), "ci95_lo": _ci(p.get("ci95"))[0],
          "ci95_hi": _ci(p.get("ci95"))[1], "p": p.get("p"), "note": p.get("note", "")}
         for k, p in r["predictors"].items()])
@@ -108,6 +126,34 @@ def tables(r: dict[str, Any]) -> dict[str, pd.DataFrame]:
     return {k: v for k, v in t.items() if len(v)}
 
 
+def findings_table(f: dict[str, Any]) -> pd.DataFrame:
+    """One row per (target, axis): the numbers behind the findings' sentences."""
+    rows = []
+    for t in f["targets"]:
+        for a in t["axes"]:
+            rows.append({"metric": t["metric"], "axis": a["name"], "effect": a["effect"], "ci95_lo": a["ci95"][0],
+                         "ci95_hi": a["ci95"][1], "ci_from": a["ci_from"], "seeds": a["n_seeds"],
+                         "seed_sd": t["seed_sd"], "above_seed_noise": a["above_noise"],
+                         "vs_paper": a["paper_direction"] or "", "lower_is_better": t["lower_is_better"]})
+    return pd.DataFrame(rows)
+
+
+def render_findings(f: dict[str, Any]) -> str:
+    """The Findings section: plain sentences per target and axis, the count fit, the small-n warning."""
+    parts = ['<section class=findings id=findings><h2>Findings</h2>']
+    if f["small_n"]:
+        parts.append(f'<p class=warn id=small-n-warning>⚠ {escape(f["small_n"])}</p>')
+    for t in f["targets"]:
+        parts.append(f"<h3>{escape(t['metric'])}</h3><ul>")
+        parts += [f"<li>{escape(s)}</li>" for s in t["sentences"]]
+        parts.append("</ul>")
+    parts.append(f"<p>{escape(f['count_fit']['sentence'])}</p>")
+    if f["not_varying"]:
+        parts.append(f"<p class=note>Not varied in this pool, so not measured: {escape(', '.join(f['not_varying']))}.</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
 def build_figures(r: dict[str, Any], df: pd.DataFrame) -> dict[str, bytes]:
     out = {"scores_by_run": figs.scores_by_run(r), "predictor_r2": figs.predictor_r2(r),
            "target_vs_count": figs.target_vs_count(r), "effects": figs.effects(r),
@@ -122,29 +168,39 @@ def _img(name: str, data: bytes, caption: str) -> str:
 
 
 CAPTIONS = {
-    "scores_by_run": "Target per run, sorted, coloured by feature count (paper fig. 1).",
-    "predictor_r2": "In-sample and leave-one-out R² of each predictor of the target (paper table 2).",
+    "scores_by_run": "Target per run, sorted, coloured by feature count (paper fig. 1); dots, since the axis need not contain 0.",
+    "predictor_r2": "In-sample and leave-one-out R² of the strongest predictors of the target (paper table 2).",
     "target_vs_count": "Target vs feature count with the OLS fit; right: leave-one-out predictions.",
-    "effects": "Matched-pair effects per axis and interactions; grey band: ± seed standard deviation.",
+    "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
+               "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed "
+               "interaction, SWA with vs without GQA.",
     "by_length": "Score vs context length, before (dashed) and after (solid) extension.",
     "attention": "Attention sink strength vs score; attention entropy vs sink strength by QK-norm.",
 }
 
 
-def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.DataFrame]) -> str:
-    """The report page as one HTML string."""
+def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.DataFrame],
+           found: dict[str, Any] | None = None, aliases: dict[str, list[str]] | None = None) -> str:
+    """The report page as one HTML string: Findings first, then figures and tables."""
     fc = r["predictors"]["feature_count"]
     fa = r["predictors"]["four_axes"]
     sd = r["spread"]
-    parts = [f"<h1>archpool analysis: {escape(r['target'])}</h1>",
+    parts = [f"<h1>archpool analysis: {escape(r['target'])}</h1>"]
+    if found is not None:
+        parts.append(render_findings(found))
+    parts += [
              f"<p>{r['n']} runs; source <code>{escape(str(r.get('source') or ''))}</code>; short pretraining "
              f"context ≤ {r['short_ctx']} tokens. Feature count = [QK-norm] + [GQA] + [SWA] + [short context].</p>",
              f"<p>Feature count → target: R² {escape(_fmt(fc.get('r2')))}, leave-one-out R² {escape(_fmt(fc.get('loo_r2')))}, "
              f"slope {escape(_fmt(fc.get('coef')))} per feature (95% CI {escape(_fmt(fc.get('ci95')))}). Four-axis "
              f"regression: R² {escape(_fmt(fa.get('r2')))}, LOO R² {escape(_fmt(fa.get('loo_r2')))}.</p>"]
+    if aliases:
+        merged = "; ".join(f"{k} = {' = '.join(v)}" for k, v in aliases.items())
+        parts.append(f"<p class=note>Identical metric columns merged (same value in every run): {escape(merged)}.</p>")
     if "excluded" in tabs:
         parts += ["<h2>Failed and excluded runs</h2>", '<div class="fail">', html_table(tabs["excluded"]), "</div>"]
     sections = [
+        ("Findings in numbers", [], ["findings"]),
         ("Scores by run", ["scores_by_run"], ["runs"]),
         ("Predictors of the target", ["predictor_r2"], ["predictors"]),
         ("Feature count", ["target_vs_count"], ["coefficients"]),
@@ -155,6 +211,8 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
     ]
     for title, fig_names, tab_names in sections:
         body = [_img(f, figures[f], CAPTIONS[f]) for f in fig_names if f in figures]
+        if title.startswith("Predictors") and found is not None and found["small_n"]:
+            body.insert(0, f"<p class=warn>⚠ {escape(found['small_n'])}</p>")
         if title.startswith("Effects"):
             body.insert(0, f"<p>Seed sd {escape(_fmt(sd['seed_sd']))} (df {sd['seed_df']}, {sd['replicated_configs']} "
                            f"replicated configurations)" + (f"; init sd {escape(_fmt(sd.get('init_sd')))}"
@@ -167,7 +225,7 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
                         f"R² of count on the residualised target {escape(_fmt(c['residualised_r2']))}.</p>")
         for name in tab_names:
             if name in tabs:
-                body.append(f"<h3>{escape(name.replace('_', ' '))}</h3>"
+                body.append(("" if name == "findings" else f"<h3>{escape(name.replace('_', ' '))}</h3>")
                             + html_table(tabs[name], flag="below_seed_sd" if "below_seed_sd" in tabs[name] else None))
         if title == "Attention" and r["attention"]:
             a = r["attention"]
@@ -182,20 +240,32 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
 
 
 def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str | None = None,
-                 short_ctx: int | None = None, covariates: Iterable[str] = ()) -> Path:
-    """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html."""
+                 short_ctx: int | None = None, covariates: Iterable[str] = (), *,
+                 findings_targets: Sequence[str] = ()) -> Path:
+    """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html.
+
+    ``findings_targets``: metrics reported in the Findings in addition to ``target`` (e.g. retrieval accuracy
+    beyond the window, multi-hop accuracy); metric columns identical to another are merged first."""
     df = source if isinstance(source, pd.DataFrame) else load_results(source)
+    covariates = list(covariates)
+    findings_targets = [t for t in findings_targets if t]
+    keep = [t for t in (target, *findings_targets, *covariates) if t]
+    df, aliases = fnd.merge_identical(df, keep=keep)
     r = analyze(df, target, short_ctx, covariates)
+    found = fnd.findings(df, r, findings_targets, covariates)
     out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     figures = build_figures(r, df)
-    tabs = tables(r)
+    tabs = tables(r, aliases)
+    ft = findings_table(found)
+    if len(ft):
+        tabs = {"findings": ft, **tabs}
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
         t.to_csv(out / "tables" / f"{name}.csv", index=False)
-    atomic_write_text(out / "analysis.json", to_json(r) + "\n")
+    atomic_write_text(out / "analysis.json", to_json({**r, "findings": found, "merged_columns": aliases}) + "\n")
     page = out / "report.html"
-    atomic_write_text(page, render(r, figures, tabs))
+    atomic_write_text(page, render(r, figures, tabs, found, aliases))
     return page

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import base64
+import json
 import shutil
-import subprocess
 from html.parser import HTMLParser
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -64,13 +65,125 @@ def test_report_needs_no_network_and_escapes_run_names(report):
     assert "price_$x$_run" in text
 
 
-@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")), reason="no headless browser")
-def test_report_renders_in_headless_chromium(report):
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    dom = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", report.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium on PATH (make test installs Debian's with "
+                    "scripts/install_browser.sh when apt-get and root are available)")
+def test_report_in_headless_chromium_loads_every_image_with_a_clean_console(report, capsys):
+    """Driven with playwright through Debian's chromium (``executable_path``; never ``playwright install``)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
+    messages, errors = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.as_uri(), wait_until="load")
+            images = page.evaluate("""() => [...document.images].map(i => ({alt: i.alt, complete: i.complete,
+                                           w: i.naturalWidth, h: i.naturalHeight}))""")
+            scripts = page.evaluate("() => document.querySelectorAll('script').length")
+            text = page.inner_text("body")
+            first_h2 = page.evaluate("() => document.querySelector('h2').textContent")
+            overflow = page.evaluate("""() => [...document.querySelectorAll('table')].filter(
+                t => t.getBoundingClientRect().right > document.documentElement.clientWidth + 1).length""")
+            shot = report.parent / "screenshot.png"
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    broken = [i["alt"] for i in images if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
+    with capsys.disabled():  # shown in CI's log even under -q
+        print(f"\nbrowser check ({_chromium()}): {len(images)} images, {len(images) - len(broken)} loaded "
+              f"(naturalWidth > 0), {len(messages)} console messages, {len(errors)} page errors, {scripts} script "
+              f"elements, {overflow} tables wider than the page; screenshot {shot.stat().st_size} bytes")
+    assert {i["alt"] for i in images} == FIGURES and not broken
+    assert not messages and not errors
+    assert scripts == 0
+    assert first_h2 == "Findings"
+    assert overflow == 0
+    assert "<script>alert('x')</script>" in text and "price_$x$_run" in text  # hostile names shown as text
+    assert shot.read_bytes().startswith(PNG)
+
+
+# ---------------------------------------------------------------------------------------------- findings
+def _section(html: str) -> str:
     page = _Page()
-    page.feed(dom)
-    assert {a.get("alt") for t, a in page.tags if t == "img"} == FIGURES
-    assert not [t for t, _ in page.tags if t == "script"]
-    assert "<script>alert('x')</script>" in "".join(page.text)
+    page.feed(html[html.index('<section class=findings'):html.index("</section>")])
+    return " ".join(" ".join(page.text).split())
+
+
+def test_findings_come_first_in_plain_sentences(report):
+    html = report.read_text()
+    assert html.index("<h2>Findings</h2>") < html.index("<h2>Scores by run</h2>") < html.index("<figure")
+    text = _section(html)
+    for name in ("QK-norm", "GQA", "SWA", "short pretraining context"):
+        assert f"{name} lowers helmet (higher is better) by" in text
+    assert "95% CI [" in text and "over 2 seeds" in text and "above seed noise" in text
+    assert "Same direction as the paper's" in text
+    assert "The feature count explains helmet with R²" in text and "leave-one-out" in text and "generalises" in text
+    ft = pd.read_csv(report.parent / "tables" / "findings.csv")
+    assert set(ft.axis) == {"QK-norm", "GQA", "SWA", "short pretraining context"}
+    assert ft.above_seed_noise.all() and (ft.vs_paper == "same").all() and (ft.effect < 0).all()
+
+
+def test_findings_for_several_targets_flip_for_lower_is_better_and_report_results_against_the_paper(tmp_path, table):
+    df = table(seeds=3, noise=0.5, rng_seed=3)
+    df["longppl@512"] = 20 - 0.4 * df["helmet"]  # lower is better: the features raise it (the paper's direction)
+    df["kv_recall_acc@512"] = 100 - df["helmet"]  # features *raise* it: against the paper
+    df["ruler_noise"] = np.random.default_rng(0).standard_normal(len(df))
+    df.to_csv(tmp_path / "results.csv", index=False)
+    page = write_report(tmp_path / "results.csv", tmp_path / "r", "helmet", None, (),
+                        findings_targets=["longppl@512", "kv_recall_acc@512", "ruler_noise"])
+    text = _section(page.read_text())
+    assert "SWA raises longppl@512 (lower is better) by" in text
+    f = json.loads((tmp_path / "r" / "analysis.json").read_text())["findings"]
+    by = {t["metric"]: {a["feature"]: a for a in t["axes"]} for t in f["targets"]}
+    assert [t["metric"] for t in f["targets"]] == ["helmet", "longppl@512", "kv_recall_acc@512", "ruler_noise"]
+    assert all(a["paper_direction"] == "same" and a["above_noise"] for a in by["longppl@512"].values())
+    assert all(a["paper_direction"] == "opposite" and a["above_noise"] for a in by["kv_recall_acc@512"].values())
+    assert "SWA raises kv_recall_acc@512 (higher is better)" in text and "Opposite to the paper's direction" in text
+    assert not any(a["above_noise"] for a in by["ruler_noise"].values())
+    assert "not distinguishable from seed noise" in text or "below seed noise" in text
+    lo, hi = by["helmet"]["swa"]["ci95"]
+    assert lo < by["helmet"]["swa"]["effect"] < hi < 0  # true effect −5 with noise 0.5
+    assert lo < -5 < hi or abs(by["helmet"]["swa"]["effect"] + 5) < 1
+
+
+def test_small_pool_gets_a_small_n_warning_and_merged_identical_columns(tmp_path, table):
+    df = table(seeds=1, rng_seed=1)
+    df = df[(df.qk_norm == "none") & (df.pretrain_ctx == 8192) & ~((df.swa == 1) & (df.n_kv_heads == 8))].reset_index(drop=True)
+    assert len(df) == 3
+    df["kv_recall_ll@128"] = np.arange(3.0)
+    df["tiny_ll@128"] = df["kv_recall_ll@128"]  # the same measurement under two names
+    for i in range(8):
+        df[f"m{i}"] = np.random.default_rng(i).standard_normal(3)
+    df.to_csv(tmp_path / "results.csv", index=False)
+    page = write_report(tmp_path / "results.csv", tmp_path / "r", "helmet")
+    html = page.read_text()
+    assert "id=small-n-warning" in html
+    text = _section(html)
+    assert "Small sample: 3 runs" in text and "R² near 1 by chance" in text
+    preds = pd.read_csv(tmp_path / "r" / "tables" / "predictors.csv")
+    assert "kv_recall_ll@128 (= tiny_ll@128)" in set(preds.predictor)
+    assert not any(p == "tiny_ll@128" for p in preds.predictor)
+    assert "Identical metric columns merged" in html
+
+
+def test_figures_legend_grammar_dots_without_zero_and_explained_star(pool_dir):
+    from archpool.analysis import analyze, load_results
+    from archpool.report import figures as figs
+
+    r = analyze(load_results(pool_dir), "helmet", None, ())
+    fig = figs.scores_by_run(r)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "1 feature" in labels and "1 features" not in labels
+    lo, hi = ax.get_xlim()
+    assert lo > 0 and not ax.patches  # helmet ≈ 25..50: the axis excludes 0, so dots, not bars from 0
+    r2 = dict(r, runs=[dict(x, target=x["target"] - 40) for x in r["runs"]])  # values around 0: bars from 0
+    ax2 = figs.scores_by_run(r2).axes[0]
+    assert ax2.patches and ax2.get_xlim()[0] <= 0 <= ax2.get_xlim()[1]
+    eff = figs.effects(r)
+    assert "★" in eff.axes[1].get_title() and "stressed" in eff.axes[1].get_title()
