@@ -176,7 +176,7 @@ def _lm_eval_tasks(root: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_tokenizer, tmp_path):
+def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_tokenizer, tmp_path, capsys):
     """``lm_eval --model hf --model_args pretrained=EXPORT`` on local tasks: it runs, and its per-example
     log-likelihoods equal archpool's own (LM.continuation_logprobs on the archpool checkpoint) within 1e-3."""
     exe = shutil.which("lm_eval", path=str(Path(sys.executable).parent)) or shutil.which("lm_eval")
@@ -207,8 +207,11 @@ def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_t
         want = ours.continuation_logprobs(ctx, [cont])[0]
         diffs.append(abs(float(s["filtered_resps"][0][0]) - want))
     assert len(diffs) == len(docs)
-    print(f"lm-eval vs archpool per-example log-likelihood: {len(diffs)}/{len(docs)} within {LL_TOL}, "
-          f"max |diff| {max(diffs):.2e}")
+    table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
+    with capsys.disabled():  # shown in CI's log even under -q
+        print("\n$ lm_eval " + " ".join(cmd[1:]) + "\n" + "\n".join(table))
+        print(f"lm-eval vs archpool per-example log-likelihood (archpool_ll, loglikelihood): "
+              f"{sum(d <= LL_TOL for d in diffs)}/{len(docs)} within {LL_TOL}, max |diff| {max(diffs):.2e}")
     assert max(diffs) <= LL_TOL
 
     gens = samples("archpool_gen")
@@ -218,3 +221,5 @@ def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_t
         greedy = ours.greedy_generate(ids, 8, stop_ids={store_tokenizer.eos_id})
         want = store_tokenizer.decode([t for t in greedy if t != store_tokenizer.eos_id]).split(".")[0]
         assert s["filtered_resps"][0] == want
+    with capsys.disabled():
+        print(f"lm-eval generate_until (archpool_gen): {len(gens)}/{len(docs)} generations equal archpool's greedy decode")
