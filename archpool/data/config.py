@@ -63,6 +63,7 @@ class DataConfig:
     # tokenizer: train a byte-level BPE of vocab_size, or load an existing tokenizer.json / HF dir
     tokenizer: str | None = None
     vocab_size: int = 4096
+    task_tokens: int = 0  # reserved task tokens <|t0|>... (MQAR's composite bindings), inside vocab_size
     tokenizer_sample_chars: int = 8_000_000  # training-split text the BPE is trained on
     # held-out documents, chosen by content hash (identical texts always share a split)
     holdout_fraction: float = 0.05  # of short documents -> validation "short" (perplexity)
@@ -115,6 +116,11 @@ class DataConfig:
             pos_int(n, allow_none=True)
         if self.vocab_size < 259:
             raise ConfigError("vocab_size", f"must be at least 259 (256 bytes + BOS/EOS/PAD), got {self.vocab_size}")
+        if not isinstance(self.task_tokens, int) or isinstance(self.task_tokens, bool) or self.task_tokens < 0:
+            raise ConfigError("task_tokens", f"must be a non-negative integer, got {self.task_tokens!r}")
+        if self.tokenizer is None and self.vocab_size - self.task_tokens < 259:
+            raise ConfigError("task_tokens", f"{self.task_tokens} reserved tokens leave {self.vocab_size - self.task_tokens} "
+                              "of vocab_size for the BPE (at least 259 needed)")
         for n in ("holdout_fraction", "long_holdout_fraction"):
             v = getattr(self, n)
             if not isinstance(v, (int, float)) or not 0 <= v < 1:
@@ -198,6 +204,8 @@ class DataConfig:
         d = self.to_dict()
         for k in ("workers", "cache_dir", "reference_context"):
             d.pop(k)
+        if not d["task_tokens"]:
+            d.pop("task_tokens")  # stores prepared before the field existed keep their key
         for s in d["sources"]:
             s.pop("root", None)  # where the files live does not matter; their hashes do
         return d

@@ -190,6 +190,8 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
         t0 = time.perf_counter()
         if config.tokenizer:
             tokenizer = Tokenizer.load(config.tokenizer)
+            if config.task_tokens:
+                tokenizer = tokenizer.with_task_tokens(config.task_tokens)
             tok_source = {"kind": "given", "path": str(config.tokenizer)}
         else:
             cutoff = max((meta[k][3] for k in selected), default=0)
@@ -197,8 +199,10 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
             if not texts:
                 raise DataError("tokenizer: no training documents to learn the vocabulary from (every document is held out?)")
             log(f"data: training a byte-level BPE of {config.vocab_size} on {sum(map(len, texts)) / 1e6:.1f} M chars")
-            tokenizer = train_tokenizer(texts, config.vocab_size)
-            tok_source = {"kind": "trained", "vocab_size": config.vocab_size, "sample_chars": sum(map(len, texts)), "sample_docs": len(texts)}
+            tokenizer = train_tokenizer(texts, config.vocab_size - config.task_tokens)
+            if config.task_tokens:
+                tokenizer = tokenizer.with_task_tokens(config.task_tokens)
+            tok_source = {"kind": "trained", "vocab_size": config.vocab_size, "task_tokens": config.task_tokens, "sample_chars": sum(map(len, texts)), "sample_docs": len(texts)}
         del sample
         tokenizer.save(tmp)
         tok_s = time.perf_counter() - t0

@@ -68,7 +68,8 @@ class DocStream:
             self._epoch = (epoch, order, ends)
         return self._epoch[1], self._epoch[2]
 
-    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``n`` tokens from global offset ``start``: ids, document ids, and target flags (all set)."""
         toks = np.empty(n, dtype=np.int64)
         ids = np.empty(n, dtype=np.int64)
         pos, filled = int(start), 0
@@ -88,12 +89,16 @@ class DocStream:
             ids[filled : filled + take] = self.id_base + epoch * len(self.docs) + k
             filled += take
             pos += take
-        return toks, ids
+        return toks, ids, np.ones(n, dtype=bool)
 
 
 class GeneratedStream:
     """Documents from a ``DocumentSource``, encoded on the fly, EOS after each. Reads are served
-    from a forward buffer; reading behind it replays the source from the start (deterministic)."""
+    from a forward buffer; reading behind it replays the source from the start (deterministic).
+
+    A source may yield text or token documents (an object with ``ids`` and ``scored``, one flag per
+    token: is it a training target?). Token documents skip the tokenizer, and their unscored tokens
+    (e.g. MQAR's random keys and filler) get no loss: dense supervision on the answers only."""
 
     def __init__(self, source, tokenizer, seed: int, *, stream_id: int = 0):
         self.source, self.tokenizer, self.seed = source, tokenizer, int(seed)
@@ -105,32 +110,41 @@ class GeneratedStream:
         self._base = 0  # global offset of self._toks[0]
         self._toks = np.empty(0, dtype=np.int64)
         self._ids = np.empty(0, dtype=np.int64)
+        self._scored = np.empty(0, dtype=bool)
         self._n_docs = 0
 
     def _extend(self, need_end: int) -> None:
-        tparts, iparts = [self._toks], [self._ids]
+        tparts, iparts, sparts = [self._toks], [self._ids], [self._scored]
         end = self._base + len(self._toks)
         while end < need_end:
             try:
                 text = next(self._it)
             except StopIteration:
                 raise DataError(f"extra source {self.source.name}: ran out of documents; make documents(seed) infinite") from None
-            ids = self.tokenizer.encode(text) + [self.tokenizer.eos_id]
+            if isinstance(text, str):
+                ids = self.tokenizer.encode(text) + [self.tokenizer.eos_id]
+                scored = np.ones(len(ids), dtype=bool)
+            else:  # a token document: ids + per-token target flags; its EOS is not a target
+                ids = [*text.ids, self.tokenizer.eos_id]
+                scored = np.append(np.asarray(text.scored, dtype=bool), False)
             tparts.append(np.asarray(ids, dtype=np.int64))
             iparts.append(np.full(len(ids), self.id_base + self._n_docs, dtype=np.int64))
+            sparts.append(scored)
             self._n_docs += 1
             end += len(ids)
         self._toks, self._ids = np.concatenate(tparts), np.concatenate(iparts)
+        self._scored = np.concatenate(sparts)
 
-    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if start < self._base:
             self._reset()
         self._extend(start + n)
         lo = start - self._base
-        toks, ids = self._toks[lo : lo + n].copy(), self._ids[lo : lo + n].copy()
+        toks, ids, scored = self._toks[lo : lo + n].copy(), self._ids[lo : lo + n].copy(), self._scored[lo : lo + n].copy()
         drop = lo  # everything before ``start`` is no longer needed for forward reads
-        self._toks, self._ids, self._base = self._toks[drop:], self._ids[drop:], self._base + drop
-        return toks, ids
+        self._toks, self._ids, self._scored = self._toks[drop:], self._ids[drop:], self._scored[drop:]
+        self._base += drop
+        return toks, ids, scored
 
 
 class MixedStream:
@@ -168,19 +182,20 @@ class MixedStream:
         c = int(ch[i])
         return c, int(self._prefix[b][c] + np.count_nonzero(ch[:i] == c))
 
-    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         toks = np.empty(n, dtype=np.int64)
         ids = np.empty(n, dtype=np.int64)
+        scored = np.empty(n, dtype=bool)
         pos, filled = int(start), 0
         while filled < n:
             u, within = divmod(pos, self.unit)
             c, local = self._locate(u)
             take = min(n - filled, self.unit - within)
-            t, d = self.components[c].read(local * self.unit + within, take)
-            toks[filled : filled + take], ids[filled : filled + take] = t, d
+            t, d, m = self.components[c].read(local * self.unit + within, take)
+            toks[filled : filled + take], ids[filled : filled + take], scored[filled : filled + take] = t, d, m
             filled += take
             pos += take
-        return toks, ids
+        return toks, ids, scored
 
 
 # --------------------------------------------------------------------------------------- batches
@@ -215,8 +230,8 @@ class _Batches:
         return {"kind": self.kind, "tokens": self.position, "seq_len": self.seq_len,
                 "batch_size": self.batch_size, "seed": self.seed, **self.settings}
 
-    def sequence(self, s: int) -> tuple[np.ndarray, np.ndarray]:
-        """Global sequence ``s``: ``seq_len + 1`` tokens and their document ids."""
+    def sequence(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Global sequence ``s``: ``seq_len + 1`` tokens, their document ids and target flags."""
         return self.stream.read(s * self.seq_len, self.seq_len + 1)
 
     def batch(self, k: int) -> dict:
@@ -226,7 +241,9 @@ class _Batches:
         first = k * self.batch_size + self.rank * self.local_batch
         rows = [self.sequence(s) for s in range(first, first + self.local_batch)]
         toks = np.stack([r[0] for r in rows])
-        out = {"input_ids": torch.from_numpy(toks[:, :-1].copy()), "labels": torch.from_numpy(toks[:, 1:].copy())}
+        labels = toks[:, 1:].copy()
+        labels[~np.stack([r[2][1:] for r in rows])] = -100  # tokens that are no training target
+        out = {"input_ids": torch.from_numpy(toks[:, :-1].copy()), "labels": torch.from_numpy(labels)}
         if self.doc_ids:
             out["doc_ids"] = torch.from_numpy(np.stack([r[1][:-1] for r in rows]))
         return out

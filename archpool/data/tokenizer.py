@@ -19,6 +19,7 @@ from archpool.io import atomic_write_text
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 SPECIAL_TOKENS = [BOS, EOS, PAD]  # ids 0, 1, 2 in a tokenizer trained here
+TASK_TOKEN = re.compile(r"^<\|t(\d+)\|>$")  # reserved task tokens <|t0|>, <|t1|>, ... (synthetic tasks' vocabularies)
 
 # A line break between two non-space characters is always a pre-token boundary of the byte-level
 # regex, so encoding the pieces separately yields exactly the tokens of the whole text.
@@ -52,6 +53,26 @@ class Tokenizer:
             self.bos_id = self.eos_id
         if self.pad_id is None:
             self.pad_id = self.eos_id
+
+    @property
+    def task_ids(self) -> list[int]:
+        """Ids of the reserved task tokens ``<|t0|>, <|t1|>, ...`` in index order (empty if none)."""
+        found = []
+        for name, tid in self._tok.get_vocab(with_added_tokens=True).items():
+            m = TASK_TOKEN.match(name)
+            if m:
+                found.append((int(m.group(1)), tid))
+        return [tid for _, tid in sorted(found)]
+
+    def with_task_tokens(self, n: int) -> "Tokenizer":
+        """A copy with ``n`` reserved task tokens added as special tokens after the vocabulary."""
+        from tokenizers import Tokenizer as HFTokenizer
+
+        hf = HFTokenizer.from_str(self._json)
+        hf.add_special_tokens([f"<|t{i}|>" for i in range(n)])
+        names = {"bos": self._tok.id_to_token(self.bos_id), "eos": self._tok.id_to_token(self.eos_id),
+                 "pad": self._tok.id_to_token(self.pad_id)}
+        return Tokenizer(hf, **names)
 
     # -- encoding ---------------------------------------------------------------------------------
     @property

@@ -9,7 +9,7 @@ from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
 from archpool.tasks import SUITES
 
-SUITE_NAMES = ("ruler", "helmet", "tiny", "longppl", "short", "all")
+SUITE_NAMES = ("ruler", "helmet", "tiny", "mqar", "longppl", "short", "all")
 DEFAULT_SUITES = ["all"]
 
 
@@ -26,7 +26,7 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
                 continue
             if part not in SUITE_NAMES:
                 raise ConfigError("suite", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
-            for x in (["tiny", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]):
+            for x in (["tiny", "mqar", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]):
                 if x not in out:
                     out.append(x)
     return out
@@ -36,9 +36,15 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
              modes: Sequence[str] = ("gen", "ll"), n_samples: int = 20, seed: int = 42, out_dir: str | Path | None = None,
              cache_dir: str | Path | None = None, haystack_texts: list[str] | None = None, store=None,
              evaluator=None, categories: Sequence[str] | None = None, task_params: dict | None = None,
-             longppl_docs: list | None = None, longppl_K: int | None = None, progress: bool = True) -> dict[str, Any]:
+             longppl_docs: list | None = None, longppl_K: int | None = None, longppl_alpha: float | None = None,
+             longppl_beta: float | None = None, short_tasks: bool = True, progress: bool = True) -> dict[str, Any]:
     """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) and write
-    ``out_dir/results.json`` (+ ``report.md`` and one JSON per task × length × mode)."""
+    ``out_dir/results.json`` (+ ``report.md`` and one JSON per task × length × mode).
+
+    ``short_tasks``: the ``short`` suite also scores every task suite at the pretraining context when
+    no task suite is asked for (off for callers that score their own task list, e.g. pools).
+    ``longppl_K`` / ``longppl_alpha`` / ``longppl_beta``: LongPPL's short-context window and
+    key-token thresholds (default: the pretraining context, 2 and -2, as the ``longppl`` package)."""
     import torch
 
     from archpool.eval import longppl as LP
@@ -63,7 +69,7 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
                      "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
     }
     task_names: list[str] = []
-    for s in ("tiny", "ruler", "helmet"):
+    for s in ("tiny", "mqar", "ruler", "helmet"):
         if s in suites:
             task_names += [t for t in SUITES[s] if t not in task_names]
     stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
@@ -74,7 +80,7 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
                                  tokenizer_hash=target.tokenizer_hash, out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)
     if "short" in suites:
         short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
-        if not task_names:  # the task suites at the pretraining context
+        if not task_names and short_tasks:  # the task suites at the pretraining context
             cfg = TaskRunConfig(SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"], [target.pretrain_len], list(modes), n_samples, seed,
                                 dict(task_params or {}), haystack_texts)
             task_results += run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash,
@@ -94,8 +100,10 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
             result["longppl"] = [{"suite": "longppl", "skipped": "no held-out long documents (pass --data)"}]
         else:
             ev = evaluator or target
+            thresholds = {k: v for k, v in (("alpha", longppl_alpha), ("beta", longppl_beta)) if v is not None}
             result["longppl"] = LP.run_longppl(target.lm, ev.lm, docs, lengths, longppl_K or target.pretrain_len,
-                                               evaluator_hash=ev.model_hash, tokenizer_hash=target.tokenizer_hash, cache_dir=cache)
+                                               evaluator_hash=ev.model_hash, tokenizer_hash=target.tokenizer_hash, cache_dir=cache,
+                                               **thresholds)
             result["longppl_evaluator"] = "self" if evaluator is None else str(evaluator.path)
             if evaluator is not None and evaluator.tokenizer_hash != target.tokenizer_hash:
                 raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
@@ -111,8 +119,11 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
 def render_report(result: dict[str, Any], table: str) -> str:
     lines = [f"# Evaluation of {result['target']}", "",
              f"- model {result['model_hash'][:12]}, tokenizer {result['tokenizer_hash'][:12]}, pretraining context {result['pretrain_len']}",
-             f"- lengths {result['lengths']}, seed {result['seed']}, {result['n_samples']} samples per task × length × mode",
-             f"- haystack: {result['haystack']}", f"- {result['mode_note']}", ""]
+             f"- lengths {result['lengths']}, seed {result['seed']}"]
+    if table:  # what only task suites use
+        lines += [f"- {result['n_samples']} samples per task × length × mode", f"- haystack: {result['haystack']}",
+                  f"- {result['mode_note']}"]
+    lines.append("")
     if table:
         lines += ["## Tasks", "", table, ""]
     agg = result.get("aggregate") or {}

@@ -12,7 +12,7 @@ def register(subparsers) -> None:
                     "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json.")
     p.add_argument("target")
     p.add_argument("--suite", action="append", default=None,
-                   help="ruler | helmet | tiny | longppl | short | all (repeatable or comma-separated; default all)")
+                   help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)")
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
     p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
     p.add_argument("--n", type=int, default=20, help="samples per task × length (default 20)")
@@ -23,6 +23,12 @@ def register(subparsers) -> None:
     p.add_argument("--data", default=None, help="prepared data store: held-out text for haystacks, LongPPL and validation ppl")
     p.add_argument("--texts", default=None, help="held-out texts (.txt or .jsonl) for haystacks and LongPPL, without a store")
     p.add_argument("--evaluator", default=None, help="LongPPL evaluator model (default: the target itself)")
+    p.add_argument("--longppl-k", type=int, default=None, metavar="K",
+                   help="LongPPL's short-context window in tokens (default: the pretraining context)")
+    p.add_argument("--longppl-alpha", type=float, default=None, metavar="A",
+                   help="LongPPL key-token threshold on the long-short log-prob gain (default 2, as the longppl package)")
+    p.add_argument("--longppl-beta", type=float, default=None, metavar="B",
+                   help="LongPPL key-token threshold on the long-context log-prob (default -2, as the longppl package)")
     p.add_argument("--categories", default=None, help="HELMET categories to average (default recall,rag,rerank,icl)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--prefill-chunk", type=int, default=512, help="tokens per prefill chunk (bounds attention memory)")
@@ -58,7 +64,8 @@ def handler(args: argparse.Namespace) -> int:
         cats = args.categories.split(",") if args.categories else None
         res = evaluate(target, suites=args.suite or ["all"], lengths=args.lengths, modes=modes, n_samples=args.n, seed=args.seed,
                        out_dir=out, cache_dir=cache, haystack_texts=texts, store=store, evaluator=evaluator, categories=cats,
-                       longppl_docs=docs, progress=not args.no_progress)
+                       longppl_docs=docs, longppl_K=args.longppl_k, longppl_alpha=args.longppl_alpha,
+                       longppl_beta=args.longppl_beta, progress=not args.no_progress)
     except (ConfigError, CheckpointError, DataError) as e:
         print(f"archpool eval: {e}", file=sys.stderr)
         return 2

@@ -16,10 +16,11 @@ from typing import Any, Iterable, Sequence
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
-from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, get_task, resolve_params
+from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
-TASK_FORMAT_VERSION = 1  # bump when a generator or scoring rule changes (invalidates the cache)
+TASK_FORMAT_VERSION = 2  # bump when a generator or scoring rule changes (invalidates the cache)
 MODES = ("gen", "ll")
+DENSE_MODE = "dense"  # dense tasks (MQAR) are scored once, whatever the modes
 
 
 @dataclass
@@ -114,23 +115,35 @@ def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_h
             if cfg.haystack_texts and "haystack_texts" not in params:
                 params["haystack_texts"] = cfg.haystack_texts
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
-            resolve_params(get_task(task), params)  # validate early
+            dense = is_dense(task)
+            if dense:  # token documents: no haystack
+                params.pop("haystack_texts", None)
+                dense_params(task, params)  # validate early
+                shown = params
+            else:
+                resolve_params(get_task(task), params)  # validate early
+            modes = [DENSE_MODE] if dense else cfg.modes
             todo, got = [], {}
-            for mode in cfg.modes:
+            for mode in modes:
                 key = task_result_key(model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash)
                 path = cache_dir / f"{key}.json" if cache_dir else None
                 if path is not None and path.is_file():
                     got[mode] = {**json.loads(path.read_text()), "cached": True}
                 else:
                     todo.append((mode, key, path))
-            if todo:
+            if todo and dense:
+                from archpool.eval.dense import run_dense_task
+
+                fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, cfg.n_samples, cfg.seed, params)}
+            elif todo:
                 fresh = run_task(lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids)
+            if todo:
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}
                     if path is not None:
                         atomic_write_json(path, r)
                     got[mode] = r
-            for mode in cfg.modes:
+            for mode in modes:
                 r = got[mode]
                 if out_dir is not None:
                     atomic_write_json(Path(out_dir) / "tasks" / task / f"{length}_{mode}.json", r)
@@ -188,7 +201,7 @@ def format_table(results: list[dict[str, Any]]) -> str:
     lengths = sorted({r["length"] for r in results})
     rows: dict[tuple[str, str], dict[int, str]] = {}
     for r in results:
-        cell = "skip" if "skipped" in r else f"{r['score']:.1f}" + (f" (chance {r['chance']:.0f})" if r["mode"] == "ll" else "")
+        cell = "skip" if "skipped" in r else f"{r['score']:.1f}" + (f" (chance {r['chance']:.0f})" if r["mode"] in ("ll", DENSE_MODE) else "")
         rows.setdefault((r["task"], r["mode"]), {})[r["length"]] = cell
     head = "| task | mode | " + " | ".join(str(L) for L in lengths) + " |"
     sep = "|---|---|" + "---|" * len(lengths)

@@ -83,7 +83,8 @@ def open_store(path: str | Path | None, record: dict | None = None):
 
 
 def read_texts(path: str | Path) -> list[str]:
-    """Held-out texts from a .txt (blank-line separated documents) or .jsonl (``text`` field) file."""
+    """Held-out texts from a .txt file (documents separated by two blank lines, i.e. three newlines, so
+    that a document may hold paragraphs) or a .jsonl file (``text`` field)."""
     p = Path(path)
     if p.suffix == ".jsonl":
         return [json.loads(line)["text"] for line in p.read_text().splitlines() if line.strip()]

@@ -4,7 +4,12 @@
 answer tokens fill ``length`` exactly in the tokenizer's own tokens; ``training_documents`` makes
 documents of the same formats from a disjoint seed space, for the pretraining / extension mixes.
 Suites: ``ruler`` (RULER's 13 tasks, QA as one synthetic task), ``helmet`` (four base-model
-categories), ``tiny`` (formats tiny models learn; evals.md §7, signal.md).
+categories), ``tiny`` (formats tiny models learn; evals.md §7, signal.md), ``mqar`` (dense
+multi-query associative recall, single-hop and chained, scored by key–query distance).
+
+*Dense* tasks (metric ``dense``: ``mqar``, ``mqar_chain``) are token documents with many scored
+answers each, not prompt + answer samples: ``dense_documents`` makes them for evaluation and
+``training_documents`` yields them (ids + per-token target flags) for the training mixes.
 """
 from __future__ import annotations
 
@@ -13,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from archpool.errors import ConfigError
-from archpool.tasks import helmet, recall, ruler
+from archpool.tasks import helmet, mqar, recall, ruler
 from archpool.tasks.base import DEPTHS, Draw, Sample, TokenizerLike, fit_size, sample_seed
 
 __all__ = [
     "TaskDef", "TASKS", "SUITES", "HELMET_CATEGORIES", "Sample", "DEPTHS", "register_task", "get_task", "task_names",
-    "suite_tasks", "build_sample", "generate", "training_documents", "sample_seed",
+    "suite_tasks", "build_sample", "generate", "training_documents", "sample_seed", "is_dense", "dense_params",
+    "dense_documents", "task_vocab",
 ]
 
 
@@ -70,6 +76,11 @@ register_task(TaskDef("kv_recall", recall.kv_recall, "first_word", 4,
                       dict(n_pairs=4, n_queries=3, value_type="digits", haystack="noise"),
                       description="MQAR-style recall with a small task vocabulary (tiny models)"))
 
+register_task(TaskDef("mqar", mqar.make_document, "dense", 1, dict(mqar.DEFAULT_PARAMS),
+                      description="MQAR: many key-value bindings, each queried once at a uniform distance; every answer scored"))
+register_task(TaskDef("mqar_chain", mqar.make_document, "dense", 2, dict(mqar.DEFAULT_PARAMS, chains=1.0),
+                      description="two-hop MQAR chains (> k v w): both hops retrieved, min_distance forces them beyond a window"))
+
 RULER_TASKS = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
                "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa"]
 HELMET_CATEGORIES: dict[str, list[str]] = {
@@ -82,6 +93,7 @@ SUITES: dict[str, list[str]] = {
     "ruler": RULER_TASKS,
     "helmet": sorted({t for ts in HELMET_CATEGORIES.values() for t in ts}),
     "tiny": ["kv_recall", "niah_single_1", "icl"],
+    "mqar": ["mqar", "mqar_chain"],
 }
 COMMON_DEFAULTS = dict(n_choices=10, haystack_texts=None)
 
@@ -104,7 +116,48 @@ def suite_tasks(suite: str) -> list[str]:
     raise ConfigError("suite", f"unknown suite or task {suite!r}; allowed: {', '.join([*SUITES, *TASKS])}")
 
 
+def is_dense(name: str) -> bool:
+    """A dense task: token documents with many scored answers (``mqar``), not prompt + answer."""
+    return get_task(name).metric == "dense"
+
+
+# scoring settings a dense task's params may carry next to its generator's
+DENSE_SCORING_KEYS = ("buckets",)
+
+
+def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """A dense task's generator parameters (defaults + overrides, validated; scoring keys dropped)."""
+    task = get_task(name)
+    overrides = {k: v for k, v in (params or {}).items() if k not in DENSE_SCORING_KEYS}
+    try:
+        return mqar.resolve({**task.defaults, **overrides})
+    except ConfigError as e:
+        raise ConfigError(f"tasks.{name}.{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
+
+
+_VOCABS: dict[tuple[int, int, int], mqar.TaskVocab] = {}
+
+
+def task_vocab(tokenizer: TokenizerLike, p: dict[str, Any]) -> mqar.TaskVocab:
+    """The tokenizer's MQAR vocabularies for ``p`` (cached per tokenizer object)."""
+    key = (id(tokenizer), int(p["n_keys"]), int(p["n_values"]))
+    if key not in _VOCABS:
+        _VOCABS[key] = mqar.tokenizer_vocab(tokenizer, key[1], key[2])
+    return _VOCABS[key]
+
+
+def dense_documents(name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42,
+                    params: dict[str, Any] | None = None, space: str = "eval") -> list[mqar.Document]:
+    """``n`` documents of dense task ``name``, each exactly ``length`` tokens (document i is
+    reproducible on its own, from the ``space`` seed namespace)."""
+    p = dense_params(name, params)
+    vocab = task_vocab(tokenizer, p)
+    return [mqar.make_document(random.Random(sample_seed(space, name, seed, i, length)), length, vocab, p) for i in range(n)]
+
+
 def resolve_params(task: TaskDef, params: dict[str, Any] | None) -> dict[str, Any]:
+    if task.metric == "dense":
+        raise ConfigError("task", f"{task.name} is a dense task: make its documents with dense_documents")
     p = {**COMMON_DEFAULTS, **task.defaults}
     for k, v in (params or {}).items():
         if k not in p and k not in ("max_new_tokens", "step"):
@@ -177,8 +230,9 @@ def generate(name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int
 
 
 def training_documents(task_names: Sequence[str], n: int | None, seed: int, length_range: tuple[int, int],
-                       tokenizer: TokenizerLike, params: dict[str, dict[str, Any]] | None = None) -> Iterator[str]:
-    """Documents in the tasks' formats (prompt + gold answer) for the training mixes.
+                       tokenizer: TokenizerLike, params: dict[str, dict[str, Any]] | None = None) -> Iterator[str | mqar.Document]:
+    """Documents in the tasks' formats (prompt + gold answer) for the training mixes; dense tasks
+    yield token documents (``ids`` + per-token ``scored`` flags: only their answers are targets).
 
     Seeds come from the ``train`` space (``sample_seed``), disjoint from evaluation's. Each document's
     length is drawn uniformly in ``length_range`` tokens; ``n=None`` yields forever. Lengths too short
@@ -191,11 +245,19 @@ def training_documents(task_names: Sequence[str], n: int | None, seed: int, leng
         raise ConfigError("length_range", f"need 0 < lo <= hi, got {length_range}")
     for t in task_names:
         get_task(t)
+    dense = {t: (dense_params(t, (params or {}).get(t)),) for t in task_names if is_dense(t)}
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
     while n is None or made < n:
         name = task_names[i % len(task_names)] if len(task_names) > 1 else task_names[0]
         length = rng.randint(lo, hi)
+        if name in dense:
+            p = dense[name][0]
+            doc_rng = random.Random(sample_seed("train", name, seed, i, 0))
+            i += 1
+            made += 1
+            yield mqar.make_document(doc_rng, max(length, 8), task_vocab(tokenizer, p), p)
+            continue
         try:
             s = build_sample(name, tokenizer, length, i, seed, (params or {}).get(name), space="train")
         except ConfigError:

@@ -26,7 +26,7 @@ def test_batches_have_shifted_labels_and_eos_between_documents(tiny_store):
     ds = DocStream(tiny_store, tiny_store.docs("train"), seed=0)
     order = np.random.default_rng([0, 0]).permutation(len(ds.docs))
     first = np.asarray(tiny_store.doc(int(ds.docs[order[0]])))
-    toks, ids = ds.read(0, len(first) + 3)
+    toks, ids, _ = ds.read(0, len(first) + 3)
     assert np.array_equal(toks[: len(first)], first) and toks[len(first)] == tiny_store.eos_id
     assert (ids[: len(first) + 1] == ids[0]).all() and ids[len(first) + 1] != ids[0]
 
@@ -137,6 +137,34 @@ def test_extra_source_is_mixed_at_its_share_deterministically_and_resumably(tiny
     take(s, 11)
     rest = take(PretrainStream.resume(tiny_store, s.state(), extra=extra), 19)
     assert all(same(x, y) for x, y in zip(a[11:], rest))
+
+
+def test_token_documents_train_only_their_answers(tiny_store):
+    """A token document (ids + per-token target flags, e.g. MQAR) enters the stream as is; only
+    its flagged tokens are labels, every other label of its unit is -100; text keeps all labels."""
+    from types import SimpleNamespace
+
+    def docs(seed):
+        i = 0
+        while True:
+            ids = [(7 + i + j) % 200 + 10 for j in range(31)]
+            yield SimpleNamespace(ids=ids, scored=[j % 4 == 3 for j in range(31)])
+            i += 1
+
+    extra = [(GeneratorSource("mqar", docs), 0.5)]
+    batches = take(PretrainStream(tiny_store, 32, 8, seed=2, extra=extra, mix_unit=32, doc_ids=True), 10)
+    seen_task = seen_text = 0
+    for b in batches:
+        for x, y, d in zip(b["input_ids"], b["labels"], b["doc_ids"]):
+            if d[0] >= (1 << 48):  # a task unit: 31 document tokens + EOS, aligned to the row
+                seen_task += 1
+                scored = [p for p in (y != -100).nonzero().flatten().tolist() if p < 31]  # label 31: the next unit's
+                assert scored == [j - 1 for j in range(1, 31) if j % 4 == 3]  # label j-1 is token j; EOS unscored
+                assert all(y[j] == x[j + 1] for j in scored)
+            else:  # (its last label is the next unit's first token, which may be a task token)
+                seen_text += 1
+                assert (y[:-1] != -100).all()
+    assert seen_task and seen_text
 
 
 def test_extra_sources_must_leave_room_and_be_sources(tiny_store):
