@@ -35,7 +35,9 @@ class RopeConfig:
     - ``yarn``: YaRN with ``beta_fast`` / ``beta_slow`` and attention temperature ``attention_factor``
       (default ``0.1 ln(factor) + 1``) relative to ``original_max_seq_len``.
     ``full_layers_only`` applies the scaling to full-attention layers only (Olmo 3); sliding layers
-    keep plain RoPE at ``theta``.
+    keep plain RoPE at ``theta``, or at ``sliding_theta`` when set: a theta raise (ABF / NTK 1-stage)
+    on full layers only gives full layers the raised ``theta`` and keeps the pretraining theta on
+    sliding layers as ``sliding_theta``.
     """
 
     theta: float = 10_000.0
@@ -46,6 +48,7 @@ class RopeConfig:
     beta_slow: float = 1.0
     attention_factor: float | None = None
     full_layers_only: bool = False
+    sliding_theta: float | None = None  # theta of sliding layers under full_layers_only (None: theta)
 
     def validate(self, prefix: str = "rope") -> None:
         if self.type not in ROPE_TYPES:
@@ -59,6 +62,11 @@ class RopeConfig:
                 raise ConfigError(f"{prefix}.original_max_seq_len", "YaRN needs the pretraining context length (> 0)")
             if not self.beta_fast > self.beta_slow > 0:
                 raise ConfigError(f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}")
+        if self.sliding_theta is not None:
+            if not self.full_layers_only:
+                raise ConfigError(f"{prefix}.sliding_theta", "only applies with full_layers_only: true")
+            if not self.sliding_theta > 0:
+                raise ConfigError(f"{prefix}.sliding_theta", f"must be > 0, got {self.sliding_theta}")
         if self.attention_factor is not None and not self.attention_factor > 0:
             raise ConfigError(f"{prefix}.attention_factor", f"must be > 0, got {self.attention_factor}")
 

@@ -117,7 +117,8 @@ def hf_family_for(cfg: "ModelConfig") -> HFFamily:
         raise ConfigError("norm", "post-norm without QK-norm has no native transformers class; nearest: "
                           "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)")
     rope = cfg.rope
-    if swa and rope.full_layers_only and rope.type != "default" and not family.per_type_rope:
+    local_theta = rope.full_layers_only and rope.sliding_theta is not None and rope.sliding_theta != rope.theta
+    if swa and rope.full_layers_only and (rope.type != "default" or local_theta) and not family.per_type_rope:
         raise ConfigError("rope.full_layers_only", f"RoPE scaling on full-attention layers only needs per-layer-type "
                           f"rope_parameters, which {family.model_class} lacks; nearest: Olmo3ForCausalLM (post-norm, layerwise QK-norm)")
     return family
@@ -158,7 +159,8 @@ def to_hf_config(cfg: "ModelConfig", special_ids: dict[str, int] | None = None) 
         **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
     )
     if family.per_type_rope:
-        plain = {"rope_type": "default", "rope_theta": float(cfg.rope.theta)}
+        local = cfg.rope.sliding_theta if cfg.rope.full_layers_only and cfg.rope.sliding_theta is not None else cfg.rope.theta
+        plain = {"rope_type": "default", "rope_theta": float(local)}
         sliding = plain if cfg.rope.full_layers_only else dict(rope)
         kwargs["rope_parameters"] = {"full_attention": rope, "sliding_attention": sliding}
     else:
@@ -340,8 +342,12 @@ def _rope_from_hf_config(hf_config: "PreTrainedConfig", layer_types: list[str]) 
     if sliding.type == "default" and sliding.theta == full.theta:
         full.full_layers_only = True
         return full
+    if sliding.type == "default" and full.type == "default":  # theta raised on full layers only (Olmo 3 ABF)
+        full.full_layers_only, full.sliding_theta = True, sliding.theta
+        return full
     raise ConfigError("rope_parameters", f"per-layer-type RoPE {params} is not expressible in archpool "
-                      "(only: the same for every layer, or scaled on full-attention layers with plain RoPE at the same theta on sliding ones)")
+                      "(only: the same for every layer, scaled on full-attention layers with plain RoPE at the same theta "
+                      "on sliding ones, or plain RoPE with a different theta per layer type)")
 
 
 def _swa_pattern(layer_types: list[str]) -> str | list[str]:

@@ -16,7 +16,10 @@ def rope_frequencies(rope: RopeConfig, head_dim: int, layer_type: str = "full_at
     """Inverse frequencies (head_dim / 2,) and the cos/sin scale for one layer type."""
     base = rope.theta
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
-    scaled = rope.type != "default" and not (rope.full_layers_only and layer_type == "sliding_attention")
+    local = rope.full_layers_only and layer_type == "sliding_attention"
+    if local and rope.sliding_theta is not None:
+        base = rope.sliding_theta
+    scaled = rope.type != "default" and not local
     if not scaled:
         return 1.0 / (base**exponents), 1.0
     if rope.type == "linear":

@@ -168,7 +168,8 @@ class ExtensionConfig:
     """Context extension from a saved checkpoint (study.md §2, "Extension recipe details").
 
     - ``ntk`` / ``abf``: one stage; RoPE theta × ``theta_ratio`` (500,000 → 8,000,000 is ×16) or
-      ``new_theta``; train at ``length``.
+      ``new_theta``; train at ``length``. ``full_layers_only`` raises theta on full-attention layers
+      only (Olmo 3); sliding-window layers keep the pretraining theta.
     - ``yarn``: two stages (``length / 2`` then ``length``, half the tokens each, one LR schedule),
       the same YaRN factor (default ``length / pretraining context``) in both; ``full_layers_only``
       leaves sliding-window layers at plain RoPE (Olmo 3).

@@ -10,8 +10,10 @@ documents mixed in so tiny models learn the task formats at short context (signa
     tasks: {names: [kv_recall], share: 0.3, extension_share: 0.3, length_range: [64, 256],
             params: {kv_recall: {...}}, mix_unit: 128}
 
-(``mix_unit``: give every pool member the same one, the shortest context, so members with different
-contexts still see identical token sequences). The stream state (tokens consumed by
+(``mix_unit``: give every pool member the same one, so members with different contexts still see
+identical token sequences). The extension mix may use its own ``extension_length_range`` and
+``extension_mix_unit`` (default: the pretraining ones), e.g. MQAR documents as long as the
+extended context so that extension trains the long distances it is evaluated on. The stream state (tokens consumed by
 the whole job, plus the store key and tokenizer hash) is world-size independent and is checked
 against the store on resume.
 """
@@ -23,7 +25,8 @@ from archpool.errors import ConfigError
 from archpool.train.data import Batch
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
-TASK_KEYS = ("names", "share", "extension_share", "length_range", "params", "mix_unit")
+TASK_KEYS = ("names", "share", "extension_share", "length_range", "params", "mix_unit", "extension_length_range",
+             "extension_mix_unit")
 
 
 def task_mix(data_cfg: dict[str, Any], split: str, tokenizer) -> tuple[list, int | None]:
@@ -42,9 +45,11 @@ def task_mix(data_cfg: dict[str, Any], split: str, tokenizer) -> tuple[list, int
     share = float(tasks.get("extension_share", tasks.get("share", 0.0)) if split == "extension" else tasks.get("share", 0.0))
     if share <= 0:
         return [], None
-    length_range = tuple(int(x) for x in tasks.get("length_range", (64, 256)))
+    ext = split == "extension"
+    range_key = "extension_length_range" if ext and tasks.get("extension_length_range") else "length_range"
+    length_range = tuple(int(x) for x in tasks.get(range_key, (64, 256)))
     if len(length_range) != 2:
-        raise ConfigError("data.tasks.length_range", f"give [min, max] tokens, got {tasks.get('length_range')}")
+        raise ConfigError(f"data.tasks.{range_key}", f"give [min, max] tokens, got {tasks.get(range_key)}")
     params = tasks.get("params") or {}
     from archpool.data.sources import GeneratorSource
     from archpool.tasks import get_task, training_documents
@@ -55,7 +60,7 @@ def task_mix(data_cfg: dict[str, Any], split: str, tokenizer) -> tuple[list, int
         except Exception as e:
             raise ConfigError("data.tasks.names", str(e)) from e
     source = GeneratorSource("tasks", lambda seed: training_documents(names, None, seed, length_range, tokenizer, params))
-    mix_unit = tasks.get("mix_unit")
+    mix_unit = tasks.get("extension_mix_unit") if ext and tasks.get("extension_mix_unit") else tasks.get("mix_unit")
     return [(source, share)], int(mix_unit) if mix_unit else None
 
 

@@ -2,7 +2,8 @@
 of training stages at the longer length (study.md §2).
 
 - ``ntk`` / ``abf`` (the paper's "NTK 1-stage"): raise theta (×16 by default, 500K → 8M) and train
-  one stage at the extension length;
+  one stage at the extension length; ``full_layers_only`` raises it on full-attention layers only
+  and keeps the pretraining theta on sliding-window layers (Olmo 3's practice);
 - ``yarn``: YaRN scaling by ``factor`` relative to the pretraining context, two stages (half the
   length, then the full length; half the tokens each) under one warmup + linear anneal;
   ``full_layers_only`` keeps plain RoPE on sliding-window layers (Olmo 3);
@@ -37,9 +38,10 @@ def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, le
     """The RoPE settings a recipe gives a model pretrained at ``pretrain_len`` and extended to ``length``."""
     factor = float(ext.factor) if ext.factor is not None else length / pretrain_len
     if ext.recipe in ("ntk", "abf"):
-        if ext.full_layers_only:
-            raise ConfigError("extension.full_layers_only", f"{ext.recipe!r} raises theta on every layer; full_layers_only applies to yarn / pi")
         theta = float(ext.new_theta) if ext.new_theta is not None else base.theta * ext.theta_ratio
+        if ext.full_layers_only:  # Olmo 3: raise theta on full-attention layers, sliding ones keep theirs
+            local = base.sliding_theta if base.full_layers_only and base.sliding_theta is not None else base.theta
+            return RopeConfig(theta=theta, type="default", full_layers_only=True, sliding_theta=local)
         return RopeConfig(theta=theta, type="default")
     if ext.new_theta is not None:
         raise ConfigError("extension.new_theta", f"{ext.recipe!r} keeps theta and scales positions; new_theta applies to ntk / abf")

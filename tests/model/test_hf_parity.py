@@ -128,6 +128,8 @@ EXPORT_CASES = {
     "olmo3-yarn-full-only": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern="olmo3",
                                   rope=dict(theta=500_000.0, type="yarn", factor=8.0, original_max_seq_len=16, full_layers_only=True)), "Olmo3ForCausalLM"),
     "olmo3-gqa-ntk": (tiny(norm="post", qk_norm="layerwise", n_kv_heads=2, window=8, swa_pattern="olmo3", rope=dict(type="ntk", factor=4.0)), "Olmo3ForCausalLM"),
+    "olmo3-theta-full-only": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern="olmo3",
+                                   rope=dict(theta=160_000.0, full_layers_only=True, sliding_theta=10_000.0)), "Olmo3ForCausalLM"),
     "olmo3-any-layer-types": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern=["sliding", "full", "sliding", "full"]), "Olmo3ForCausalLM"),
 }
 

@@ -60,8 +60,28 @@ def test_yarn_on_full_layers_only_leaves_sliding_layers_at_plain_rope():
     plain, _ = rope_frequencies(RopeConfig(theta=10_000.0), HEAD_DIM)
     assert torch.equal(sliding, plain) and sliding_scale == 1.0
     assert not torch.equal(full, plain) and full_scale > 1.0
-    with pytest.raises(ConfigError, match="full_layers_only"):
-        extension_rope(RopeConfig(), ExtensionConfig(recipe="ntk", full_layers_only=True), 8192, 65536)
+
+
+@pytest.mark.parametrize("recipe", ["ntk", "abf"])
+def test_theta_raise_on_full_layers_only_matches_a_hand_computation(recipe):
+    """Olmo 3's practice: theta x16 on full-attention layers, sliding layers keep the pretraining theta."""
+    base = RopeConfig(theta=10_000.0)
+    rope = extension_rope(base, ExtensionConfig(recipe=recipe, theta_ratio=16, full_layers_only=True), 128, 512)
+    assert (rope.type, rope.theta, rope.full_layers_only, rope.sliding_theta) == ("default", 160_000.0, True, 10_000.0)
+    full, full_scale = rope_frequencies(rope, HEAD_DIM, "full_attention")
+    sliding, sliding_scale = rope_frequencies(rope, HEAD_DIM, "sliding_attention")
+    hand_full = [160_000.0 ** (-2 * i / HEAD_DIM) for i in range(HEAD_DIM // 2)]
+    hand_sliding = [10_000.0 ** (-2 * i / HEAD_DIM) for i in range(HEAD_DIM // 2)]
+    assert full.tolist() == pytest.approx(hand_full, rel=1e-6) and full_scale == 1.0
+    assert sliding.tolist() == pytest.approx(hand_sliding, rel=1e-6) and sliding_scale == 1.0
+    # extending an already extended model keeps the sliding layers' original theta
+    again = extension_rope(rope, ExtensionConfig(recipe=recipe, theta_ratio=2, full_layers_only=True), 512, 1024)
+    assert (again.theta, again.sliding_theta) == (320_000.0, 10_000.0)
+    # without the flag every layer is raised
+    every = extension_rope(base, ExtensionConfig(recipe=recipe, theta_ratio=16), 128, 512)
+    assert torch.equal(rope_frequencies(every, HEAD_DIM, "sliding_attention")[0], full)
+    with pytest.raises(ConfigError, match="rope.sliding_theta"):
+        RopeConfig(theta=1.0, sliding_theta=2.0).validate()
 
 
 def test_default_plan_follows_the_paper_ratios():
