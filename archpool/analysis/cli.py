@@ -7,10 +7,10 @@ import sys
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
-    p.add_argument("--target", metavar="METRIC", help="the metric to explain (default: a long-context column such as "
-                   "helmet / long_score, or the only metric)")
+    p.add_argument("--target", metavar="METRIC", help="the metric to explain (default: a pool directory's report.target, "
+                   "else a long-context column such as helmet / long_score, or the only metric)")
     p.add_argument("--short-ctx", type=int, metavar="N", help="pretraining contexts ≤ N count as short (default: the "
-                   "smallest context when the table has several, else 4096)")
+                   "table's short_ctx column, which pools write; else the smallest context when there are several, else 4096)")
     p.add_argument("--covariates", default="", metavar="COLS",
                    help="comma-separated confound columns (e.g. init,fp8,n_layers): does the count effect survive them?")
 
@@ -30,6 +30,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=report_command)
 
 
+def _target(args) -> str | None:
+    """``--target``, else the pool's own ``report.target`` when SOURCE is a pool directory."""
+    if args.target is not None:
+        return args.target
+    from archpool.analysis.table import pool_report_settings
+
+    return pool_report_settings(args.source).get("target")
+
+
 def _covariates(args) -> list[str]:
     return [c.strip() for c in args.covariates.split(",") if c.strip()]
 
@@ -42,11 +51,12 @@ def analyze_command(args) -> int:
 
     try:
         df = load_results(args.source)
-        if args.target is None and not metric_columns(df):
+        target = _target(args)
+        if target is None and not metric_columns(df):
             r = design_summary(df, args.short_ctx)
             print(to_json(r) if args.json else format_design(r))
             return 0
-        r = analyze(df, args.target, args.short_ctx, _covariates(args))
+        r = analyze(df, target, args.short_ctx, _covariates(args))
     except DataError as e:
         print(f"archpool analyze: error: {e}", file=sys.stderr)
         return 2
@@ -59,7 +69,11 @@ def report_command(args) -> int:
     from archpool.report import write_report
 
     try:
-        page = write_report(args.source, args.out, args.target, args.short_ctx, _covariates(args))
+        from archpool.analysis.table import pool_report_settings
+
+        findings = pool_report_settings(args.source).get("findings") or ()
+        page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args),
+                            findings_targets=list(findings))
     except DataError as e:
         print(f"archpool report: error: {e}", file=sys.stderr)
         return 2

@@ -29,9 +29,23 @@ DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@
 MIN_RUNS = 3
 
 
+# measured on the pretrained model (or during pretraining) whatever their names say
+PRE_COLUMNS = ("pretrain_loss", "stability")
+
+
 def phase(column: str) -> str:
-    """``pre`` for pre-extension metrics (``base_`` prefix or ``_pre`` suffix), else ``post``."""
-    return "pre" if column.startswith("base_") or column.endswith("_pre") else "post"
+    """``pre`` for pre-extension metrics (``base_`` prefix, ``_pre`` suffix, or a pretraining
+    measurement such as ``pretrain_loss``), else ``post``."""
+    return "pre" if column.startswith("base_") or column.endswith("_pre") or column in PRE_COLUMNS else "post"
+
+
+def pre_extension(predictors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pre-extension single predictors of the (post-extension) target, best leave-one-out R² first:
+    "can I tell before paying for extension?"."""
+    rows = [{"predictor": k, "n": p["n"], "r2": p.get("r2"), "loo_r2": p.get("loo_r2"), "coef": p.get("coef"),
+             "ci95": p.get("ci95"), "p": p.get("p")}
+            for k, p in predictors.items() if p.get("kind") == "metric" and p.get("phase") == "pre"]
+    return sorted(rows, key=lambda r: -(r["loo_r2"] if r["loo_r2"] is not None else float("-inf")))
 
 
 def length_columns(df: pd.DataFrame) -> dict[str, dict[str, dict[int, str]]]:
@@ -132,7 +146,7 @@ def analyze(df: pd.DataFrame, target: str | None = None, short_ctx: int | None =
 
     result: dict[str, Any] = {
         "n": int(len(d)), "target": target, "short_ctx": short, "source": df.attrs.get("source"),
-        "predictors": predictors, "skipped_predictors": skipped,
+        "predictors": predictors, "skipped_predictors": skipped, "pre_extension": pre_extension(predictors),
         "interaction_model": interaction_fit,
         "pairs": ps, "axis_effects": fx.axis_effects(ps, sd), "feature_effects": fx.feature_effects(ps, sd),
         "interactions": inter, "spread": noise,
@@ -271,6 +285,12 @@ def format_text(r: dict[str, Any]) -> str:
         rows.append([name, p["kind"] + (f"/{p['phase']}" if p.get("phase") else ""), str(p["n"]), _n(p.get("r2"), "{:.3f}"),
                      _n(p.get("loo_r2"), "{:.3f}"), _n(coef), _ci(p.get("ci95")), _n(p.get("p"), "{:.2g}")])
     out += _table(["predictor", "kind", "n", "R²", "LOO R²", "coef", "95% CI", "p"], rows)
+    if r.get("pre_extension"):
+        out += ["", "Before extension: how well each pre-extension measurement predicts the post-extension target "
+                "(best leave-one-out R² first)"]
+        out += _table(["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
+                      [[x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]),
+                        _ci(x["ci95"])] for x in r["pre_extension"]])
     for name in ("four_axes", "four_axes_kv_ratio"):
         p = r["predictors"][name]
         if p.get("coefs"):

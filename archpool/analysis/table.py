@@ -52,7 +52,7 @@ NORMS = ("pre", "post")
 # Columns that describe a run rather than measure it; never used as single predictors.
 DESIGN = {
     "run", "name", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init",
-    "fp8", "window", "d_ff", "n_layers", "d_model", "params_b", "d_ff_ratio", "feature_count", "state", "error",
+    "fp8", "window", "d_ff", "n_layers", "d_model", "params_b", "d_ff_ratio", "short_ctx", "feature_count", "state", "error",
     "stage", "node",
 }
 TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
@@ -151,17 +151,20 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     for i in np.flatnonzero(df["n_kv_heads"] > df["n_heads"]):
         raise TableError(f"{label}: {_where('n_kv_heads', i, runs[i])}: {df['n_kv_heads'][i]} KV heads "
                          f"> {df['n_heads'][i]} query heads", column="n_kv_heads", row=int(i) + 1)
+    more: dict[str, object] = {}  # built apart and joined once (a wide pool table has hundreds of metrics)
     for c in raw.columns:
         if c in df.columns:
             continue
         col = raw[c].str.strip()
         if c in ("fp8",):
-            df[c] = [_flag(v, c, i, runs[i], label) if v else 0 for i, v in enumerate(col)]
+            more[c] = [_flag(v, c, i, runs[i], label) if v else 0 for i, v in enumerate(col)]
         elif c in TEXT_OK or c.startswith("paper_"):
             num = pd.to_numeric(col.replace("", np.nan), errors="coerce")
-            df[c] = num if c not in TEXT_OK and num.notna().sum() == (col != "").sum() else col
+            more[c] = num if c not in TEXT_OK and num.notna().sum() == (col != "").sum() else col
         else:
-            df[c] = _numbers(col, c, runs, label)
+            more[c] = _numbers(col, c, runs, label)
+    if more:
+        df = pd.concat([df, pd.DataFrame(more, index=df.index)], axis=1)
     if "state" not in df.columns:
         df["state"] = "done"
     df["state"] = df["state"].replace("", "done")
@@ -214,8 +217,29 @@ def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Ser
     return num.astype(float)
 
 
+def pool_report_settings(source: str | Path) -> dict:
+    """A pool directory's ``report:`` settings (``target``, ``findings``, ...) from its ``plan.json``;
+    ``{}`` for a CSV or a directory without a plan."""
+    plan = Path(source) / "plan.json"
+    if not Path(source).is_dir() or not plan.is_file():
+        return {}
+    try:
+        data = json.loads(plan.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DataError(f"{plan}: unreadable pool plan ({e})") from None
+    report = (data.get("pool") or {}).get("report") if isinstance(data, dict) else None
+    return dict(report) if isinstance(report, dict) else {}
+
+
 def default_short_ctx(df: pd.DataFrame) -> int:
-    """The pool's short pretraining context: the smallest one when the table has several, else 4096."""
+    """The table's short pretraining context: its ``short_ctx`` column (pools write the pool's one
+    definition there), else the smallest context when the table has several, else 4096 (the paper's)."""
+    if "short_ctx" in df.columns:
+        values = sorted(set(int(v) for v in pd.to_numeric(df["short_ctx"], errors="coerce").dropna()))
+        if len(values) > 1:
+            raise TableError(f"column 'short_ctx' holds several values {values}; one table has one short context", column="short_ctx")
+        if values:
+            return values[0]
     contexts = sorted(set(int(c) for c in df["pretrain_ctx"]))
     return contexts[0] if len(contexts) > 1 else DEFAULT_SHORT_CTX
 

@@ -142,8 +142,7 @@ def cmd_pool_show(args) -> int:
     except ConfigError as e:
         print(f"archpool pool show: {e}", file=sys.stderr)
         return 2
-    contexts = sorted({r.pretrain_ctx for r in spec.runs})
-    short = contexts[0] if len(contexts) > 1 else 0
+    short = spec.short_ctx
     print(f"pool {spec.name}: {len(spec.runs)} runs, size {spec.size}, seeds {spec.seeds}, backend {spec.backend}, out {out}")
     print(f"{'run':<34} feat swa qk_norm   norm kv/heads ctx   window d_ff layers init fp8 params")
     from archpool.model.config import ModelConfig

@@ -5,7 +5,12 @@ Per run and extension recipe:
     data ─┬─ pretrain:R ─┬─ extend:R:ntk ──┬─ eval:R:ntk
           │              │                 └─ attention:R:ntk
           │              ├─ extend:R@0.5:ntk ─ eval:R@0.5:ntk      (one per milestone)
-          │              └─ eval:R:base                            (before extension)
+          │              ├─ eval:R:base                            (before extension)
+          │              └─ attention:R:base                       (before extension)
+
+Pre-extension nodes (``:base``) measure the pretrained checkpoint with the same settings and lengths
+as the extended model's, so every diagnostic can be asked "does it predict the post-extension
+target before paying for extension?" (their columns carry the ``base_`` prefix).
 
 ``data`` is shared by the pool. The pool-level tail (``results.csv`` → analysis → report) is
 rebuilt from whatever finished, so a failed run shows up in it instead of blocking it.
@@ -43,6 +48,12 @@ def _extension_tokens(recipe: dict[str, Any], train: dict[str, Any]) -> float:
 _PRETRAIN_RATE, _EXTEND_RATE = 10_000.0, 7_000.0
 
 
+def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
+    """The length a pool recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
+    × the pool's long context (the extend stage's own rule)."""
+    return int(recipe.get("length") or int(recipe.get("length_ratio", 8)) * long_ctx)
+
+
 def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
     runs = pool.runs if runs is None else runs
@@ -74,6 +85,13 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                 config=dict(eval=pool.eval, phase="base", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
                 deps={"model": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.05 * pre_cost),
             ))
+        if evaluate and pool.eval.get("base", True) and pool.attention.get("enabled", True) and pool.extension:
+            nodes.append(Node(
+                id=f"attention:{run.name}:base", stage="attention",
+                config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx,
+                            analysis_len=extension_length(pool.extension[0], pool.long_ctx)),
+                deps={"model": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.03 * pre_cost),
+            ))
         for milestone in [*pool.milestones, 1.0]:
             for r_i, recipe in enumerate(pool.extension):
                 primary = milestone == 1.0 and r_i == 0
@@ -95,7 +113,8 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                 if primary and pool.attention.get("enabled", True):
                     nodes.append(Node(
                         id=f"attention:{tag}", stage="attention",
-                        config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                        config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx,
+                                    analysis_len=extension_length(recipe, pool.long_ctx)),
                         deps={"model": ext.id, "base": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.03 * pre_cost),
                     ))
     assign_keys(nodes)

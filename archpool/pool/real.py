@@ -86,8 +86,9 @@ def extend(ctx: StageContext) -> dict[str, Any]:
     name = recipe.pop("name")
     recipe.setdefault("recipe", name if name in ("ntk", "abf", "yarn", "pi") else "ntk")
     # pools extend every member to one length: ``length_ratio`` x the pool's long context (paper: 8 x 8K)
-    if not recipe.get("length"):
-        recipe["length"] = int(recipe.pop("length_ratio", 8)) * int(c["long_ctx"])
+    from archpool.pool.plan import extension_length
+
+    recipe["length"] = extension_length(recipe, int(c["long_ctx"]))
     recipe.pop("length_ratio", None)
     recipe.pop("seq_len", None)
     milestone = float(c["milestone"])
@@ -169,7 +170,7 @@ def eval(ctx: StageContext) -> dict[str, Any]:  # noqa: A001 - the stage's name
     suites = e.get("suites", [] if tasks else ["tiny"])
     if suites:
         more = evaluate(target, suites=suites, lengths=lengths, modes=modes, n_samples=n, seed=seed, out_dir=out_dir,
-                        store=store, task_params=params, progress=False)
+                        store=store, task_params=params, short_tasks=not tasks, progress=False)
         result["tasks"] = result.get("tasks", []) + more.get("tasks", [])
         result["aggregate"] = {**more.get("aggregate", {}), **result.get("aggregate", {})}
         for k in ("longppl", "short"):
@@ -185,6 +186,9 @@ def flatten_eval(result: dict[str, Any]) -> dict[str, float]:
     m: dict[str, float] = {}
     for r in result.get("tasks", []):
         if "score" not in r:
+            continue
+        if r["mode"] == "dense":
+            m.update(dense_columns(r))
             continue
         m[f"{r['task']}_{r['mode']}@{r['length']}"] = round(float(r["score"]), 6)
         if r["mode"] == "ll" and r.get("gold_logprob_mean") is not None:
@@ -209,15 +213,40 @@ def flatten_eval(result: dict[str, Any]) -> dict[str, float]:
     return m
 
 
+def dense_columns(r: dict[str, Any]) -> dict[str, float]:
+    """A dense task's columns: ``<task>_acc@L`` (fraction of answers right), ``<task>_lp@L`` (gold
+    log-prob), the same per distance bucket (``<task>_acc@L[64<d<=128]``) and beyond each bucket edge
+    (``<task>_acc@L[d>128]``), and for chains
+    ``<task>_chain@L`` (both hops right) and ``<task>_hop2_acc@L``."""
+    task, L, res = r["task"], r["length"], r["result"]
+    out: dict[str, float] = {}
+
+    def put(name: str, v: Any) -> None:
+        if isinstance(v, (int, float)):
+            out[name] = round(float(v), 6)
+
+    put(f"{task}_acc@{L}", res.get("acc"))
+    put(f"{task}_lp@{L}", res.get("lp"))
+    for label, b in {**(res.get("tails") or {}), **(res.get("buckets") or {})}.items():
+        if b.get("n"):
+            put(f"{task}_acc@{L}[{label}]", b.get("acc"))
+            put(f"{task}_lp@{L}[{label}]", b.get("lp"))
+    if res.get("chains"):
+        put(f"{task}_chain@{L}", res["chains"].get("acc"))
+        put(f"{task}_hop2_acc@{L}", (res.get("hops") or {}).get("2", {}).get("acc"))
+    return out
+
+
 def attention(ctx: StageContext) -> dict[str, Any]:
-    """The attention stage's pool entry point on the extended model (``attn_*`` columns)."""
+    """The attention stage's pool entry point on the extended model, or on the pretrained one before
+    extension (``attn_*`` columns; ``base_attn_*`` before), at the same lengths for both."""
     from archpool.attention.runner import pool_stage
 
     c = ctx.config
     settings = {k: v for k, v in (c["attention"] or {}).items() if k != "enabled"}
-    ext = ctx.input_results["model"]
+    length = c.get("analysis_len") or int(ctx.input_results["model"].get("length") or 0) or None
     res = pool_stage(ctx.inputs["model"], ctx.out_dir, store=ctx.input_results.get("data", {}).get("store"),
-                     settings=settings, seq_len=int(c["seq_len"]), long_ctx=int(ext.get("length") or 0) or None, log=ctx.log)
+                     settings=settings, seq_len=int(c["seq_len"]), long_ctx=length, log=ctx.log)
     return {"metrics": res["metrics"], "json": res["json"]}
 
 
@@ -238,7 +267,7 @@ def report(out: Path, pool, rows: list[dict[str, Any]]) -> Path:
         return plain
     opts = dict(pool.report or {})
     target = opts.get("target")
-    short_ctx = opts.get("short_ctx") or pool.long_ctx // 2  # the pool's short context, not the paper's 4096
+    short_ctx = pool.short_ctx  # the pool's one definition (also in results.csv's short_ctx column)
     covariates = opts.get("covariates") or ()
     done = [r for r in rows if r.get("state") == "done"]
     if len(done) < 3:
@@ -252,7 +281,8 @@ def report(out: Path, pool, rows: list[dict[str, Any]]) -> Path:
             df = load_results(out)
             text = format_text(analyze(df, target, short_ctx, covariates))
             atomic_write_text(Path(out) / "report" / "analysis.txt", text + "\n")
-            page = write_report(df, Path(out) / "report", target, short_ctx, covariates)
+            page = write_report(df, Path(out) / "report", target, short_ctx, covariates,
+                                findings_targets=[t for t in opts.get("findings") or () if t in df.columns])
     except Exception as e:  # keep the plain report; show why the analysis did not run
         _append(plain, f"\n## Analysis failed\n\n`{type(e).__name__}: {e}`\n")
         return plain

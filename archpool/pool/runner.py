@@ -31,7 +31,7 @@ from archpool.pool.spec import PoolSpec, feature_count
 
 RESULTS = "results.csv"
 DESIGN_COLUMNS = ["run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8",
-                  "window", "d_ff", "n_layers", "d_model", "feature_count", "state", "error"]
+                  "window", "d_ff", "n_layers", "d_model", "short_ctx", "feature_count", "state", "error"]
 
 
 def default_out(pool: PoolSpec, size_overridden: bool = False) -> Path:
@@ -298,12 +298,12 @@ def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[
 def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | None = None) -> list[dict[str, Any]]:
     if pool is None or nodes is None:
         pool, nodes = read_plan(out)
-    contexts = sorted({r.pretrain_ctx for r in pool.runs})
-    short = contexts[0] if len(contexts) > 1 else 0
+    short = pool.short_ctx
     rows = []
     for spec in pool.runs:
         status = read_status(out, spec.name)
         row = spec.row()
+        row["short_ctx"] = short
         row["feature_count"] = feature_count(spec, short)
         row["state"] = status.get("state", "pending")
         row["error"] = status.get("error", "") if row["state"] == "failed" else ""

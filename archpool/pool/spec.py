@@ -115,6 +115,13 @@ class PoolSpec:
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
 
+    @property
+    def short_ctx(self) -> int:
+        """The pool's one definition of a short pretraining context (the paper's 4K of 8K): contexts
+        ≤ this count as short. ``report.short_ctx`` if given, else half the pool's long context.
+        results.csv records it in every row, so ``archpool analyze`` and the report count alike."""
+        return int((self.report or {}).get("short_ctx") or self.long_ctx // 2)
+
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
             if r.name == name:

@@ -178,6 +178,31 @@ def count_fit(r: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+DIAGNOSTIC_MARKERS = ("attn", "ppl", "loss", "stability", "entropy", "sink")
+
+
+def before_extension(r: dict[str, Any]) -> str | None:
+    """Sentences on the best pre-extension predictor of the (post-extension) target, and on the best
+    generic diagnostic (attention statistics, perplexity, losses), which needs no task of its own."""
+    pre = [p for p in r.get("pre_extension") or [] if _num(p.get("loo_r2")) is not None]
+    if not pre:
+        return None
+
+    def verdict(loo: float) -> str:
+        return ("it tells the outcome before extension is paid for" if loo >= 0.5 else
+                "a weak signal" if loo > 0 else "it does not predict held-out runs")
+
+    best = pre[0]
+    out = (f"Before extension, the best predictor of {r['target']} is {best['predictor']} (pre-extension): "
+           f"R² {_num(best['r2']):.2f}, leave-one-out {_num(best['loo_r2']):.2f} — {verdict(_num(best['loo_r2']))}.")
+    diag = [p for p in pre if any(m in p["predictor"] for m in DIAGNOSTIC_MARKERS)]
+    if diag and diag[0] is not best:
+        d = diag[0]
+        out += (f" The best task-free diagnostic is {d['predictor']}: R² {_num(d['r2']):.2f}, leave-one-out "
+                f"{_num(d['loo_r2']):.2f} — {verdict(_num(d['loo_r2']))}.")
+    return out + f" ({len(pre)} pre-extension measurements compared.)"
+
+
 def small_n(n: int, n_features: int, n_metric_predictors: int) -> str | None:
     """A warning when runs are few for the number of predictors."""
     k = max(n_features, 1)
@@ -220,6 +245,7 @@ def findings(df: pd.DataFrame, r: dict[str, Any], targets: Iterable[str] = (), c
     return {
         "targets": per_target,
         "count_fit": count_fit(r),
+        "before_extension": before_extension(r),
         "small_n": small_n(int(r["n"]), len(varying), n_metric_preds),
         "varying": varying,
         "not_varying": [FEATURE_NAMES[f] for f in FEATURES if f not in varying],

@@ -105,6 +105,10 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
     for term, v in (r["interaction_model"].get("coefs") or {}).items():
         coef_rows.append(dict(model="swa_x_gqa", term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0],
                               ci95_hi=v["ci95"][1], p=v["p"]))
+    t["pre_extension"] = pd.DataFrame([
+        {"pre-extension predictor": _alias(p["predictor"], aliases), "n": p["n"], "r2": p["r2"], "loo_r2": p["loo_r2"],
+         "coef": p["coef"], "ci95_lo": _ci(p["ci95"])[0], "ci95_hi": _ci(p["ci95"])[1]}
+        for p in r.get("pre_extension") or []])
     t["coefficients"] = pd.DataFrame(coef_rows)
     t["axis_effects"] = pd.DataFrame(r["axis_effects"])
     t["feature_effects"] = pd.DataFrame(r["feature_effects"])
@@ -148,6 +152,8 @@ def render_findings(f: dict[str, Any]) -> str:
         parts += [f"<li>{escape(s)}</li>" for s in t["sentences"]]
         parts.append("</ul>")
     parts.append(f"<p>{escape(f['count_fit']['sentence'])}</p>")
+    if f.get("before_extension"):
+        parts.append(f"<p id=before-extension>{escape(f['before_extension'])}</p>")
     if f["not_varying"]:
         parts.append(f"<p class=note>Not varied in this pool, so not measured: {escape(', '.join(f['not_varying']))}.</p>")
     parts.append("</section>")
@@ -201,6 +207,7 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
         parts += ["<h2>Failed and excluded runs</h2>", '<div class="fail">', html_table(tabs["excluded"]), "</div>"]
     sections = [
         ("Findings in numbers", [], ["findings"]),
+        ("Before extension: can you tell?", [], ["pre_extension"]),
         ("Scores by run", ["scores_by_run"], ["runs"]),
         ("Predictors of the target", ["predictor_r2"], ["predictors"]),
         ("Feature count", ["target_vs_count"], ["coefficients"]),
@@ -248,7 +255,7 @@ def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str
     beyond the window, multi-hop accuracy); metric columns identical to another are merged first."""
     df = source if isinstance(source, pd.DataFrame) else load_results(source)
     covariates = list(covariates)
-    findings_targets = [t for t in findings_targets if t]
+    findings_targets = [t for t in findings_targets if t and t in df.columns]  # a pool's list may name unmeasured columns
     keep = [t for t in (target, *findings_targets, *covariates) if t]
     df, aliases = fnd.merge_identical(df, keep=keep)
     r = analyze(df, target, short_ctx, covariates)

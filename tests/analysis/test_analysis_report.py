@@ -128,6 +128,21 @@ def test_findings_come_first_in_plain_sentences(report):
     assert ft.above_seed_noise.all() and (ft.vs_paper == "same").all() and (ft.effect < 0).all()
 
 
+def test_pre_extension_predictors_are_reported_and_labelled(report):
+    html = report.read_text()
+    r = json.loads((report.parent / "analysis.json").read_text())
+    pre = r["pre_extension"]
+    from archpool.analysis.summary import phase
+
+    assert pre and all(phase(p["predictor"]) == "pre" for p in pre)
+    assert "<h2>Before extension: can you tell?</h2>" in html
+    assert f"the best predictor of helmet is {pre[0]['predictor']} (pre-extension)" in _section(html)
+    table = pd.read_csv(report.parent / "tables" / "pre_extension.csv")
+    assert list(table["pre-extension predictor"]) == [p["predictor"] for p in pre]
+    preds = pd.read_csv(report.parent / "tables" / "predictors.csv")
+    assert set(preds.loc[preds.kind == "metric", "phase"]) <= {"pre", "post"}
+
+
 def test_findings_for_several_targets_flip_for_lower_is_better_and_report_results_against_the_paper(tmp_path, table):
     df = table(seeds=3, noise=0.5, rng_seed=3)
     df["longppl@512"] = 20 - 0.4 * df["helmet"]  # lower is better: the features raise it (the paper's direction)

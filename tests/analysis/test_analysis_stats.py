@@ -93,7 +93,12 @@ def test_every_metric_column_is_a_single_predictor_sorted_by_r2(tmp_path, noisy)
     assert "helmet" not in preds and "seed" not in preds
     r2 = [p["r2"] for p in preds.values()]
     assert r2 == sorted(r2, reverse=True)
-    assert preds["base_helmet_8k"]["phase"] == "pre" and preds["pretrain_loss"]["phase"] == "post"
+    # the pretraining loss is measured before extension whatever its name says
+    assert preds["base_helmet_8k"]["phase"] == "pre" and preds["pretrain_loss"]["phase"] == "pre"
+    pre = r["pre_extension"]
+    assert {p["predictor"] for p in pre} == {k for k, p in preds.items() if p.get("phase") == "pre"}
+    loo = [p["loo_r2"] for p in pre]
+    assert loo == sorted(loo, reverse=True)
     x, y = noisy.pretrain_loss.to_numpy(float), noisy.helmet.to_numpy(float)
     lr = sps.linregress(x, y)
     assert preds["pretrain_loss"]["r2"] == pytest.approx(lr.rvalue ** 2, abs=TOL)

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -35,6 +36,24 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert row["pretrain_loss"] and row["extension_loss"]
     assert (out / "report" / "report.html").is_file() and (out / "report" / "analysis.json").is_file()
     assert "report:" in r.stdout
+    # MQAR by distance bucket and chains, before and after extension; attention before extension too
+    for col in ("mqar_acc@512[d>128]", "mqar_lp@512[64<d<=128]", "mqar_chain_chain@512", "base_mqar_acc@128",
+                "base_mqar_acc@512", "kv_recall_lp@512", "attn_sink_rate", "base_attn_sink_rate"):
+        assert all(row.get(col) not in (None, "") for row in rows.values()), col
+    assert 0 <= float(row["mqar_acc@512[d>128]"]) <= 1
+    # one definition of short context: results.csv, `archpool analyze POOL` (whose default target is the
+    # pool's report.target) and the report count the same features
+    counts = {run: int(x["feature_count"]) for run, x in rows.items()}
+    assert {x["short_ctx"] for x in rows.values()} == {"64"}
+    a = subprocess.run([sys.executable, "-m", "archpool.cli", "analyze", str(out), "--json"], cwd=REPO,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120)
+    assert a.returncode == 0, a.stderr
+    an = json.loads(a.stdout)
+    assert an["target"] == "mqar_lp@512[d>128]" and an["short_ctx"] == 64
+    assert {x["run"]: x["feature_count"] for x in an["runs"]} == counts
+    rep = json.loads((out / "report" / "analysis.json").read_text())
+    assert {x["run"]: x["feature_count"] for x in rep["runs"]} == counts
+    assert any(p["predictor"].startswith("base_attn") for p in an["pre_extension"])
     print(f"smoke pool: {time.time() - t0:.0f}s")
 
 
