@@ -40,7 +40,6 @@ from archpool.io import atomic_write_json, sha256_file, sha256_json
 SCHEMA = "archpool.attention/1"
 VERSION = 1  # bump when results change meaning: invalidates the cache
 RESULT_NAME = "attention.json"
-DATA_TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens")  # train-side keys of a data: section
 VARIANTS = ("no_bos", "bos")
 
 
@@ -351,18 +350,13 @@ def store_for(target: Target, store: str | Path | None) -> Path | None:
     """The data store to read held-out text from: explicit, the run's ``data.store``, or the store its config names."""
     if store is not None:
         return Path(store)
-    d = target.data_cfg or {}
-    if d.get("store"):
-        return Path(d["store"])
-    if d and "synthetic" not in d:
-        from archpool.data.config import DataConfig
-        from archpool.data.store import store_path
+    from archpool.data.store import section_store_path
 
-        path = store_path(DataConfig.from_dict({k: v for k, v in d.items() if k not in DATA_TRAIN_KEYS}))
-        if (path / "manifest.json").is_file():
-            return path
-        raise DataError(f"{target.path}: the run's data store {path} is not prepared; run `archpool data prepare` or pass --store")
-    return None
+    d = target.data_cfg or {}
+    path = section_store_path(d)
+    if path is None or d.get("store") or (path / "manifest.json").is_file():
+        return path
+    raise DataError(f"{target.path}: the run's data store {path} is not prepared; run `archpool data prepare` or pass --store")
 
 
 def weights_digest(model_dir: Path) -> str:

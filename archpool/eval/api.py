@@ -126,7 +126,8 @@ def render_report(result: dict[str, Any], table: str) -> str:
     lines.append("")
     if table:
         lines += ["## Tasks", "", table, ""]
-    agg = result.get("aggregate") or {}
+    agg = {k: e for k, e in (result.get("aggregate") or {}).items()
+           if any(e.get(s, {}).get("score") is not None for s in ("tiny", "ruler", "helmet"))}
     if agg:
         lines += ["## Suites", "", "| mode@length | tiny | ruler | helmet |", "|---|---|---|---|"]
         for k, e in agg.items():

@@ -70,15 +70,11 @@ def open_store(path: str | Path | None, record: dict | None = None):
 
     if path:
         return Store(path)
-    if record and "synthetic" not in (record.get("data") or {}):
-        try:
-            from archpool.data.config import DataConfig
-            from archpool.data.store import store_path
+    if record:
+        from archpool.data.store import section_store_path
 
-            p = store_path(DataConfig.from_dict(record.get("data") or {}))
-            return Store(p) if (p / "manifest.json").is_file() else None
-        except Exception:
-            return None
+        p = section_store_path(record.get("data"))
+        return Store(p) if p is not None and (p / "manifest.json").is_file() else None
     return None
 
 

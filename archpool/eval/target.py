@@ -57,17 +57,13 @@ def _weights_hash(directory: Path) -> str:
 
 
 def _run_tokenizer(record: dict[str, Any]):
-    """The tokenizer of a run's prepared data store, if it can be found."""
-    try:
-        from archpool.data.config import DataConfig
-        from archpool.data.store import Store, store_path
+    """The tokenizer of a run's prepared data store, if that store exists here."""
+    from archpool.data.store import Store, section_store_path
 
-        data = record.get("data") or {}
-        if "synthetic" in data:
-            return None
-        return Store(store_path(DataConfig.from_dict(data))).tokenizer
-    except Exception:  # no store prepared here / not a data-stage config
+    path = section_store_path(record.get("data"))
+    if path is None or not (path / "manifest.json").is_file():
         return None
+    return Store(path).tokenizer
 
 
 def load_target(path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512,

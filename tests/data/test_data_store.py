@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +145,15 @@ def test_store_refuses_a_run_with_another_tokenizer(tiny_store):
     p.write_text(json.dumps(j))
     with pytest.raises(DataError, match="differs from the recorded"):
         Store(tiny_store.path).tokenizer
+
+
+def test_a_runs_data_section_names_its_store_whatever_train_side_keys_it_holds(tiny_store, docs_dir, tmp_path):
+    """One reader of a run's ``data:`` section for eval, attention and the trainer: train-side keys
+    (``tasks``, ``short_share``, ``seed``) never hide the store (they used to make eval lose the tokenizer)."""
+    from archpool.data.store import section_store_path
+
+    cfg = tiny_config(docs_dir, tmp_path / "cache").to_dict()
+    train_side = {"tasks": {"names": ["mqar"], "share": 0.5}, "short_share": 0.3, "seed": 3, "long_min_tokens": 64}
+    assert section_store_path({**cfg, **train_side}) == tiny_store.path
+    assert section_store_path({**cfg, **train_side, "store": "/elsewhere"}) == Path("/elsewhere")
+    assert section_store_path({"synthetic": {}}) is None and section_store_path(None) is None
