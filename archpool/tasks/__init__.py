@@ -245,14 +245,14 @@ def training_documents(task_names: Sequence[str], n: int | None, seed: int, leng
         raise ConfigError("length_range", f"need 0 < lo <= hi, got {length_range}")
     for t in task_names:
         get_task(t)
-    dense = {t: (dense_params(t, (params or {}).get(t)),) for t in task_names if is_dense(t)}
+    dense = {t: dense_params(t, (params or {}).get(t)) for t in task_names if is_dense(t)}
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
     while n is None or made < n:
         name = task_names[i % len(task_names)] if len(task_names) > 1 else task_names[0]
         length = rng.randint(lo, hi)
         if name in dense:
-            p = dense[name][0]
+            p = dense[name]
             doc_rng = random.Random(sample_seed("train", name, seed, i, 0))
             i += 1
             made += 1

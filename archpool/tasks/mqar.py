@@ -23,6 +23,7 @@ one forward pass scores every answer (teacher forcing, as Zoology scores MQAR).
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -207,20 +208,110 @@ def _draw_distance(rng: random.Random, lo: int, hi: int, kind: str) -> int:
     if kind == "uniform":
         return rng.randint(lo, hi)
     # power law p(d) ~ 1/d (Zoology's query placement): log-uniform
-    import math
-
     return min(hi, max(lo, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi + 1)))))))
+
+
+class _Layout:
+    """A document being laid out in 2-token slots (slot ``s`` = tokens ``2s, 2s + 1``)."""
+
+    def __init__(self, rng: random.Random, length: int, vocab: TaskVocab, lo: int, hi: int):
+        self.rng, self.vocab, self.lo, self.hi = rng, vocab, lo, hi
+        self.slots: list[list[int] | None] = [None] * (length // 2)
+        self.keys = list(vocab.keys)
+        rng.shuffle(self.keys)
+        self.free_values = list(vocab.values)
+        self.chain_mid: set[int] = set()  # chains' middle values: bound by no other pair
+        self.answers: list[tuple[int, int, int, int, int]] = []  # (pos, gold, distance, hop, chain)
+        self.n_chains = 0
+
+    def free(self, *ss: int) -> bool:
+        return all(0 <= s < len(self.slots) and self.slots[s] is None for s in ss)
+
+    def binding(self, key: int, value: int, hop: bool = False) -> list[int]:
+        """A binding's slot: one composite token (+ filler) or the two tokens ``key value``."""
+        v = self.vocab
+        if not v.composite:
+            return [key, value]
+        return [v.hop_pair(key, value) if hop else v.pair(key, value), self.rng.choice(v.filler)]
+
+    def place_query(self, d1: int) -> bool:
+        """A binding and its query ``k v`` at distance ~``d1`` (even: bindings sit on the slot grid)."""
+        n = len(self.slots)
+        d = d1 + (d1 % 2)
+        if d > 2 * (n - 1):
+            d -= 2
+        q = self.rng.randint(d // 2, n - 1)
+        b = q - d // 2
+        if not self.free(q, b):
+            return False
+        k = self.keys.pop()
+        v = self.rng.choice([x for x in self.vocab.values if x not in self.chain_mid] or self.vocab.values)
+        self.slots[b] = self.binding(k, v)
+        self.slots[q] = [k, v]
+        self.answers.append((2 * q, v, 2 * q - 2 * b, 1, -1))
+        return True
+
+    def place_chain(self, d1: int, d2: int) -> bool:
+        """``> k`` at slot q and ``v w`` at q + 1; binding ``k v`` at slot a, hop binding ``v w`` at b.
+        Hop 1 is scored at token 2q + 1 (k -> v), hop 2 at token 2q + 2 (v -> w)."""
+        q = self.rng.randint(1, len(self.slots) - 2)
+        a = min(q - 1, q - d1 // 2)  # hop 1 distance 2q + 1 - 2a: d1 rounded up to odd
+        b = min(q - 1, q + 1 - (d2 - 1) // 2)  # hop 2 distance 2q + 2 - 2b: d2 rounded up to even
+        if a < 0 or b < 0 or a == b or not self.free(q, q + 1, a, b):
+            return False
+        dist1, dist2 = (2 * q + 1) - 2 * a, (2 * q + 2) - 2 * b
+        if dist1 < self.lo or dist2 < self.lo or dist1 > self.hi + 1 or dist2 > self.hi + 2:
+            return False
+        k = self.keys.pop()
+        v = self.free_values.pop(self.rng.randrange(len(self.free_values)))
+        self.chain_mid.add(v)
+        w = self.rng.choice(self.vocab.hops)
+        self.slots[a] = self.binding(k, v)
+        self.slots[b] = self.binding(v, w, hop=True)
+        self.slots[q], self.slots[q + 1] = [self.vocab.marker, k], [v, w]
+        self.answers += [(2 * q + 1, v, dist1, 1, self.n_chains), (2 * q + 2, w, dist2, 2, self.n_chains)]
+        self.n_chains += 1
+        return True
+
+    def place(self, kind: str, d1: int, d2: int, attempts: int = 40) -> str:
+        """``placed``; ``no room`` after ``attempts`` random tries; ``exhausted`` when no value is
+        left for a chain's middle."""
+        for _ in range(attempts):
+            if kind == "query" and self.place_query(d1):
+                return "placed"
+            if kind == "chain":
+                if not self.free_values:
+                    return "exhausted"
+                if self.place_chain(d1, d2):
+                    return "placed"
+        return "no room"
+
+    def fill(self, n_distract: int) -> list[int]:
+        """Unqueried distractor bindings in ``n_distract`` random empty slots, filler elsewhere."""
+        plain_values = [v for v in self.vocab.values if v not in self.chain_mid] or list(self.vocab.values)
+        empty = [s for s in range(len(self.slots)) if self.slots[s] is None]
+        self.rng.shuffle(empty)
+        for s in empty[:n_distract]:
+            if not self.keys:
+                break
+            k, v = self.keys.pop(), self.rng.choice(plain_values)
+            self.slots[s] = self.binding(k, v)
+        ids: list[int] = []
+        for item in self.slots:
+            ids.extend(item if item is not None else (self.rng.choice(self.vocab.filler), self.rng.choice(self.vocab.filler)))
+        return ids
 
 
 def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dict[str, Any] | None = None) -> Document:
     """One MQAR document of exactly ``length`` tokens.
 
-    Positions are laid out in 2-token slots. Each queried pair gets a distance from the chosen
-    distribution within [min_distance, max_distance]; its query slot is drawn uniformly among the
-    slots that allow it; pairs are placed longest distance first so that long distances are not
-    crowded out. Keys are unique within the document (so the binding is unambiguous) and a chain's
-    middle value appears in no other pair. Unused slots get unqueried distractor pairs (if asked)
-    and then filler tokens.
+    Positions are laid out in 2-token slots. Each query gets a distance from the chosen distribution
+    within [min_distance, max_distance]; its query slot is drawn uniformly among the slots that
+    allow it; chains are placed first (they need four free slots) and then queries, longest distance
+    first, so that long distances are not crowded out (a chain that finds no room becomes a plain
+    query). Keys are unique within the document (the binding is unambiguous) and a chain's middle
+    value appears in no other binding. Unused slots get unqueried distractor bindings (if asked) and
+    then filler tokens.
     """
     p = resolve(params)
     if length < 8:
@@ -230,91 +321,23 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dic
     hi = min(p["max_distance"] or length, 2 * (n_slots - 1))
     if lo > hi:
         raise ConfigError("length", f"MQAR at length {length}: min_distance={lo} leaves no room")
-    keys = list(vocab.keys)
-    rng.shuffle(keys)
-    free_values = list(vocab.values)
-    n_queries = max(1, length // p["pair_every"])
-    n_queries = min(n_queries, len(keys), n_slots // 2)
+    layout = _Layout(rng, length, vocab, lo, hi)
+    n_queries = min(max(1, length // p["pair_every"]), len(vocab.keys), n_slots // 2)
     n_chains = sum(rng.random() < float(p["chains"]) for _ in range(n_queries)) if p["chains"] else 0
-    slots: list[list[int] | None] = [None] * n_slots
-    answers: list[tuple[int, int, int, int, int]] = []  # (slot-relative pos, gold, distance, hop, chain)
 
-    def slot_pos(s: int) -> int:
-        return 2 * s
+    def draw() -> int:
+        return _draw_distance(rng, lo, hi, p["distance"])
 
-    def free(*ss: int) -> bool:
-        return all(0 <= s < n_slots and slots[s] is None for s in ss)
-
-    # chains first (they need four free slots), then plain queries, each longest-distance first
-    plans = [("chain", _draw_distance(rng, lo, hi, p["distance"]), _draw_distance(rng, lo, hi, p["distance"])) for _ in range(n_chains)]
-    plans += [("query", _draw_distance(rng, lo, hi, p["distance"]), 0) for _ in range(n_queries - n_chains)]
+    plans = [("chain", draw(), draw()) for _ in range(n_chains)]
+    plans += [("query", draw(), 0) for _ in range(n_queries - n_chains)]
     plans.sort(key=lambda t: (t[0] != "chain", -max(t[1], t[2])))
-    chain_id = 0
-    chain_mid: set[int] = set()  # chains' middle values: used by no other pair
     i = 0
-    while i < len(plans):
+    while i < len(plans) and layout.keys:
         kind, d1, d2 = plans[i]
         i += 1
-        if not keys:
-            break
-        for _attempt in range(40):
-            if kind == "query":
-                # query key at slot q (token 2q) answers v at 2q; binding key at token 2q - d (even)
-                d = d1 + (d1 % 2)  # bindings sit on the 2-token grid: even distances
-                if d > 2 * (n_slots - 1):
-                    d -= 2
-                q = rng.randint(d // 2, n_slots - 1)
-                b = q - d // 2
-                if not free(q, b):
-                    continue
-                k = keys.pop()
-                v = rng.choice([x for x in vocab.values if x not in chain_mid] or vocab.values)
-                slots[b] = [vocab.pair(k, v), rng.choice(vocab.filler)] if vocab.composite else [k, v]
-                slots[q] = [k, v]
-                answers.append((slot_pos(q), v, slot_pos(q) - slot_pos(b), 1, -1))
-                break
-            # chain: "> k" at slot q, "v w" at slot q + 1; pair "k v" at slot a; hop pair "v w" at slot b.
-            # hop 1 is scored at token 2q + 1 (k -> v), hop 2 at token 2q + 2 (v -> w).
-            if not free_values:
-                break
-            q = rng.randint(1, n_slots - 2)
-            a = min(q - 1, q - (d1 - 1 + 1) // 2)  # hop 1 distance 2q+1-2a, d1 rounded up to odd
-            b = min(q - 1, q + 1 - (d2 - 2 + 1) // 2)  # hop 2 distance 2q+2-2b, d2 rounded up to even
-            if a < 0 or b < 0 or a == b or not free(q, q + 1, a, b):
-                continue
-            dist1, dist2 = (2 * q + 1) - 2 * a, (2 * q + 2) - 2 * b
-            if dist1 < lo or dist2 < lo or dist1 > hi + 1 or dist2 > hi + 2:
-                continue
-            k = keys.pop()
-            v = free_values.pop(rng.randrange(len(free_values)))
-            chain_mid.add(v)
-            w = rng.choice(vocab.hops)
-            if vocab.composite:
-                slots[a] = [vocab.pair(k, v), rng.choice(vocab.filler)]
-                slots[b] = [vocab.hop_pair(v, w), rng.choice(vocab.filler)]
-            else:
-                slots[a], slots[b] = [k, v], [v, w]
-            slots[q], slots[q + 1] = [vocab.marker, k], [v, w]
-            answers.append((2 * q + 1, v, dist1, 1, chain_id))
-            answers.append((2 * q + 2, w, dist2, 2, chain_id))
-            chain_id += 1
-            break
-        else:
-            if kind == "chain":  # no room for a chain at these distances: a plain query instead
-                plans.append(("query", d1, 0))
-    plain_values = [v for v in vocab.values if v not in chain_mid] or list(vocab.values)
-    n_distract = int(round(float(p["distractors"]) * n_queries))
-    empty = [s for s in range(n_slots) if slots[s] is None]
-    rng.shuffle(empty)
-    for s in empty[:n_distract]:
-        if not keys:
-            break
-        k, v = keys.pop(), rng.choice(plain_values)
-        slots[s] = [vocab.pair(k, v), rng.choice(vocab.filler)] if vocab.composite else [k, v]
-    ids: list[int] = []
-    for item in slots:
-        ids.extend(item if item is not None else (rng.choice(vocab.filler), rng.choice(vocab.filler)))
+        if layout.place(kind, d1, d2) == "no room" and kind == "chain":
+            plans.append(("query", d1, 0))  # a chain that finds no room becomes a plain query
+    ids = layout.fill(int(round(float(p["distractors"]) * n_queries)))
     if len(ids) < length:
         ids.append(rng.choice(vocab.filler))
-    out = [Answer(pos, gold, dist, hop, chain) for pos, gold, dist, hop, chain in sorted(answers)]
-    return Document(ids, out)
+    return Document(ids, [Answer(*a) for a in sorted(layout.answers)])
