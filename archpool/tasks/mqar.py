@@ -9,8 +9,8 @@ the binding to the query, in tokens — is drawn from a chosen distribution over
 Bindings are *composite* when the tokenizer reserves task tokens (``data.task_tokens``): the pair
 ``(k, v)`` is one token ``[k=v]``, so retrieval is one content match from the query ``k`` to its
 binding at any distance — the long-range step the study is about. Plain two-token bindings
-(``k v``) also need a local previous-token circuit first, which tiny CPU models did not learn in
-6,000 steps (BENCHMARKS.md); they are used when no task tokens are reserved. Chains (two hops,
+(``k v``) also need a local previous-token circuit first, which tiny CPU models did not master in
+up to 4,500 steps (BENCHMARKS.md); they are used when no task tokens are reserved. Chains (two hops,
 ``k → v → w``) are marked ``> k v w``: the first hop retrieves ``v`` from ``[k=v]``, the second
 ``w`` from a hop binding ``[v>w]`` (``w`` from a third vocabulary); ``min_distance`` forces every
 hop beyond a distance, e.g. beyond the sliding window::
