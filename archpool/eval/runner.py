@@ -112,16 +112,14 @@ def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_h
     try:
         for task, length in jobs:
             params = dict(cfg.params.get(task, {}))
-            if cfg.haystack_texts and "haystack_texts" not in params:
+            dense = is_dense(task)  # token documents: no haystack, scored once whatever the modes
+            if cfg.haystack_texts and "haystack_texts" not in params and not dense:
                 params["haystack_texts"] = cfg.haystack_texts
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
-            dense = is_dense(task)
-            if dense:  # token documents: no haystack
-                params.pop("haystack_texts", None)
-                dense_params(task, params)  # validate early
-                shown = params
+            if dense:  # validate early
+                dense_params(task, params)
             else:
-                resolve_params(get_task(task), params)  # validate early
+                resolve_params(get_task(task), params)
             modes = [DENSE_MODE] if dense else cfg.modes
             todo, got = [], {}
             for mode in modes:
@@ -131,13 +129,13 @@ def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_h
                     got[mode] = {**json.loads(path.read_text()), "cached": True}
                 else:
                     todo.append((mode, key, path))
-            if todo and dense:
-                from archpool.eval.dense import run_dense_task
-
-                fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, cfg.n_samples, cfg.seed, params)}
-            elif todo:
-                fresh = run_task(lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids)
             if todo:
+                if dense:
+                    from archpool.eval.dense import run_dense_task
+
+                    fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, cfg.n_samples, cfg.seed, params)}
+                else:
+                    fresh = run_task(lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids)
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}
                     if path is not None:

@@ -282,7 +282,7 @@ def report(out: Path, pool, rows: list[dict[str, Any]]) -> Path:
             text = format_text(analyze(df, target, short_ctx, covariates))
             atomic_write_text(Path(out) / "report" / "analysis.txt", text + "\n")
             page = write_report(df, Path(out) / "report", target, short_ctx, covariates,
-                                findings_targets=[t for t in opts.get("findings") or () if t in df.columns])
+                                findings_targets=opts.get("findings") or ())
     except Exception as e:  # keep the plain report; show why the analysis did not run
         _append(plain, f"\n## Analysis failed\n\n`{type(e).__name__}: {e}`\n")
         return plain

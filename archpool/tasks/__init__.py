@@ -135,12 +135,14 @@ def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
         raise ConfigError(f"tasks.{name}.{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
 
 
-_VOCABS: dict[tuple[int, int, int], mqar.TaskVocab] = {}
+_VOCABS: dict[tuple[Any, int, int], mqar.TaskVocab] = {}
 
 
 def task_vocab(tokenizer: TokenizerLike, p: dict[str, Any]) -> mqar.TaskVocab:
-    """The tokenizer's MQAR vocabularies for ``p`` (cached per tokenizer object)."""
-    key = (id(tokenizer), int(p["n_keys"]), int(p["n_values"]))
+    """The tokenizer's MQAR vocabularies for ``p``, cached by the tokenizer's content hash (by the
+    object for tokenizers without one, which the cache then keeps alive so its id is never reused)."""
+    ident = getattr(tokenizer, "hash", None) or tokenizer
+    key = (ident, int(p["n_keys"]), int(p["n_values"]))
     if key not in _VOCABS:
         _VOCABS[key] = mqar.tokenizer_vocab(tokenizer, key[1], key[2])
     return _VOCABS[key]
