@@ -1,9 +1,15 @@
-"""The `archpool` command. Each pipeline stage registers its own subcommands; this file only wires them."""
+"""The `archpool` command. Each pipeline stage registers its own subcommands; this file wires them and
+is the one error boundary: archpool's own errors (a config field, an input file, a checkpoint) end as
+one line naming what is wrong and exit code 2; anything else is a bug and keeps its traceback.
+``--debug`` (or ``ARCHPOOL_DEBUG=1``) shows the traceback of every error."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from archpool.errors import CheckpointError, ConfigError, DataError
 
 # Stage modules that expose ``register(subparsers)``. Each registers parsers with
 # ``set_defaults(func=handler)``, where ``handler(args) -> int`` imports heavy modules lazily.
@@ -16,6 +22,8 @@ COMMAND_MODULES = [
     "archpool.analysis.cli",
     "archpool.pool.cli",
 ]
+USER_ERRORS = (ConfigError, DataError, CheckpointError)
+DEFAULT_COMMAND = "run"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,28 +31,30 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archpool",
         description="Controlled architecture pools: pretrain, extend, evaluate and explain model families.",
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name or name.startswith(str(e.name) + "."):
-                continue  # stage not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `archpool` (or `archpool --debug`): the default command
+        args = parser.parse_args([*argv, DEFAULT_COMMAND])
     if not getattr(args, "func", None):
-        default = getattr(args, "command", None)
-        if default is None and "run" in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
-            return main(["run"])
         parser.print_help()
         return 0
-    return int(args.func(args) or 0)
+    debug = args.debug or os.environ.get("ARCHPOOL_DEBUG", "") not in ("", "0")
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        print(f"archpool {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

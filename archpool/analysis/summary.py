@@ -20,6 +20,7 @@ import pandas as pd
 
 from archpool.analysis import effects as fx
 from archpool.analysis import stats
+from archpool.columns import is_pre_extension
 from archpool.analysis.table import (
     ENTROPY_COLUMNS, FEATURES, LENGTH_RE, SINK_COLUMNS, TableError, default_short_ctx, features, find_column,
     is_design, metric_columns,
@@ -36,7 +37,7 @@ PRE_COLUMNS = ("pretrain_loss", "stability")
 def phase(column: str) -> str:
     """``pre`` for pre-extension metrics (``base_`` prefix, ``_pre`` suffix, or a pretraining
     measurement such as ``pretrain_loss``), else ``post``."""
-    return "pre" if column.startswith("base_") or column.endswith("_pre") or column in PRE_COLUMNS else "post"
+    return "pre" if is_pre_extension(column) or column in PRE_COLUMNS else "post"
 
 
 def pre_extension(predictors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -35,19 +35,18 @@ Failed runs are never fitted.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from archpool.columns import LENGTH_RE
 from archpool.errors import DataError
+from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
 RESULTS_FILE = "results.csv"
 REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
 AXES = ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
-QK_NORMS = ("none", "layerwise", "headwise")
-QK_ALIASES = {"hw": "headwise", "hqk": "headwise", "lqk": "layerwise", "lw": "layerwise", "off": "none"}
 NORMS = ("pre", "post")
 # Columns that describe a run rather than measure it; never used as single predictors.
 DESIGN = {
@@ -60,8 +59,6 @@ TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "
 MATCH_CONFOUNDS = ("init", "fp8", "n_layers")
 SINK_COLUMNS = ("attn_sink_rate", "attn_first_token_mass", "sink_strength", "sink_rate", "first_token_mass")
 ENTROPY_COLUMNS = ("attn_entropy", "entropy")
-DEFAULT_SHORT_CTX = 4096
-LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
 _TRUE = {"1", "true", "yes", "on", "1.0"}
 _FALSE = {"0", "false", "no", "off", "0.0"}
 
@@ -143,7 +140,7 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
         seen[r] = i
     df = pd.DataFrame({"run": runs})
     df["swa"] = [_flag(v, "swa", i, runs[i], label) for i, v in enumerate(raw["swa"])]
-    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
+    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_NORM_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
     df["norm"] = [_choice(v, "norm", NORMS, {}, i, runs[i], label) for i, v in enumerate(raw["norm"])]
     df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
     df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
@@ -240,20 +237,14 @@ def default_short_ctx(df: pd.DataFrame) -> int:
             raise TableError(f"column 'short_ctx' holds several values {values}; one table has one short context", column="short_ctx")
         if values:
             return values[0]
-    contexts = sorted(set(int(c) for c in df["pretrain_ctx"]))
-    return contexts[0] if len(contexts) > 1 else DEFAULT_SHORT_CTX
-
-
-FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
+    return table_short_ctx(df["pretrain_ctx"])
 
 
 def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
     """The four binary features (study.md §1), their count, and the underlying KV-head ratio."""
-    out = pd.DataFrame(index=df.index)
-    out["qk_norm"] = (df["qk_norm"] != "none").astype(int)
-    out["gqa"] = (df["n_kv_heads"] < df["n_heads"]).astype(int)
-    out["swa"] = df["swa"].astype(int)
-    out["short_ctx"] = (df["pretrain_ctx"] <= short_ctx).astype(int)
+    flags = [feature_flags(qk_norm=q, n_kv_heads=kv, n_heads=h, swa=s, pretrain_ctx=c, short_ctx=short_ctx)
+             for q, kv, h, s, c in zip(df["qk_norm"], df["n_kv_heads"], df["n_heads"], df["swa"], df["pretrain_ctx"])]
+    out = pd.DataFrame(flags, index=df.index, columns=list(FEATURES)).astype(int)
     out["feature_count"] = out[list(FEATURES)].sum(axis=1)
     out["kv_ratio"] = df["n_kv_heads"] / df["n_heads"]
     return out

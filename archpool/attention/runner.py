@@ -350,7 +350,7 @@ def store_for(target: Target, store: str | Path | None) -> Path | None:
     """The data store to read held-out text from: explicit, the run's ``data.store``, or the store its config names."""
     if store is not None:
         return Path(store)
-    from archpool.data.store import section_store_path
+    from archpool.data.section import section_store_path
 
     d = target.data_cfg or {}
     path = section_store_path(d)

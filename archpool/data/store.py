@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -135,20 +134,6 @@ def store_path(config: DataConfig) -> Path:
     sources = [build_source(s) for s in config.sources]
     records = [s.files() for s in sources]
     return config.cache_root() / "data" / store_key(config, sources, records)
-
-
-def section_store_path(data: dict[str, Any] | None) -> Path | None:
-    """The store a run's ``data:`` section names (the one reader of that section for every stage):
-    its ``store`` path when it records one, else the store of its ``DataConfig`` fields (train-side
-    keys such as ``tasks`` or ``short_share`` are not data-stage fields and are ignored); ``None``
-    for the synthetic stream or an empty section. The store may not be prepared yet."""
-    data = dict(data or {})
-    if not data or "synthetic" in data:
-        return None
-    if data.get("store"):
-        return Path(data["store"])
-    names = {f.name for f in dataclass_fields(DataConfig)}
-    return store_path(DataConfig.from_dict({k: v for k, v in data.items() if k in names}))
 
 
 def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, log=print) -> Store:

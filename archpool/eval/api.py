@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
+from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import SUITES
 
 SUITE_NAMES = ("ruler", "helmet", "tiny", "mqar", "longppl", "short", "all")
@@ -33,7 +34,7 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
 
 
 def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequence[int] | None = None,
-             modes: Sequence[str] = ("gen", "ll"), n_samples: int = 20, seed: int = 42, out_dir: str | Path | None = None,
+             modes: Sequence[str] = ("gen", "ll"), n_samples: int = EVAL_SAMPLES, seed: int = EVAL_SEED, out_dir: str | Path | None = None,
              cache_dir: str | Path | None = None, haystack_texts: list[str] | None = None, store=None,
              evaluator=None, categories: Sequence[str] | None = None, task_params: dict | None = None,
              longppl_docs: list | None = None, longppl_K: int | None = None, longppl_alpha: float | None = None,

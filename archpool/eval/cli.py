@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from archpool.study import EVAL_SAMPLES, EVAL_SEED
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -15,8 +17,8 @@ def register(subparsers) -> None:
                    help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)")
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
     p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
-    p.add_argument("--n", type=int, default=20, help="samples per task × length (default 20)")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--n", type=int, default=EVAL_SAMPLES, help=f"samples per task × length (default {EVAL_SAMPLES})")
+    p.add_argument("--seed", type=int, default=EVAL_SEED)
     p.add_argument("--out", default=None, help="output directory (default TARGET/eval)")
     p.add_argument("--cache", default=None, help="result cache directory (default $ARCHPOOL_CACHE/eval)")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or HF tokenizer directory (default: found beside the model)")

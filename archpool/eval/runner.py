@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
+from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
 TASK_FORMAT_VERSION = 2  # bump when a generator or scoring rule changes (invalidates the cache)
@@ -28,8 +29,8 @@ class TaskRunConfig:
     tasks: list[str]
     lengths: list[int]
     modes: list[str] = field(default_factory=lambda: list(MODES))
-    n_samples: int = 20
-    seed: int = 42
+    n_samples: int = EVAL_SAMPLES
+    seed: int = EVAL_SEED
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> parameter overrides
     haystack_texts: list[str] | None = None  # held-out text for corpus haystacks
 

@@ -10,17 +10,16 @@ from typing import Any
 
 import torch
 
+from archpool import study
 
-def final_loss(checkpoint: Path, tail: float = 0.05) -> float | None:
-    """Mean training loss over the last ``tail`` of steps, from a training checkpoint's state."""
+
+def final_loss(checkpoint: Path) -> float | None:
+    """A training checkpoint's final loss, by the study's one rule (:func:`archpool.study.final_loss`)."""
     state_path = Path(checkpoint) / "train_state.pt"
     if not state_path.is_file():
         return None
     losses = list(torch.load(state_path, weights_only=True).get("losses") or [])
-    if not losses:
-        return None
-    k = max(1, int(len(losses) * tail))
-    return float(sum(losses[-k:]) / k)
+    return study.final_loss(losses) if losses else None
 
 
 def training_losses(target) -> dict[str, Any]:
@@ -71,7 +70,7 @@ def open_store(path: str | Path | None, record: dict | None = None):
     if path:
         return Store(path)
     if record:
-        from archpool.data.store import section_store_path
+        from archpool.data.section import section_store_path
 
         p = section_store_path(record.get("data"))
         return Store(p) if p is not None and (p / "manifest.json").is_file() else None

@@ -58,7 +58,8 @@ def _weights_hash(directory: Path) -> str:
 
 def _run_tokenizer(record: dict[str, Any]):
     """The tokenizer of a run's prepared data store, if that store exists here."""
-    from archpool.data.store import Store, section_store_path
+    from archpool.data.section import section_store_path
+    from archpool.data.store import Store
 
     path = section_store_path(record.get("data"))
     if path is None or not (path / "manifest.json").is_file():

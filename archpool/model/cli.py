@@ -186,7 +186,7 @@ def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     from archpool.errors import CheckpointError
     from archpool.pool.graph import is_done, node_dir
     from archpool.pool.plan import read_plan
-    from archpool.pool.runner import run_nodes
+    from archpool.pool.job import run_nodes
 
     out, run = run_dir.parent.parent, run_dir.name
     _, nodes = read_plan(out)
@@ -292,9 +292,8 @@ def _record_tokenizer(data: dict[str, Any]):
         tok = find_tokenizer(Path(store)) if (Path(store) / "tokenizer.json").is_file() else None
         return (tok, f"data store {store}") if tok is not None else (None, f"data store {store} is not on this machine")
     from archpool.eval.target import _run_tokenizer
-    from archpool.train.data_stage import TRAIN_KEYS
 
-    tok = _run_tokenizer({"data": {k: v for k, v in data.items() if k not in TRAIN_KEYS}})
+    tok = _run_tokenizer({"data": data})
     return (tok, "the run's data store (re-located from its data config)") if tok is not None else (
         None, "the run's data store is not prepared on this machine (archpool data prepare)")
 

@@ -16,12 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
-
-NORMS = ("pre", "post")
-QK_NORMS = ("none", "layerwise", "headwise")
-QK_NORM_ALIASES = {"hw": "headwise", "lqk": "layerwise", "hqk": "headwise", "off": "none"}
-SWA_PATTERNS = ("none", "olmo3", "all")
-LAYER_TYPES = ("full_attention", "sliding_attention")
+from archpool.study import LAYER_TYPES, NORMS, QK_NORMS, SWA_PATTERNS, canonical_qk_norm, default_d_ff, layer_types
 ROPE_TYPES = ("default", "linear", "ntk", "yarn")
 
 
@@ -106,7 +101,7 @@ class ModelConfig:
         if isinstance(self.rope, dict):
             self.rope = RopeConfig(**self.rope)
         if isinstance(self.qk_norm, str):
-            self.qk_norm = QK_NORM_ALIASES.get(self.qk_norm.lower(), self.qk_norm.lower())
+            self.qk_norm = canonical_qk_norm(self.qk_norm)
         if self.qk_norm is None or self.qk_norm is False:
             self.qk_norm = "none"
         if self.n_kv_heads is None:
@@ -179,15 +174,7 @@ class ModelConfig:
     @property
     def layer_types(self) -> list[str]:
         """Per-layer attention type, ``full_attention`` or ``sliding_attention`` (HF's names)."""
-        p = self.swa_pattern
-        if isinstance(p, list):
-            return list(p)
-        if p == "none":
-            return ["full_attention"] * self.n_layers
-        if p == "all":
-            return ["sliding_attention"] * self.n_layers
-        # olmo3: 3 of every 4 layers local, every 4th full (HF Olmo3Config's default)
-        return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(self.n_layers)]
+        return layer_types(self.swa_pattern, self.n_layers)
 
     @property
     def swa(self) -> bool:
@@ -276,12 +263,6 @@ class ModelConfig:
             data["rope"] = {**data["rope"], **(dataclasses.asdict(rope_over) if isinstance(rope_over, RopeConfig) else rope_over)}
         data.update(overrides)
         return cls.from_dict(data)
-
-
-def default_d_ff(d_model: int) -> int:
-    """Llama's SwiGLU width rule: 8/3 · d_model rounded up (to 256 at scale, 16 for small models)."""
-    multiple = 256 if d_model >= 1024 else 16
-    return multiple * math.ceil(int(8 * d_model / 3) / multiple)
 
 
 def _normalise_layer_type(t: str, i: int) -> str:

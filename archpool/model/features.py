@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
-
-DEFAULT_SHORT_CTX = 4096
+from archpool.study import PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3_layer_types, pool_short_ctx
 
 # model_type -> how its config.json expresses the axes.
 #   qk_norm / norm / placement: fixed by the architecture (the modeling code), not by config fields;
@@ -46,8 +45,9 @@ def _result(*, source: str, qk_norm: str, norm: str, norm_placement: str, n_head
             notes: list[str], **extra: Any) -> dict[str, Any]:
     n_sliding = sum(t == "sliding_attention" for t in layer_types) if window is not None else 0
     swa = n_sliding > 0
-    gqa = n_kv_heads < n_heads
-    short = pretrain_ctx <= short_ctx
+    flags = feature_flags(qk_norm=qk_norm, n_kv_heads=n_kv_heads, n_heads=n_heads, swa=swa, pretrain_ctx=pretrain_ctx,
+                          short_ctx=short_ctx)
+    gqa, short = bool(flags["gqa"]), bool(flags["short_ctx"])
     out: dict[str, Any] = dict(
         source=source,
         **extra,
@@ -66,14 +66,14 @@ def _result(*, source: str, qk_norm: str, norm: str, norm_placement: str, n_head
         pretrain_ctx=pretrain_ctx,
         short_ctx=short,
         short_ctx_threshold=short_ctx,
-        count=int(qk_norm != "none") + int(gqa) + int(swa) + int(short),
+        count=sum(flags.values()),
         notes=notes,
     )
     return out
 
 
 # ---------------------------------------------------------------------------------------------- archpool
-def features_from_config(cfg, short_ctx: int = DEFAULT_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
+def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
     """Features of an archpool ``ModelConfig``. The pretraining context is ``max_seq_len`` unless an
     extension recorded the original one (``rope.original_max_seq_len`` or ``extension.pretrain_ctx``)."""
     pretrain_ctx = cfg.max_seq_len
@@ -173,16 +173,16 @@ def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None
     if explicit:
         return list(explicit), window
     if rule == "olmo3":
-        return [sliding if (i + 1) % 4 else full for i in range(n)], window
+        return olmo3_layer_types(n), window
     if rule == "gemma2":  # alternating local / global
-        return [sliding if (i + 1) % 2 else full for i in range(n)], window
+        return every_kth_full(n, 2), window
     if rule == "gemma3":  # ``sliding_window_pattern`` P: P-1 local layers, then one global
         pattern = int(hf.get("sliding_window_pattern", 6))
-        return [sliding if (i + 1) % pattern else full for i in range(n)], window
+        return every_kth_full(n, pattern), window
     raise AssertionError(rule)
 
 
-def features_from_hf_config(hf: dict[str, Any], short_ctx: int = DEFAULT_SHORT_CTX, source: str = "hf-config") -> dict[str, Any]:
+def features_from_hf_config(hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX, source: str = "hf-config") -> dict[str, Any]:
     """Features of a Hugging Face ``config.json`` (as a dict), transformers 4.x or 5.x spelling."""
     try:
         return _features_from_hf_config(hf, short_ctx, source)
@@ -219,7 +219,7 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
     count like the paper's."""
     from archpool.model.checkpoint import CONFIG_NAME, FORMAT_KEY
 
-    threshold = DEFAULT_SHORT_CTX if short_ctx is None else int(short_ctx)
+    threshold = PAPER_SHORT_CTX if short_ctx is None else int(short_ctx)
     path = Path(target)
     if path.is_dir():
         cfg_path = path / CONFIG_NAME
@@ -251,6 +251,6 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if size not in SIZES:
             raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
         if short_ctx is None:
-            threshold = SIZES[size]["ctx"] // 2
+            threshold = pool_short_ctx(SIZES[size]["ctx"])
         return features_from_config(ModelConfig.preset(name, size=size), threshold, source=f"preset:{name}:{size}")
     raise ConfigError("target", f"{target!r} is neither an existing file/directory nor a preset ({', '.join(FAMILIES)}, optionally PRESET:SIZE)")

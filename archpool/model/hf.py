@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archpool.errors import CheckpointError, ConfigError
+from archpool.study import swa_pattern_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -350,17 +351,6 @@ def _rope_from_hf_config(hf_config: "PreTrainedConfig", layer_types: list[str]) 
                       "on sliding ones, or plain RoPE with a different theta per layer type)")
 
 
-def _swa_pattern(layer_types: list[str]) -> str | list[str]:
-    n = len(layer_types)
-    if all(t == "full_attention" for t in layer_types):
-        return "none"
-    if all(t == "sliding_attention" for t in layer_types):
-        return "all"
-    if layer_types == ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]:
-        return "olmo3"
-    return list(layer_types)
-
-
 def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
     """Our ModelConfig for a transformers config of an importable family (or a ConfigError saying why not)."""
     from archpool.model.config import ModelConfig
@@ -392,7 +382,7 @@ def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
         d_ff=int(hf_config.intermediate_size), norm_eps=float(hf_config.rms_norm_eps),
         tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
         max_seq_len=int(hf_config.max_position_embeddings), norm=family.norm, qk_norm=family.qk_norm,
-        window=int(window) if has_swa else None, swa_pattern=_swa_pattern(layer_types),
+        window=int(window) if has_swa else None, swa_pattern=swa_pattern_name(layer_types),
         rope=_rope_from_hf_config(hf_config, layer_types), init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from archpool.errors import ConfigError
+from archpool.study import scaled_d_ff
 
 # name -> shapes. ``ctx`` is the long pretraining context of the size (8192 at 7B).
 SIZES: dict[str, dict[str, Any]] = {
@@ -33,17 +34,13 @@ FAMILIES: dict[str, dict[str, Any]] = {
 
 def preset_dict(family: str, size: str = "tiny") -> dict[str, Any]:
     """The ModelConfig fields of ``family`` at ``size`` (overridable by the caller)."""
-    from archpool.model.config import default_d_ff
-
     if family not in FAMILIES:
         raise ConfigError("preset", f"unknown preset {family!r}; allowed: {', '.join(FAMILIES)}")
     if size not in SIZES:
         raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
     fam, shp = FAMILIES[family], SIZES[size]
     n_heads = shp["n_heads"]
-    base_ff = shp.get("d_ff") or default_d_ff(shp["d_model"])
-    multiple = 256 if shp["d_model"] >= 1024 else 16
-    d_ff = multiple * round(base_ff * fam["ff_ratio"] / multiple)
+    d_ff = scaled_d_ff(shp["d_model"], fam["ff_ratio"], shp.get("d_ff"))
     n_layers = shp["n_layers"]
     if size == "7b" and "layers_ratio" in fam:
         n_layers = round(n_layers * fam["layers_ratio"])

@@ -1,4 +1,4 @@
-"""``archpool run | status | demo | pool``: run whole pools (the product's front door)."""
+"""``archpool run | status | pool``: run whole pools (the product's front door)."""
 from __future__ import annotations
 
 import argparse
@@ -29,11 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--account", help="SLURM account")
     g.add_argument("--array-parallelism", type=int, help="at most this many runs' jobs at once")
     p.set_defaults(func=cmd_run)
-
-    p = subparsers.add_parser("demo", help="run the shipped demo pool (same as `archpool run`)")
-    p.add_argument("--jobs", "-j", type=int)
-    p.add_argument("--out", help="pool directory (default: out/demo)")
-    p.set_defaults(func=cmd_demo)
 
     p = subparsers.add_parser("status", help="show every run of a pool and the state of its stages")
     _pool_args(p, optional=True)
@@ -66,7 +61,7 @@ def _pool_args(p: argparse.ArgumentParser, optional: bool) -> None:
 def _load(args):
     """(PoolSpec or None, out dir). A pool directory argument reads its plan.json."""
     from archpool.pool.plan import PLAN_FILE, read_plan
-    from archpool.pool.runner import default_out
+    from archpool.pool.run import default_out
     from archpool.pool.spec import load_pool
 
     pool_arg = Path(args.pool)
@@ -79,14 +74,11 @@ def _load(args):
 
 
 def cmd_run(args) -> int:
-    from archpool.errors import ConfigError
-    from archpool.pool.runner import run_pool
+    from archpool.pool.run import run_pool
+    from archpool.pool.stages import backend_module
 
-    try:
-        spec, out = _load(args)
-    except ConfigError as e:
-        print(f"archpool run: {e}", file=sys.stderr)
-        return 2
+    spec, out = _load(args)
+    backend_module(spec.backend)
     params = dict(partition=args.partition, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
                   mem_gb=args.mem_gb, timeout_min=args.time_min, account=args.account,
                   array_parallelism=args.array_parallelism)
@@ -94,31 +86,15 @@ def cmd_run(args) -> int:
     if "mem_gb" in params:
         params["slurm_mem"] = f"{params.pop('mem_gb')}G"
     print(f"pool {spec.name} ({len(spec.runs)} runs, size {spec.size}, backend {spec.backend}) -> {out}")
-    try:
-        return run_pool(spec, out, jobs=args.jobs or spec.jobs, executor=args.executor, only=args.only,
-                        progress=not args.no_progress, executor_params=params, threads=args.threads)
-    except ConfigError as e:
-        print(f"archpool run: {e}", file=sys.stderr)
-        return 2
-
-
-def cmd_demo(args) -> int:
-    ns = argparse.Namespace(pool=DEFAULT_POOL, size=None, seeds=None, out=args.out, jobs=args.jobs, executor="local",
-                            only=None, threads=None, no_progress=False, partition=None, gpus_per_run=0, cpus_per_run=0,
-                            mem_gb=None, time_min=None, account=None, array_parallelism=None)
-    return cmd_run(ns)
+    return run_pool(spec, out, jobs=args.jobs or spec.jobs, executor=args.executor, only=args.only,
+                    progress=not args.no_progress, executor_params=params, threads=args.threads)
 
 
 def cmd_status(args) -> int:
-    from archpool.errors import ConfigError
-    from archpool.pool.runner import format_status, pool_status
+    from archpool.pool.status import format_status, pool_status
 
-    try:
-        _, out = _load(args)
-        rows = pool_status(out)
-    except (ConfigError, FileNotFoundError) as e:
-        print(f"archpool status: {e}", file=sys.stderr)
-        return 2
+    _, out = _load(args)
+    rows = pool_status(out)
     print(json.dumps(rows, indent=2) if args.json else f"{out}\n" + format_status(rows))
     return 0
 
@@ -133,29 +109,19 @@ def cmd_pool_list(args) -> int:
 
 
 def cmd_pool_show(args) -> int:
-    from archpool.errors import ConfigError
     from archpool.pool.plan import build_plan
-    from archpool.pool.spec import feature_count
+    from archpool.pool.stages import backend_module
 
-    try:
-        spec, out = _load(args)
-    except ConfigError as e:
-        print(f"archpool pool show: {e}", file=sys.stderr)
-        return 2
+    spec, out = _load(args)
+    backend_module(spec.backend)
     short = spec.short_ctx
     print(f"pool {spec.name}: {len(spec.runs)} runs, size {spec.size}, seeds {spec.seeds}, backend {spec.backend}, out {out}")
     print(f"{'run':<34} feat swa qk_norm   norm kv/heads ctx   window d_ff layers init fp8 params")
-    from archpool.model.config import ModelConfig
-    import warnings
-
     for r in spec.runs:
         a = r.axes
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            params = ModelConfig.from_dict(r.model).num_params()
-        print(f"{r.name:<34} {feature_count(r, short):>4} {a['swa']:>3} {a['qk_norm']:<9} {a['norm']:<4} "
-              f"{a['n_kv_heads']:>2}/{a['n_heads']:<5} {a['pretrain_ctx']:<5} {r.model.get('window') or '-':<6} "
-              f"{r.model['d_ff']:<4} {r.model['n_layers']:<6} {r.init:<4} {int(r.fp8):<3} {params / 1e6:.2f}M")
+        print(f"{r.name:<34} {r.feature_count(short):>4} {a['swa']:>3} {a['qk_norm']:<9} {a['norm']:<4} "
+              f"{a['n_kv_heads']:>2}/{a['n_heads']:<5} {a['pretrain_ctx']:<5} {r.model.window or '-':<6} "
+              f"{r.model.d_ff:<4} {r.model.n_layers:<6} {r.init:<4} {int(r.fp8):<3} {r.params / 1e6:.2f}M")
     if args.plan:
         for n in build_plan(spec):
             print(f"  {n.key}  {n.id}  <- {', '.join(n.deps.values())}")
@@ -164,13 +130,13 @@ def cmd_pool_show(args) -> int:
 
 def cmd_pool_export(args) -> int:
     from archpool.pool.plan import PLAN_FILE
-    from archpool.pool.runner import results_rows, rows_to_csv
+    from archpool.errors import DataError
+    from archpool.pool.results import results_rows, rows_to_csv
 
     ns = argparse.Namespace(pool=args.pool_dir, size=None, seeds=None, out=None)
     _, out = _load(ns)
     if not (Path(out) / PLAN_FILE).is_file():
-        print(f"archpool pool export: {out} is not a pool directory", file=sys.stderr)
-        return 2
+        raise DataError(f"{out}: not a pool directory (no {PLAN_FILE}); has this pool been run?")
     Path(args.output).write_text(rows_to_csv(results_rows(Path(out))))
     print(args.output)
     return 0

@@ -1,6 +1,6 @@
 """Where a run's stage chain executes: local worker processes or SLURM jobs through submitit.
 
-Both call ``archpool.pool.runner.run_job(out, run)``, which never raises: it records the run's
+Both call ``archpool.pool.job.run_job(out, run)``, which never raises: it records the run's
 outcome in ``runs/<run>/status.json``. A worker that dies outright (killed, out of memory) is
 detected by the executor and recorded as a failure of that run only.
 """
@@ -44,7 +44,7 @@ def worker_main(out: str, run: str, threads: int) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    from archpool.pool.runner import run_job
+    from archpool.pool.job import run_job
 
     status = run_job(out, run, threads=threads)
     raise SystemExit(0 if status.get("state") == "done" else 1)
@@ -153,7 +153,7 @@ class SubmititExecutor:
 def _slurm_job(out: str, run: str, threads: int) -> dict[str, Any]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(var, str(threads))
-    from archpool.pool.runner import run_job
+    from archpool.pool.job import run_job
 
     return run_job(out, run, threads=threads)
 

@@ -21,15 +21,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from archpool.io import atomic_write_json, sha256_json
+from archpool.runtime import process_rank
 
 DONE = "DONE"
 # Bump a stage's version when its outputs change meaning, to invalidate cached results.
 STAGE_VERSIONS = {"data": 1, "pretrain": 1, "extend": 1, "eval": 1, "attention": 1, "collect": 1, "report": 1}
-FAIL_ENV = "ARCHPOOL_FAIL_STAGE"  # test hook: "run:stage[,run:stage...]"; run may be "*"
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by the failure-injection test hook (``ARCHPOOL_FAIL_STAGE`` / ``_inject_failure``)."""
 
 
 @dataclass
@@ -136,14 +132,6 @@ def is_running(out: Path, node: Node | dict) -> bool:
         return not got
 
 
-def injected_failures(pool: dict[str, Any]) -> set[tuple[str, str]]:
-    pairs = {(str(i["run"]), str(i["stage"])) for i in pool.get("inject_failure") or []}
-    for item in filter(None, os.environ.get(FAIL_ENV, "").split(",")):
-        run, _, stage = item.partition(":")
-        pairs.add((run.strip(), stage.strip()))
-    return pairs
-
-
 def execute_node(
     out: Path,
     node: Node,
@@ -159,7 +147,7 @@ def execute_node(
     out = Path(out)
     d = node_dir(out, node)
     label = label or node.run or "pool"
-    rank = int(os.environ.get("RANK", "0"))
+    rank = process_rank()
     if rank != 0:
         return _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log)
     if (d / DONE).is_file():
@@ -187,9 +175,6 @@ def execute_node(
             log=log,
         )
         try:
-            failures = injected_failures(pool)
-            if (label, node.stage) in failures or ("*", node.stage) in failures:
-                raise InjectedFailure(f"injected failure in stage {node.stage!r} of run {label!r} (test hook)")
             result = fn(ctx) or {}
         except BaseException as e:
             log_event(out, kind="error", node=node.id, stage=node.stage, key=node.key, run=label, error=f"{type(e).__name__}: {e}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.io import atomic_write_json
+from archpool.columns import affixes
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.spec import PoolSpec, RunSpec
 
@@ -57,11 +58,11 @@ def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
 def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
     runs = pool.runs if runs is None else runs
-    data_cost = 0.5 if pool.backend == "toy" or "synthetic" in pool.data else 20.0
+    data_cost = 0.5 if pool.backend != "real" or "synthetic" in pool.data else 20.0
     nodes: list[Node] = [Node(id="data", stage="data", config=dict(pool.data, backend=pool.backend), cost=data_cost)]
     pre_cost = _pretrain_tokens(pool.train) / _PRETRAIN_RATE
     for run in runs:
-        model = run.model
+        model = run.model.to_dict()
         pre = Node(
             id=f"pretrain:{run.name}",
             stage="pretrain",
@@ -128,14 +129,8 @@ def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
     evaluation gets ``base_``; other recipes ``<recipe>_``; milestone extensions ``@<fraction>``.
     """
     node_id = node.id if isinstance(node, Node) else node["id"]
-    rest = node_id.split(":", 1)[1]
-    parts = rest.split(":")
-    tag, recipe = parts[0], parts[1] if len(parts) > 1 else ""
-    suffix = f"@{tag.split('@', 1)[1]}" if "@" in tag else ""
-    if recipe == "base":
-        return "base_", ""
-    prefix = "" if recipe in ("", primary_recipe) else f"{recipe}_"
-    return prefix, suffix
+    tag, _, recipe = node_id.split(":", 1)[1].partition(":")
+    return affixes(recipe, tag.partition("@")[2], primary_recipe)
 
 
 def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:

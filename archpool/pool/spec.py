@@ -24,17 +24,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archpool import study
 from archpool.errors import ConfigError
+from archpool.model.config import ModelConfig
+from archpool.model.presets import SIZES, preset_dict
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
 TOP_LEVEL_KEYS = {
     "name", "description", "size", "backend", "model", "seeds", "data", "train", "extension", "eval",
-    "attention", "analysis", "report", "milestones", "runs", "factorial", "long_ctx", "jobs", "_inject_failure",
+    "attention", "report", "milestones", "runs", "factorial", "long_ctx", "jobs",
 }
 RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
 AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
-BACKENDS = ("real", "toy")
 
 # The paper's 7B reference shapes that ``paper:`` rows are expressed in (study.md §2).
 PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
@@ -47,7 +49,7 @@ class RunSpec:
     name: str
     arch: str
     seed: int
-    model: dict[str, Any]  # ModelConfig.to_dict(), validated
+    model: ModelConfig
     pretrain_ctx: int
     init: str  # init group: runs sharing it share initial weights where shapes allow
     init_seed: int
@@ -58,15 +60,14 @@ class RunSpec:
     @property
     def axes(self) -> dict[str, Any]:
         m = self.model
-        swa = any(t == "sliding_attention" for t in _layer_types(m))
-        return dict(
-            swa=int(swa),
-            qk_norm=m["qk_norm"],
-            norm=m["norm"],
-            n_kv_heads=m["n_kv_heads"],
-            n_heads=m["n_heads"],
-            pretrain_ctx=self.pretrain_ctx,
-        )
+        return dict(swa=int(m.swa), qk_norm=m.qk_norm, norm=m.norm, n_kv_heads=m.n_kv_heads, n_heads=m.n_heads,
+                    pretrain_ctx=self.pretrain_ctx)
+
+    def feature_count(self, short_ctx: int) -> int:
+        """How many of the paper's four features this run has (:func:`archpool.study.feature_count`)."""
+        a = self.axes
+        return study.feature_count(qk_norm=a["qk_norm"], n_kv_heads=a["n_kv_heads"], n_heads=a["n_heads"], swa=a["swa"],
+                                   pretrain_ctx=a["pretrain_ctx"], short_ctx=short_ctx)
 
     def row(self) -> dict[str, Any]:
         """The run's design columns of ``results.csv`` (study.md contract)."""
@@ -78,20 +79,22 @@ class RunSpec:
             seed=self.seed,
             init=self.init,
             fp8=int(self.fp8),
-            window=m.get("window") or 0,
-            d_ff=m["d_ff"],
-            n_layers=m["n_layers"],
-            d_model=m["d_model"],
+            window=m.window or 0,
+            d_ff=m.d_ff,
+            n_layers=m.n_layers,
+            d_model=m.d_model,
             params_b=round(self.params / 1e9, 6),
             **self.columns,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self)  # the model as ModelConfig.to_dict(): plan.json and the stage keys hash this
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
-        return cls(**d)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
+            return cls(**{**d, "model": ModelConfig.from_dict(d["model"])})
 
 
 @dataclass
@@ -108,10 +111,8 @@ class PoolSpec:
     extension: list[dict[str, Any]] = field(default_factory=list)
     eval: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, Any] = field(default_factory=dict)
-    analysis: dict[str, Any] = field(default_factory=dict)
     report: dict[str, Any] = field(default_factory=dict)
     milestones: list[float] = field(default_factory=list)
-    inject_failure: list[dict[str, str]] = field(default_factory=list)
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
 
@@ -120,7 +121,7 @@ class PoolSpec:
         """The pool's one definition of a short pretraining context (the paper's 4K of 8K): contexts
         ≤ this count as short. ``report.short_ctx`` if given, else half the pool's long context.
         results.csv records it in every row, so ``archpool analyze`` and the report count alike."""
-        return int((self.report or {}).get("short_ctx") or self.long_ctx // 2)
+        return study.pool_short_ctx(self.long_ctx, (self.report or {}).get("short_ctx"))
 
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
@@ -178,8 +179,6 @@ def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int]
 
 
 def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
-    from archpool.model.presets import SIZES
-
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigError(unknown[0], f"unknown pool field; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
@@ -190,14 +189,14 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     if size not in SIZES:
         raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
     backend = data.get("backend", "real")
-    if backend not in BACKENDS:
-        raise ConfigError("backend", f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    if not isinstance(backend, str) or not all(p.isidentifier() for p in backend.split(".")):
+        raise ConfigError("backend", f"'real' or the dotted name of a module with STAGES, got {backend!r}")
     seeds = _parse_seeds(seeds if seeds is not None else data.get("seeds", [0]), "seeds")
     long_ctx = data.get("long_ctx") or SIZES[size]["ctx"]
     if not isinstance(long_ctx, int) or long_ctx <= 0:
         raise ConfigError("long_ctx", f"must be a positive integer, got {long_ctx!r}")
     sections = {}
-    for key in ("data", "train", "eval", "attention", "analysis", "report"):
+    for key in ("data", "train", "eval", "attention", "report"):
         value = data.get(key) or {}
         if not isinstance(value, dict):
             raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
@@ -232,16 +231,10 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
             seen[run.name] = i
             runs.append(run)
 
-    inject = data.get("_inject_failure") or []
-    if isinstance(inject, dict):
-        inject = [inject]
-    for j, item in enumerate(inject):
-        if not isinstance(item, dict) or "run" not in item or "stage" not in item:
-            raise ConfigError(f"_inject_failure[{j}]", "test hook entries are {run: NAME, stage: STAGE}")
     return PoolSpec(
         name=name, runs=runs, description=str(data.get("description", "")).strip(), size=size, backend=backend,
         seeds=seeds, long_ctx=long_ctx, extension=extension, milestones=sorted(float(m) for m in milestones),
-        inject_failure=list(inject), source=source, jobs=_jobs(data.get("jobs", 1)), **sections,
+        source=source, jobs=_jobs(data.get("jobs", 1)), **sections,
     )
 
 
@@ -325,7 +318,7 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
 def _code(axis: str, value: Any) -> str:
     """Short, readable name part for an axis value (``lqk``, ``swa``, ``2kv``, ``short``)."""
     if axis == "qk_norm":
-        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk", "hw": "hqk", "lqk": "lqk", "hqk": "hqk"}.get(str(value).lower())
+        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk"}.get(study.canonical_qk_norm(value))
         return v or f"qk{value}"
     if axis == "swa":
         return "swa" if value not in (False, 0, "none", "off", None) else "full"
@@ -337,9 +330,6 @@ def _code(axis: str, value: Any) -> str:
 
 
 def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
-    from archpool.model.config import ModelConfig, default_d_ff
-    from archpool.model.presets import SIZES, preset_dict
-
     if not isinstance(entry, dict):
         raise ConfigError(f"runs[{index}]", "a run is a mapping with at least a name")
     name = entry.get("name")
@@ -384,7 +374,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if "norm" in axes:
         model["norm"] = axes["norm"]
     if "qk_norm" in axes:
-        model["qk_norm"] = "none" if axes["qk_norm"] in (None, False) else str(axes["qk_norm"])
+        model["qk_norm"] = study.canonical_qk_norm(axes["qk_norm"])
     if "n_kv_heads" in axes:
         model["n_kv_heads"] = _kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
     if "pretrain_ctx" in axes:
@@ -403,7 +393,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
         pretrain_ctx = overrides["max_seq_len"]
     model["max_seq_len"] = _model_ctx(pretrain_ctx, model, long_ctx)
     if model.get("d_ff") is None:
-        model["d_ff"] = default_d_ff(model["d_model"])
+        model["d_ff"] = study.default_d_ff(model["d_model"])
 
     try:
         with warnings.catch_warnings():
@@ -424,10 +414,9 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     columns.update(extra)
     seeds = _parse_seeds(entry["seeds"], f"{label}.seeds") if "seeds" in entry else ctx.seeds
 
-    cfg_dict = cfg.to_dict()
     return [
         RunSpec(
-            name=f"{name}_s{seed}", arch=name, seed=seed, model=copy.deepcopy(cfg_dict), pretrain_ctx=int(pretrain_ctx),
+            name=f"{name}_s{seed}", arch=name, seed=seed, model=copy.deepcopy(cfg), pretrain_ctx=int(pretrain_ctx),
             init=init, init_seed=init_seed(init, seed), fp8=bool(fp8), params=cfg.num_params(), columns=dict(columns),
         )
         for seed in seeds
@@ -442,8 +431,6 @@ def init_seed(group: str, seed: int) -> int:
 
 
 def _plain_size(size: str) -> dict[str, Any]:
-    from archpool.model.presets import SIZES
-
     shp = dict(SIZES[size])
     ctx = shp.pop("ctx")
     return dict(shp, max_seq_len=ctx, rope=dict(theta=10_000.0))
@@ -476,7 +463,7 @@ def _context(value: Any, long_ctx: int, fld: str) -> int:
     if value == "long":
         return long_ctx
     if value == "short":
-        return long_ctx // 2
+        return study.pool_short_ctx(long_ctx)
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     raise ConfigError(fld, f"'long', 'short' or a token count, got {value!r}")
@@ -510,9 +497,6 @@ def _model_ctx(pretrain_ctx: int, model: dict[str, Any], long_ctx: int) -> int:
 
 def _scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str):
     """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio."""
-    from archpool.model.config import default_d_ff
-    from archpool.model.presets import SIZES
-
     if not isinstance(paper, dict):
         raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
     allowed = {"swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name"}
@@ -538,12 +522,10 @@ def _scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int
         raise ConfigError(f"{fld}.pretrain_ctx", f"the paper pretrains at 4096 or 8192, got {p_ctx!r}")
     pretrain_ctx = long_ctx * p_ctx // PAPER["long_ctx"]
     model.update(_swa(bool(int(paper["swa"])), long_ctx, f"{fld}.swa"))
-    qk = {"hw": "headwise", "lqk": "layerwise", "hqk": "headwise"}.get(str(paper["qk_norm"]), str(paper["qk_norm"]))
-    model["qk_norm"] = qk
+    model["qk_norm"] = study.canonical_qk_norm(paper["qk_norm"])
     model["norm"] = paper["norm"]
     d_ff = paper.get("d_ff", PAPER["d_ff"])
-    multiple = 256 if d_model >= 1024 else 16
-    model["d_ff"] = multiple * round(default_d_ff(d_model) * d_ff / PAPER["d_ff"] / multiple)
+    model["d_ff"] = study.scaled_d_ff(d_model, d_ff / PAPER["d_ff"])
     layers = paper.get("n_layers", PAPER["n_layers"])
     n_layers = shp["n_layers"] * layers / PAPER["n_layers"]
     # keep "deeper" deeper even where the ratio rounds away (36/32 of 4 layers -> 5)
@@ -558,20 +540,3 @@ def _scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int
         fp8=bool(int(paper.get("fp8", 0))),
     )
     return model, pretrain_ctx, columns
-
-
-def _layer_types(m: dict[str, Any]) -> list[str]:
-    p, n = m.get("swa_pattern", "none"), m["n_layers"]
-    if isinstance(p, list):
-        return p
-    if p == "none":
-        return ["full_attention"] * n
-    if p == "all":
-        return ["sliding_attention"] * n
-    return ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n)]
-
-
-def feature_count(run: RunSpec, short_ctx: int) -> int:
-    """study.md §1: [any QK-norm] + [GQA] + [any SWA layer] + [pretrained at the pool's short context]."""
-    a = run.axes
-    return int(a["qk_norm"] != "none") + int(a["n_kv_heads"] < a["n_heads"]) + a["swa"] + int(a["pretrain_ctx"] <= short_ctx)

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out, run = argv[0], argv[1]
     threads = int(argv[2]) if len(argv) > 2 else max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    from archpool.pool.runner import run_job
+    from archpool.pool.job import run_job
 
     status = run_job(out, run, threads=threads)
     return 0 if status.get("state") == "done" else 1

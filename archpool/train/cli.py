@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from archpool.study import RECIPES
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train", help="pretrain a model from a run config (resumable; works under torchrun)")
@@ -14,7 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     e = subparsers.add_parser("extend", help="context-extend a pretrained run (ntk | abf | yarn | pi; resumable)")
     e.add_argument("run", help="a pretraining run directory")
-    e.add_argument("--recipe", choices=["ntk", "abf", "yarn", "pi"], help="default: the run config's extension section(s), else ntk")
+    e.add_argument("--recipe", choices=RECIPES, help="default: the run config's extension section(s), else ntk")
     e.add_argument("--config", help="YAML/JSON with an extension: section (mapping or list) to use instead of the run's")
     e.add_argument("--from", dest="source", help="checkpoint to extend: final (default), a milestone (step_000050) or a path")
     e.add_argument("--name", help="output name under RUN/extend/ (default: the recipe)")
@@ -92,10 +94,9 @@ def _extension_section(path: str) -> dict:
 
 
 def _report(result, what: str) -> None:
-    from archpool.train.distributed import DistInfo  # noqa: F401  (keeps heavy imports lazy)
-    import os
+    from archpool.runtime import process_rank
 
-    if int(os.environ.get("RANK", "0")) != 0:
+    if process_rank() != 0:
         return
     status = "already complete" if result.already_complete else f"done ({result.steps} steps)"
     print(f"[archpool] {what} {status}: final loss {result.final_loss:.4f}, stability score "

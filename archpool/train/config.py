@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archpool.data.section import DataSection
 from archpool.errors import ConfigError
+from archpool.study import DEFAULT_RECIPE, RECIPES
 
 SCHEDULES = ("cosine", "linear", "wsd", "constant")
 DTYPES = ("auto", "float32", "bfloat16")
 PARALLEL = ("auto", "none", "ddp", "fsdp")
 ATTN_IMPLS = ("auto", "sdpa", "flex")
-RECIPES = ("ntk", "abf", "yarn", "pi")
 
 
 def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:
@@ -178,7 +179,7 @@ class ExtensionConfig:
     140B) of pretraining tokens; short warmup; LR annealed linearly to 0.
     """
 
-    recipe: str = "ntk"
+    recipe: str = DEFAULT_RECIPE
     name: str | None = None  # the run's name under RUN/extend/ (default: the recipe)
     source: str = "final"  # checkpoint to extend: final | a milestone name | step_000100 | a path
     theta_ratio: float = 16.0
@@ -255,7 +256,7 @@ class RunConfig:
     """A whole run: model, data, pretraining and (optionally) extension."""
 
     model: dict[str, Any]
-    data: dict[str, Any]
+    data: DataSection
     train: TrainConfig
     extension: list[ExtensionConfig] = field(default_factory=list)
 
@@ -267,7 +268,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
-            "data": self.data,
+            "data": self.data.to_dict(),
             "train": self.train.to_dict(),
             "extension": [e.to_dict() for e in self.extension],
         }
@@ -296,7 +297,7 @@ class RunConfig:
             raise ConfigError("extension", f"duplicate extension names {names}; give each a name")
         return cls(
             model=dict(data["model"]),
-            data=dict(data.get("data") or {}),
+            data=DataSection.from_dict(data.get("data") or {}),
             train=TrainConfig.from_dict(data.get("train") or {}),
             extension=extensions,
         )

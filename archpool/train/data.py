@@ -105,36 +105,3 @@ class SyntheticSource:
             docs.append(doc)
             prev = tok
         return torch.tensor(tokens, dtype=torch.long), torch.tensor(docs, dtype=torch.long)
-
-
-def build_stream(
-    data_cfg: dict[str, Any],
-    *,
-    split: str,
-    vocab_size: int,
-    seq_len: int,
-    sequences_per_step: int,
-    micro_batch_size: int,
-    rank: int = 0,
-    world_size: int = 1,
-    seed: int = 0,
-) -> BatchStream:
-    """The batch stream a run config's ``data:`` section describes, for ``split`` (pretrain | extension)."""
-    data_cfg = dict(data_cfg or {})
-    if "synthetic" in data_cfg:
-        syn = dict(data_cfg["synthetic"] or {})
-        unknown = sorted(set(syn) - {"seed", "mean_doc_len", "noise", "vocab_size"})
-        if unknown:
-            raise ConfigError(f"data.synthetic.{unknown[0]}", "unknown field; allowed: seed, mean_doc_len, noise, vocab_size")
-        vocab = int(syn.get("vocab_size", vocab_size))
-        if vocab > vocab_size:
-            raise ConfigError("data.synthetic.vocab_size", f"{vocab} exceeds the model's vocab_size={vocab_size}")
-        mean = int(syn.get("mean_doc_len", 48 if split == "pretrain" else 4 * seq_len))
-        source = SyntheticSource(vocab, seq_len, seed=int(syn.get("seed", seed)), split=split, mean_doc_len=mean, noise=float(syn.get("noise", 0.1)))
-        return RankSlicedStream(source, sequences_per_step, micro_batch_size, rank, world_size)
-    from archpool.train.data_stage import build_data_stage_stream
-
-    return build_data_stage_stream(
-        data_cfg, split=split, vocab_size=vocab_size, seq_len=seq_len, sequences_per_step=sequences_per_step,
-        micro_batch_size=micro_batch_size, rank=rank, world_size=world_size, seed=seed,
-    )

@@ -10,6 +10,8 @@ from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
+
+from archpool.runtime import process_rank
 from torch import nn
 
 
@@ -32,7 +34,7 @@ class DistInfo:
 def init_distributed(device: str | None = None) -> DistInfo:
     """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); NCCL on CUDA, gloo on CPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    rank = process_rank()
     local = int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() if device is None else device.startswith("cuda")
     dev = torch.device("cuda", local) if use_cuda else torch.device("cpu")

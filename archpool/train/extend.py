@@ -24,6 +24,7 @@ from archpool.model.config import ModelConfig, RopeConfig
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
 from archpool.train.trainer import RUN_RECORD, Stage, Trainer, TrainResult, run_dir_final
+from archpool.study import THETA_RECIPES
 
 
 @dataclass
@@ -37,7 +38,7 @@ class ExtensionPlan:
 def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, length: int) -> RopeConfig:
     """The RoPE settings a recipe gives a model pretrained at ``pretrain_len`` and extended to ``length``."""
     factor = float(ext.factor) if ext.factor is not None else length / pretrain_len
-    if ext.recipe in ("ntk", "abf"):
+    if ext.recipe in THETA_RECIPES:
         theta = float(ext.new_theta) if ext.new_theta is not None else base.theta * ext.theta_ratio
         if ext.full_layers_only:  # Olmo 3: raise theta on full-attention layers, sliding ones keep theirs
             local = base.sliding_theta if base.full_layers_only and base.sliding_theta is not None else base.theta
@@ -121,7 +122,7 @@ def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None 
     record = {
         "kind": "extension", "extension": ext.to_dict(), "source": str(source.resolve()),
         "source_sha256": sha256_file(source / ckpt.MANIFEST_NAME), "model": plan.model.to_dict(),
-        "data": run_cfg.data, "train": plan.train.to_dict(),
+        "data": run_cfg.data.to_dict(), "train": plan.train.to_dict(),
     }
     trainer = Trainer(Path(out) if out is not None else run_dir / "extend" / ext.run_name, plan.model, plan.train, run_cfg.data, plan.stages,
                       init_state=weights, record=record, metadata={"stage": "extension", "recipe": ext.recipe})

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from archpool.data.section import DataSection
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_write_json, atomic_write_text, sha256_json
 from archpool.model.config import ModelConfig
@@ -31,7 +32,7 @@ from archpool.model.model import Decoder
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
 from archpool.train.config import TrainConfig
-from archpool.train.data import build_stream
+from archpool.train.data_stage import build_stream
 from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.stability import stability_score
 
@@ -84,7 +85,7 @@ class Trainer:
         run_dir: str | Path,
         model_cfg: ModelConfig,
         train_cfg: TrainConfig,
-        data_cfg: dict[str, Any],
+        data: DataSection,
         stages: list[Stage] | None = None,
         *,
         init_state: dict[str, torch.Tensor] | None = None,
@@ -93,12 +94,12 @@ class Trainer:
         init_seed: int | None = None,
     ):
         self.run_dir = Path(run_dir)
-        self.cfg, self.tcfg, self.data_cfg = model_cfg, train_cfg, data_cfg
+        self.cfg, self.tcfg, self.data = model_cfg, train_cfg, data
         seq_len = train_cfg.resolved_seq_len(model_cfg.max_seq_len)
         self.stages = stages or [Stage("pretrain", seq_len, train_cfg.total_steps())]
         self.total_steps = sum(s.steps for s in self.stages)
         self.init_state = init_state
-        self.record = record if record is not None else {"model": model_cfg.to_dict(), "data": data_cfg, "train": train_cfg.to_dict()}
+        self.record = record if record is not None else {"model": model_cfg.to_dict(), "data": data.to_dict(), "train": train_cfg.to_dict()}
         self.metadata = metadata or {}
         self.init_seed = train_cfg.seed if init_seed is None else init_seed
         for s in self.stages:
@@ -139,7 +140,7 @@ class Trainer:
 
     def _stream(self, stage: Stage, info: D.DistInfo):
         return build_stream(
-            self.data_cfg, split=stage.split, vocab_size=self.cfg.vocab_size, seq_len=stage.seq_len,
+            self.data, split=stage.split, vocab_size=self.cfg.vocab_size, seq_len=stage.seq_len,
             sequences_per_step=self.tcfg.sequences_per_step(stage.seq_len), micro_batch_size=self.tcfg.micro_batch_size,
             rank=info.rank, world_size=info.world_size, seed=self.tcfg.seed,
         )

@@ -150,7 +150,7 @@ def test_store_refuses_a_run_with_another_tokenizer(tiny_store):
 def test_a_runs_data_section_names_its_store_whatever_train_side_keys_it_holds(tiny_store, docs_dir, tmp_path):
     """One reader of a run's ``data:`` section for eval, attention and the trainer: train-side keys
     (``tasks``, ``short_share``, ``seed``) never hide the store (they used to make eval lose the tokenizer)."""
-    from archpool.data.store import section_store_path
+    from archpool.data.section import section_store_path
 
     cfg = tiny_config(docs_dir, tmp_path / "cache").to_dict()
     train_side = {"tasks": {"names": ["mqar"], "share": 0.5}, "short_share": 0.3, "seed": 3, "long_min_tokens": 64}

@@ -9,7 +9,7 @@ import torch
 
 from archpool.eval.dense import answer_rows, bucket_label, default_buckets, run_dense_task, score_rows, wilson
 from archpool.eval.lm import LM
-from archpool.pool.real import dense_columns
+from archpool.columns import dense_columns
 from archpool.tasks import dense_documents, task_vocab, dense_params
 
 WINDOW = 48

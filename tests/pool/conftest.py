@@ -10,13 +10,14 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent  # holds toy_backend, the pool's stage test double
 
 
 def toy_pool(tmp_path: Path, **over) -> Path:
     """A 2x2 factorial (qk_norm x swa) toy pool, 2 seeds, one milestone, two recipes."""
     spec = dict(
         name="toy",
-        backend="toy",
+        backend="toy_backend",
         seeds=[0, 1],
         milestones=[0.5],
         train=dict(steps=4, step_seconds=0.0),
@@ -30,11 +31,16 @@ def toy_pool(tmp_path: Path, **over) -> Path:
 
 
 def pool_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "archpool.pool", *args]
+    return [sys.executable, "-m", "archpool", *args]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child `archpool` process: this checkout and the toy backend importable."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]), **extra)
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
+    full_env = child_env(**(env or {}))
     return subprocess.run(pool_cmd(*args), cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 

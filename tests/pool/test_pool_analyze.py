@@ -23,7 +23,7 @@ def test_analyze_pool_dir_equals_analyze_exported_table(tmp_path, capsys):
     pool = toy_pool(tmp_path)
     out = tmp_path / "out"
     r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress",
-                env={"ARCHPOOL_FAIL_STAGE": "noqk_swa_s1:eval"})
+                env={"TOY_FAIL": "noqk_swa_s1:eval"})
     assert r.returncode == 1  # one run failed: it is listed, never fitted
     table = tmp_path / "table.csv"
     capsys.readouterr()

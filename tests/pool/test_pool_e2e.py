@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from archpool.pool.graph import read_events
-from conftest import REPO, pool_cmd, run_cli
+from conftest import REPO, child_env, pool_cmd, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     counts = {run: int(x["feature_count"]) for run, x in rows.items()}
     assert {x["short_ctx"] for x in rows.values()} == {"64"}
     a = subprocess.run([sys.executable, "-m", "archpool.cli", "analyze", str(out), "--json"], cwd=REPO,
-                       env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=120)
+                       env=child_env(), capture_output=True, text=True, timeout=120)
     assert a.returncode == 0, a.stderr
     an = json.loads(a.stdout)
     assert an["target"] == "mqar_lp@512[d>128]" and an["short_ctx"] == 64
@@ -67,7 +67,7 @@ def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
     pool = tmp_path / "killreal.yaml"
     pool.write_text(yaml.safe_dump(spec))
     out, ref = tmp_path / "out", tmp_path / "ref"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = child_env()
     proc = subprocess.Popen(pool_cmd("run", str(pool), "--out", str(out), "--no-progress"), cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, killed_in = time.time() + 300, None
@@ -116,7 +116,7 @@ def test_torchrun_worker_two_ranks(tmp_path):
     for stage in ("pretrain", "extend"):
         shutil.rmtree(two / "stages" / stage)
     shutil.rmtree(two / "runs")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = child_env()
     torchrun = [os.path.join(os.path.dirname(os.sys.executable), "torchrun"), "--standalone", "--nproc-per-node", "2",
                 "-m", "archpool.pool.worker", str(two), "A_s0", "1"]
     p = subprocess.run(torchrun, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -14,7 +14,7 @@ def test_injected_failure_is_isolated_reported_and_retried(tmp_path):
     pool = toy_pool(tmp_path)
     out = tmp_path / "out"
     r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress",
-                env={"ARCHPOOL_FAIL_STAGE": "lqk_swa_s0:extend"})
+                env={"TOY_FAIL": "lqk_swa_s0:extend"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED lqk_swa_s0" in r.stdout and "injected failure" in r.stdout
     status = json.loads((out / "runs" / "lqk_swa_s0" / "status.json").read_text())
@@ -44,10 +44,10 @@ def test_injected_failure_is_isolated_reported_and_retried(tmp_path):
     assert "pretrain" not in {e["stage"] for e in started}
 
 
-def test_failure_hook_in_pool_file(tmp_path):
-    pool = toy_pool(tmp_path, seeds=[0], _inject_failure=[{"run": "noqk_full_s0", "stage": "pretrain"}])
+def test_a_failed_pretraining_fails_only_its_run(tmp_path):
+    pool = toy_pool(tmp_path, seeds=[0])
     out = tmp_path / "out"
-    r = run_cli("run", str(pool), "--out", str(out), "--no-progress")
+    r = run_cli("run", str(pool), "--out", str(out), "--no-progress", env={"TOY_FAIL": "noqk_full_s0:pretrain"})
     assert r.returncode == 1
     rows = {row["run"]: row for row in csv.DictReader((out / "results.csv").open())}
     assert rows["noqk_full_s0"]["state"] == "failed"

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from archpool.pool.graph import read_events
-from conftest import REPO, pool_cmd, run_cli, toy_pool
+from conftest import REPO, child_env, pool_cmd, run_cli, toy_pool
 
 
 def _steps_log(out: Path) -> list[tuple[str, str, int]]:
@@ -36,7 +36,7 @@ def _interrupted(out: Path) -> str | None:
 def test_sigkill_mid_pool_then_rerun_resumes_without_recomputing(tmp_path):
     pool = toy_pool(tmp_path, seeds=[0], train=dict(steps=8, step_seconds=0.15))
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = child_env()
     proc = subprocess.Popen(pool_cmd("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress"),
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60

@@ -21,8 +21,9 @@ def test_submitit_local_executor_runs_the_pool(tmp_path):
 
 
 def test_submitit_failure_is_isolated(tmp_path):
-    pool = toy_pool(tmp_path, seeds=[0], milestones=[], _inject_failure=[{"run": "lqk_full_s0", "stage": "eval"}])
+    pool = toy_pool(tmp_path, seeds=[0], milestones=[])
     out = tmp_path / "out"
-    r = run_cli("run", str(pool), "--executor", "submitit-local", "--out", str(out), "--no-progress", timeout=120)
+    r = run_cli("run", str(pool), "--executor", "submitit-local", "--out", str(out), "--no-progress", timeout=120,
+                env={"TOY_FAIL": "lqk_full_s0:eval"})
     assert r.returncode == 1
     assert "FAILED lqk_full_s0" in r.stdout

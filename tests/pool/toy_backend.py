@@ -1,15 +1,18 @@
-"""``backend: toy`` — stand-in stages that exercise the orchestration without training anything.
+"""A test double of the pool's stages (``backend: toy_backend``): exercises the orchestration without
+training anything. Not part of the product: the tests put this directory on ``PYTHONPATH``.
 
 Each stage is deterministic in its config and inputs, works in steps with a checkpoint per step
 (so a kill mid-stage resumes from the last step), and logs every executed step to
 ``POOL_OUT/toy_steps.log``. The metrics follow a made-up but study-shaped formula (features cost
 points, GQA × SWA compounds, seeds add noise) so the analysis and report have something to show.
-Useful to dry-run a pool file (``backend: toy``) and for the orchestration tests.
+``TOY_FAIL="run:stage[,run:stage...]"`` (run may be ``*``) makes those stages raise, to test failure
+isolation, reporting and retries.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -98,4 +101,21 @@ def attention(ctx: StageContext) -> dict[str, Any]:
     return {"metrics": {"sink_strength": round(sink, 6), "entropy": round(2.0 + 0.5 * qk, 6)}}
 
 
-STAGES = {"data": data, "pretrain": pretrain, "extend": extend, "eval": eval, "attention": attention}
+class InjectedFailure(RuntimeError):
+    """Raised where ``TOY_FAIL`` asks for a failure."""
+
+
+def _failing(stage: str, fn):
+    def run(ctx: StageContext) -> dict[str, Any]:
+        label = (ctx.run or {}).get("name", "pool")
+        for item in filter(None, os.environ.get("TOY_FAIL", "").split(",")):
+            run_name, _, fail_stage = item.partition(":")
+            if fail_stage.strip() == stage and run_name.strip() in (label, "*"):
+                raise InjectedFailure(f"injected failure in stage {stage!r} of run {label!r} (test double)")
+        return fn(ctx)
+
+    return run
+
+
+STAGES = {name: _failing(name, fn) for name, fn in
+          {"data": data, "pretrain": pretrain, "extend": extend, "eval": eval, "attention": attention}.items()}

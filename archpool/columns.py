@@ -1,0 +1,83 @@
+"""The metric-naming contract of ``results.csv``: the pool writes these names, the analysis reads them back.
+
+- a score at a context length: ``<task>_<mode>@<length>`` (``ruler_ll@512``); a dense task's accuracy
+  and gold log-prob ``<task>_acc@L`` / ``<task>_lp@L``, per distance bucket ``<task>_acc@L[64<d<=128]``
+  and beyond each bucket edge ``<task>_acc@L[d>128]``; chains ``<task>_chain@L``, ``<task>_hop2_acc@L``;
+- before extension: the ``base_`` prefix (a ``_pre`` suffix is read as the same);
+- a second extension recipe: the ``<recipe>_`` prefix; an extension from a pretraining milestone:
+  the ``@<fraction>`` suffix (``@0.5``, never a length: lengths have two or more digits).
+
+Pure Python: the writer (``archpool.pool``) and the reader (``archpool.analysis``) both import it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+BASE_PREFIX = "base_"
+# ``[base_]<metric>@<length>[_pre|_post]``, the length an integer of two or more digits
+LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
+SUITE_COLUMNS = ("tiny", "ruler", "helmet")
+
+
+def is_pre_extension(column: str) -> bool:
+    """A column measured before extension (``base_`` prefix or ``_pre`` suffix)."""
+    return column.startswith(BASE_PREFIX) or column.endswith("_pre")
+
+
+def affixes(recipe: str, milestone: str, primary_recipe: str) -> tuple[str, str]:
+    """(prefix, suffix) of a stage's metrics: ``base_`` before extension (recipe ``base``), ``<recipe>_``
+    for a recipe other than the primary one, ``@<fraction>`` for an extension from a milestone."""
+    if recipe == "base":
+        return BASE_PREFIX, ""
+    prefix = "" if recipe in ("", primary_recipe) else f"{recipe}_"
+    return prefix, f"@{milestone}" if milestone else ""
+
+
+def _put(out: dict[str, float], name: str, value: Any) -> None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        out[name] = round(float(value), 6)
+
+
+def dense_columns(r: dict[str, Any]) -> dict[str, float]:
+    """A dense task result's columns (accuracy, log-prob, buckets, tails, chains)."""
+    task, length, res = r["task"], r["length"], r["result"]
+    out: dict[str, float] = {}
+    _put(out, f"{task}_acc@{length}", res.get("acc"))
+    _put(out, f"{task}_lp@{length}", res.get("lp"))
+    for label, b in {**(res.get("tails") or {}), **(res.get("buckets") or {})}.items():
+        if b.get("n"):
+            _put(out, f"{task}_acc@{length}[{label}]", b.get("acc"))
+            _put(out, f"{task}_lp@{length}[{label}]", b.get("lp"))
+    if res.get("chains"):
+        _put(out, f"{task}_chain@{length}", res["chains"].get("acc"))
+        _put(out, f"{task}_hop2_acc@{length}", (res.get("hops") or {}).get("2", {}).get("acc"))
+    return out
+
+
+def eval_columns(result: dict[str, Any]) -> dict[str, float]:
+    """An eval stage's result (tasks, suite aggregates, LongPPL, validation perplexity) as columns."""
+    m: dict[str, float] = {}
+    for r in result.get("tasks", []):
+        if "score" not in r:
+            continue
+        if r["mode"] == "dense":
+            m.update(dense_columns(r))
+            continue
+        _put(m, f"{r['task']}_{r['mode']}@{r['length']}", r["score"])
+        if r["mode"] == "ll" and r.get("gold_logprob_mean") is not None:
+            _put(m, f"{r['task']}_lp@{r['length']}", r["gold_logprob_mean"])
+    for key, entry in (result.get("aggregate") or {}).items():
+        mode, _, length = key.partition("@")
+        for suite in SUITE_COLUMNS:
+            _put(m, f"{suite}_{mode}@{length}", (entry.get(suite) or {}).get("score"))
+    for r in result.get("longppl") or []:
+        if "skipped" not in r:
+            for k in ("ppl", "longppl"):
+                _put(m, f"{k}@{r['length']}", r.get(k))
+    val = (result.get("short") or {}).get("val_ppl") or {}
+    for kind in ("short", "long"):
+        if isinstance(val, dict):
+            _put(m, f"val_ppl_{kind}", (val.get(kind) or {}).get("ppl"))
+    return m

@@ -1,0 +1,193 @@
+"""A run's ``data:`` section, typed: the data stage's ``DataConfig`` plus the training-side stream settings.
+
+The one owner of that section: every stage that reads a run's data (the pool's data node, the
+trainer's streams, eval, attention, export) builds a ``DataSection`` from the mapping at the edge
+(YAML, ``run_config.json``) and uses its fields. ``to_dict`` gives back the mapping as written (run
+records and stage keys hash it). Training-side keys:
+
+- ``store``: path of an already prepared store (default: prepare or reuse the one the config names);
+- ``seed``: the document order (default: ``train.seed``; every pool member should share it);
+- ``short_share``, ``long_min_tokens``: the extension mix;
+- ``tasks``: synthetic task documents mixed in so tiny models learn the task formats (signal.md)::
+
+      tasks: {names: [mqar], share: 0.8, extension_share: 0.8, length_range: [64, 256],
+              params: {mqar: {...}}, mix_unit: 128, extension_length_range: [..], extension_mix_unit: ..}
+
+- ``synthetic: {seed, mean_doc_len, noise, vocab_size}`` instead of any data: the trainer's built-in
+  synthetic stream (no store).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from archpool.data.config import DataConfig
+from archpool.data.store import store_path
+from archpool.errors import ConfigError
+
+TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
+SYNTHETIC_KEYS = ("seed", "mean_doc_len", "noise", "vocab_size")
+
+
+def _int(value: Any, name: str, minimum: int = 0, optional: bool = True) -> int | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(name, f"an integer >= {minimum}{' or null' if optional else ''}, got {value!r}")
+    return value
+
+
+def _fraction(value: Any, name: str, optional: bool = True) -> float | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+        raise ConfigError(name, f"a fraction in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _range(value: Any, name: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise ConfigError(name, f"give [min, max] tokens, got {value!r}")
+    lo, hi = (_int(v, name, 1, optional=False) for v in value)
+    if lo > hi:
+        raise ConfigError(name, f"min {lo} > max {hi}")
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class TaskMix:
+    """Synthetic task documents mixed into the training streams (``data.tasks``)."""
+
+    names: tuple[str, ...]
+    share: float = 0.0
+    extension_share: float | None = None  # default: ``share``
+    length_range: tuple[int, int] = (64, 256)
+    params: dict[str, Any] = field(default_factory=dict)
+    mix_unit: int | None = None
+    extension_length_range: tuple[int, int] | None = None  # default: ``length_range``
+    extension_mix_unit: int | None = None  # default: ``mix_unit``
+
+    @classmethod
+    def from_dict(cls, d: Any, prefix: str = "data.tasks") -> "TaskMix":
+        if not isinstance(d, dict):
+            raise ConfigError(prefix, "must be a mapping with names, share, length_range, ...")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown key; allowed: {', '.join(known)}")
+        names = d.get("names")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{prefix}.names", f"list at least one task name (e.g. [mqar]), got {names!r}")
+        params = d.get("params") or {}
+        if not isinstance(params, dict):
+            raise ConfigError(f"{prefix}.params", "a mapping of task name -> generator parameters")
+        return cls(
+            names=tuple(names),
+            share=_fraction(d.get("share", 0.0), f"{prefix}.share", optional=False),
+            extension_share=_fraction(d.get("extension_share"), f"{prefix}.extension_share"),
+            length_range=_range(d.get("length_range", (64, 256)), f"{prefix}.length_range"),
+            params=params,
+            mix_unit=_int(d.get("mix_unit"), f"{prefix}.mix_unit", 1),
+            extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),
+            extension_mix_unit=_int(d.get("extension_mix_unit"), f"{prefix}.extension_mix_unit", 1),
+        )
+
+    def for_split(self, split: str) -> tuple[float, tuple[int, int], int | None]:
+        """(share, length range, mix unit) of the ``pretrain`` or ``extension`` stream."""
+        if split == "extension":
+            share = self.share if self.extension_share is None else self.extension_share
+            return share, self.extension_length_range or self.length_range, self.extension_mix_unit or self.mix_unit
+        return self.share, self.length_range, self.mix_unit
+
+
+@dataclass(frozen=True)
+class SyntheticData:
+    """The trainer's built-in synthetic stream (``data.synthetic``)."""
+
+    seed: int | None = None
+    mean_doc_len: int | None = None
+    noise: float = 0.1
+    vocab_size: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: Any, prefix: str = "data.synthetic") -> "SyntheticData":
+        d = d or {}
+        if not isinstance(d, dict):
+            raise ConfigError(prefix, "a mapping (seed, mean_doc_len, noise, vocab_size) or empty")
+        unknown = sorted(set(d) - set(SYNTHETIC_KEYS))
+        if unknown:
+            raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(SYNTHETIC_KEYS)}")
+        return cls(seed=_int(d.get("seed"), f"{prefix}.seed"), mean_doc_len=_int(d.get("mean_doc_len"), f"{prefix}.mean_doc_len", 1),
+                   noise=_fraction(d.get("noise", 0.1), f"{prefix}.noise", optional=False),
+                   vocab_size=_int(d.get("vocab_size"), f"{prefix}.vocab_size", 2))
+
+
+@dataclass(frozen=True)
+class DataSection:
+    """A run's ``data:`` section: exactly one of ``data`` (a store to prepare or open) or ``synthetic``."""
+
+    data: DataConfig | None = None
+    synthetic: SyntheticData | None = None
+    store: str | None = None
+    seed: int | None = None
+    short_share: float | None = None
+    long_min_tokens: int | None = None
+    tasks: TaskMix | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: Any, prefix: str = "data") -> "DataSection":
+        if d is None:
+            d = {}
+        if not isinstance(d, dict):
+            raise ConfigError(prefix, f"must be a mapping, got {type(d).__name__}")
+        raw = copy.deepcopy(d)
+        if "synthetic" in d:
+            extra = sorted(set(d) - {"synthetic", "seed"})
+            if extra:
+                raise ConfigError(f"{prefix}.{extra[0]}", "the synthetic stream takes no data-stage or task settings")
+            return cls(synthetic=SyntheticData.from_dict(d["synthetic"], f"{prefix}.synthetic"),
+                       seed=_int(d.get("seed"), f"{prefix}.seed"), raw=raw)
+        try:
+            data = DataConfig.from_dict({k: v for k, v in d.items() if k not in TRAIN_KEYS})
+        except ConfigError as e:
+            raise ConfigError(f"{prefix}.{e.field}", str(e).split(": ", 1)[-1]) from None
+        store = d.get("store")
+        if store is not None and (not isinstance(store, str) or not store):
+            raise ConfigError(f"{prefix}.store", f"a path of a prepared store, got {store!r}")
+        return cls(
+            data=data,
+            store=store,
+            seed=_int(d.get("seed"), f"{prefix}.seed"),
+            short_share=_fraction(d.get("short_share"), f"{prefix}.short_share"),
+            long_min_tokens=_int(d.get("long_min_tokens"), f"{prefix}.long_min_tokens", 1),
+            tasks=TaskMix.from_dict(d["tasks"], f"{prefix}.tasks") if d.get("tasks") else None,
+            raw=raw,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as written (run records and stage keys hash it)."""
+        return copy.deepcopy(self.raw)
+
+    def with_store(self, path: str | Path) -> "DataSection":
+        """This section, reading the prepared store at ``path``."""
+        return DataSection.from_dict({**self.raw, "store": str(path)})
+
+    def store_path(self) -> Path | None:
+        """The store this section reads: its ``store`` when it records one, else the store of its
+        ``DataConfig`` (which may not be prepared yet); ``None`` for the synthetic stream."""
+        if self.data is None:
+            return None
+        if self.store:
+            return Path(self.store)
+        return store_path(self.data)
+
+
+def section_store_path(data: dict[str, Any] | None) -> Path | None:
+    """The store a recorded ``data:`` section reads (``None`` for none recorded or the synthetic stream)."""
+    return DataSection.from_dict(data).store_path() if data else None

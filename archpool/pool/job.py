@@ -1,0 +1,105 @@
+"""One run's stage chain inside a worker process (local, SLURM, or every rank under torchrun).
+
+``run_job`` never raises: the run's outcome goes to ``runs/<run>/status.json``, so one failed run
+never takes the pool down.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from archpool.io import atomic_write_json
+from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
+from archpool.pool.plan import read_plan
+from archpool.runtime import process_rank
+
+
+def run_nodes(nodes: list[Node], run: str) -> list[Node]:
+    """The run's own nodes plus the pool-level nodes they depend on, in dependency order."""
+    by_id = {n.id: n for n in nodes}
+    wanted: set[str] = set()
+
+    def visit(i: str) -> None:
+        if i not in wanted:
+            wanted.add(i)
+            for d in by_id[i].deps.values():
+                visit(d)
+
+    for n in nodes:
+        if n.run == run:
+            visit(n.id)
+    return [n for n in nodes if n.id in wanted]
+
+
+def run_complete(out: Path, nodes: list[Node], run: str) -> bool:
+    return all(is_done(out, n) for n in run_nodes(nodes, run))
+
+
+def status_path(out: Path, run: str) -> Path:
+    return Path(out) / "runs" / run / "status.json"
+
+
+def read_status(out: Path, run: str) -> dict[str, Any]:
+    try:
+        return json.loads(status_path(out, run).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"state": "pending"}
+
+
+def write_status(out: Path, run: str, status: dict[str, Any]) -> None:
+    atomic_write_json(status_path(out, run), status)
+
+
+def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
+    """Execute every stage of ``run`` that is not done. Never raises: the outcome goes to status.json."""
+    from archpool.pool.stages import stage_function
+
+    out = Path(out)
+    pool, nodes = read_plan(out)
+    spec = pool.run(run)
+    run_dir = out / "runs" / run
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rank = process_rank()  # under torchrun only rank 0 keeps the books
+    log_file = open(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), "a", buffering=1)
+
+    def record(status: dict[str, Any]) -> None:
+        if rank == 0:
+            write_status(out, run, status)
+
+    def log(msg: str) -> None:
+        log_file.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
+
+    if pool.backend == "real":
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+    by_id = {n.id: n for n in nodes}
+    t0 = time.time()
+    current = None
+    try:
+        for node in run_nodes(nodes, run):
+            current = node
+            if node.run is not None and not is_done(out, node):
+                record(dict(state="running", stage=node.stage, node=node.id, since=t0))
+            execute_node(out, node, by_id, stage_function(pool.backend, node.stage), pool.to_dict(), spec.to_dict(),
+                         threads, log, label=run)
+    except BaseException as e:  # isolate: record it, let the other runs go on
+        status = dict(state="failed", stage=current.stage if current else None, node=current.id if current else None,
+                      error=f"{type(e).__name__}: {e}", traceback=format_exception(e), seconds=round(time.time() - t0, 2))
+        log(f"FAILED in {status['node']}: {status['error']}\n{status['traceback']}")
+        record(status)
+        if rank == 0:
+            log_event(out, kind="run_failed", run=run, node=status["node"], error=status["error"])
+        log_file.close()
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return status
+    status = dict(state="done", seconds=round(time.time() - t0, 2))
+    record(status)
+    if rank == 0:
+        log_event(out, kind="run_done", run=run)
+    log("run done")
+    log_file.close()
+    return status

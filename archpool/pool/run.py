@@ -1,0 +1,133 @@
+"""``archpool run``: plan a pool, run the pool-level stages here, every run's stage chain in workers
+(cached, resumable, failure-isolated), then write ``results.csv`` and the report.
+
+Layout of a pool directory (``out/<pool>`` by default)::
+
+    plan.json               the expanded pool and its stage graph (node ids, configs, content keys)
+    events.jsonl            one line per stage start / skip / done / error (progress, status, tests)
+    stages/<stage>/<key>/   content-addressed stage outputs; DONE marks a finished one
+    runs/<run>/status.json  {"state": "done" | "failed" | "running", "error": ..., "stage": ...}
+    runs/<run>/log.txt      the run's log (its worker's stdout and stderr)
+    results.csv             one row per run: design columns, state, metrics (analysis contract)
+    report/                 report.md, and the analysis report (report.html, figures, analysis.json)
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from archpool.io import atomic_write_text
+from archpool.pool.executor import LocalExecutor, SubmititExecutor, split_threads
+from archpool.pool.graph import Node, execute_node, format_exception, log_event
+from archpool.pool.job import read_status, run_complete, run_nodes, write_status
+from archpool.pool.plan import build_plan, write_plan
+from archpool.pool.progress import Progress
+from archpool.pool.results import RESULTS, results_rows, rows_to_csv
+from archpool.pool.spec import PoolSpec
+from archpool.pool.stages import stage_function
+from archpool.report.pool import PoolReport, write_pool_report
+
+
+def default_out(pool: PoolSpec, size_overridden: bool = False) -> Path:
+    root = Path(os.environ.get("ARCHPOOL_OUT", "out"))
+    return root / (f"{pool.name}-{pool.size}" if size_overridden else pool.name)
+
+
+def run_pool(
+    pool: PoolSpec,
+    out: Path,
+    jobs: int = 1,
+    executor: str = "local",
+    only: list[str] | None = None,
+    progress: bool = True,
+    executor_params: dict[str, Any] | None = None,
+    threads: int | None = None,
+) -> int:
+    """Run the pool; 0 if every selected run finished and the report was written, else 1 (the other
+    runs still ran, and results.csv holds whatever finished)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    nodes = build_plan(pool)
+    write_plan(out, pool, nodes)
+    selected = [pool.run(r).name for r in only] if only else [r.name for r in pool.runs]
+    chosen = list({n.id: n for r in selected for n in run_nodes(nodes, r)}.values())
+    bar = Progress(out, chosen, enabled=progress)
+    log_event(out, kind="pool_start", runs=selected, jobs=jobs, executor=executor)
+    t0 = time.time()
+    if _run_shared_nodes(out, pool, nodes, chosen, selected, threads or split_threads(1), bar):
+        todo = [r for r in selected if not (run_complete(out, nodes, r) and read_status(out, r).get("state") == "done")]
+        for r in selected:
+            if r not in todo:
+                log_event(out, kind="run_cached", run=r)
+        handles = make_executor(executor, jobs, threads, executor_params).run_all(out, todo, bar.poll) if todo else {}
+        for run, h in handles.items():
+            if h.error and read_status(out, run).get("state") != "failed":
+                write_status(out, run, dict(state="failed", error=h.error, stage=None, node=None))
+    bar.poll()
+    bar.close()
+
+    report_path = finalize(out, pool, nodes)
+    failed = [r for r in selected if read_status(out, r).get("state") != "done"]
+    minutes = (time.time() - t0) / 60
+    print(f"pool {pool.name}: {len(selected) - len(failed)}/{len(selected)} runs done in {minutes:.1f} min; results: {out / RESULTS}")
+    for r in failed:
+        print(f"  FAILED {r}: {read_status(out, r).get('error', '?')}  (log: {out / 'runs' / r / 'log.txt'})")
+    if report_path:
+        print(f"report: {report_path}")
+    log_event(out, kind="pool_end", failed=failed, seconds=round(time.time() - t0, 2))
+    return 1 if failed or report_path is None else 0
+
+
+def _run_shared_nodes(out: Path, pool: PoolSpec, nodes: list[Node], chosen: list[Node], selected: list[str],
+                      threads: int, bar: Progress) -> bool:
+    """The pool-level inputs (the data) first, once, here: every run needs them. On failure every
+    selected run is marked failed with the shared stage's error; returns whether all succeeded."""
+    by_id = {n.id: n for n in nodes}
+    for node in [n for n in chosen if n.run is None]:
+        try:
+            execute_node(out, node, by_id, stage_function(pool.backend, node.stage), pool.to_dict(), None, threads,
+                         lambda m: None, label="pool")
+        except Exception as e:
+            error = f"stage {node.id} failed: {type(e).__name__}: {e}"
+            for r in selected:
+                write_status(out, r, dict(state="failed", stage=node.stage, node=node.id, error=error,
+                                          traceback=format_exception(e)))
+            return False
+        bar.poll()
+    return True
+
+
+EXECUTORS = ("local", "slurm", "submitit-local", "debug")
+
+
+def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, Any] | None):
+    """Local worker processes, or submitit jobs (``slurm``; ``submitit-local`` / ``debug`` to test them here)."""
+    if name == "local":
+        return LocalExecutor(jobs=jobs, threads=threads)
+    if name in EXECUTORS:
+        cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[name]
+        return SubmititExecutor(cluster=cluster, params=dict(params or {}), threads=threads)
+    raise ValueError(f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
+
+
+def report_settings(pool: PoolSpec) -> PoolReport:
+    opts = pool.report
+    return PoolReport(name=pool.name, size=pool.size, description=pool.description, target=opts.get("target"),
+                      short_ctx=pool.short_ctx, covariates=tuple(opts.get("covariates") or ()),
+                      findings=tuple(opts.get("findings") or ()))
+
+
+def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
+    """Write results.csv from whatever finished, then the report (failed runs are listed in it).
+    A report that fails leaves results.csv, report.md with the error, and ``report_error.txt``."""
+    rows = results_rows(out, pool, nodes)
+    atomic_write_text(Path(out) / RESULTS, rows_to_csv(rows))
+    try:
+        return write_pool_report(Path(out), report_settings(pool), rows)
+    except Exception as e:
+        print(f"report failed: {type(e).__name__}: {e}", file=sys.stderr)
+        atomic_write_text(Path(out) / "report" / "report_error.txt", format_exception(e))
+        return None

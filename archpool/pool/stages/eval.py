@@ -1,0 +1,66 @@
+"""The eval stage of a pool run: task suites (or a task list) at the pool's lengths on the pretrained
+model (``phase: base``) or an extended one; LongPPL / perplexity where asked. Columns follow
+:mod:`archpool.columns`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from archpool import study
+from archpool.columns import eval_columns
+from archpool.io import atomic_write_json
+from archpool.pool.graph import StageContext
+from archpool.pool.stages import data
+
+
+def lengths(e: dict[str, Any], key: str, default: list[float], long_ctx: int) -> list[int]:
+    """``lengths`` (tokens) or ``length_ratios`` (× the pool's long pretraining context)."""
+    if e.get(f"{key}lengths"):
+        return sorted({int(x) for x in e[f"{key}lengths"]})
+    ratios = e.get(f"{key}length_ratios") or default
+    return sorted({max(16, int(round(r * long_ctx))) for r in ratios})
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    from archpool.eval.api import evaluate
+    from archpool.eval.lm import stop_token_ids
+    from archpool.eval.runner import TaskRunConfig, aggregate, run_tasks
+    from archpool.eval.target import load_target
+
+    c = ctx.config
+    e = dict(c["eval"])
+    base = c["phase"] == "base"
+    at = lengths(e, "base_" if base else "", [1.0] if base else [1.0, 2.0, 4.0], int(c["long_ctx"]))
+    store = data.store(ctx)
+    tok = Path(store.path) / "tokenizer.json" if store is not None else None
+    target = load_target(ctx.inputs["model"], tokenizer=tok)
+    modes = list(e.get("modes") or ["ll"])
+    n = int(e.get("n_samples", study.EVAL_SAMPLES))
+    seed = int(e.get("seed", study.EVAL_SEED))
+    params = dict(e.get("task_params") or {})
+    out_dir = ctx.out_dir / "eval"
+    result: dict[str, Any] = {}
+    tasks = e.get("tasks")
+    if tasks:
+        haystack = None
+        if store is not None:
+            from archpool.data.streams import validation_texts
+
+            haystack = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
+        cfg = TaskRunConfig(list(tasks), at, modes, n, seed, params, haystack)
+        stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
+        rs = run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash, tokenizer_hash=target.tokenizer_hash,
+                       out_dir=out_dir, progress=False, stop_ids=stop)
+        result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in rs]
+        result["aggregate"] = aggregate(rs)
+    suites = e.get("suites", [] if tasks else ["tiny"])
+    if suites:
+        more = evaluate(target, suites=suites, lengths=at, modes=modes, n_samples=n, seed=seed, out_dir=out_dir,
+                        store=store, task_params=params, short_tasks=not tasks, progress=False)
+        result["tasks"] = result.get("tasks", []) + more.get("tasks", [])
+        result["aggregate"] = {**more.get("aggregate", {}), **result.get("aggregate", {})}
+        for k in ("longppl", "short"):
+            if k in more:
+                result[k] = more[k]
+    atomic_write_json(ctx.out_dir / "eval.json", result)
+    return {"metrics": eval_columns(result), "lengths": at}
