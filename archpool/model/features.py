@@ -190,6 +190,15 @@ def features_from_hf_config(hf: dict[str, Any], short_ctx: int = DEFAULT_SHORT_C
         raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
 
 
+def check_head_counts(n_heads: int, n_kv_heads: int) -> None:
+    """ConfigError (HF field names) unless the KV heads evenly share the attention heads."""
+    if n_heads < 1:
+        raise ConfigError("num_attention_heads", f"must be a positive integer, got {n_heads}")
+    if not 1 <= n_kv_heads <= n_heads or n_heads % n_kv_heads:
+        raise ConfigError("num_key_value_heads", f"{n_kv_heads} KV heads do not evenly divide "
+                          f"num_attention_heads={n_heads} (each KV head must serve the same number of query heads)")
+
+
 def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) -> dict[str, Any]:
     hf = _hf_text_config(hf)
     model_type = hf_model_type(hf)
@@ -197,6 +206,7 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
     n_heads = int(hf["num_attention_heads"])
     kv = hf.get("num_key_value_heads")
     n_kv_heads = int(kv if kv is not None else (fam["kv_default"] or n_heads))
+    check_head_counts(n_heads, n_kv_heads)
     layer_types, window = hf_layer_types(hf, fam["swa"])
     notes = []
     if fam["placement"] == "sandwich":
