@@ -401,6 +401,7 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
     """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
+    digest = weights_digest(target.model_dir)  # verified first, once; the key never trusts a manifest's word
     store_path_ = store_for(target, store)
     tok_dir = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
     if store_path_ is not None:
@@ -411,7 +412,6 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
         text_id = {"files": [sha256_file(t) for t in texts]}
     else:
         raise DataError(f"{target.path}: no held-out text: the target names no data store; pass --store STORE_DIR (or --text FILES)")
-    digest = weights_digest(target.model_dir)  # verified once; the key never trusts a manifest's word
     key = sha256_json({"version": VERSION, "weights": digest, "text": text_id,
                        "settings": s.to_dict(), "backend": backend if target.kind == "hf" else "archpool"})[:20]
     cached = cache_dir() / f"{key}.json"
