@@ -43,10 +43,10 @@ def _train(args: argparse.Namespace) -> int:
 
     run_cfg = RunConfig.from_file(args.config)
     if args.extend:  # a name that cannot be written fails before pretraining, not after
-        from archpool.train.extend import check_extension_name, extension_configs
+        from archpool.train.extend import extension_configs, extension_dir_name
 
         for ext in extension_configs(run_cfg):
-            check_extension_name(ext.run_name)
+            extension_dir_name(ext)
     if args.no_progress:
         run_cfg.train.progress = False
     try:
@@ -66,7 +66,7 @@ def _extend(args: argparse.Namespace) -> int:
     """Errors are archpool.errors types (ConfigError, CheckpointError, DataError): the CLI boundary prints them."""
     from archpool.train.config import ExtensionConfig, RunConfig
     from archpool.train.distributed import shutdown
-    from archpool.train.extend import check_extension_name, extend, extension_configs, load_run_config
+    from archpool.train.extend import check_extension_name, extend, extension_configs, extension_dir_name, load_run_config
 
     if args.name is not None:
         check_extension_name(args.name)
@@ -83,7 +83,7 @@ def _extend(args: argparse.Namespace) -> int:
         exts = [ExtensionConfig.from_dict(overrides)]
     else:
         exts = extension_configs(run_cfg, overrides)
-    names = [check_extension_name(ext.run_name) for ext in exts]  # all checked before the first one starts
+    names = [extension_dir_name(ext) for ext in exts]  # all checked before the first one starts
     if len(set(names)) != len(names):
         from archpool.errors import ConfigError
 

@@ -35,6 +35,11 @@ def check_extension_name(name: str) -> str:
     return check_name("extension.name", name, reserved=RESERVED_NAMES)
 
 
+def extension_dir_name(ext: ExtensionConfig) -> str:
+    """The checked directory name of ``ext`` under ``RUN/extend/`` (an explicit empty name is an error)."""
+    return check_extension_name(ext.run_name if ext.name is None else ext.name)
+
+
 @dataclass
 class ExtensionPlan:
     model: ModelConfig  # the extended model's config (new rope, max_seq_len, extension record)
@@ -120,7 +125,7 @@ def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None 
            out: str | Path | None = None) -> TrainResult:
     """Extend a pretrained run's checkpoint into ``out`` (default ``RUN/extend/<name>/``); re-running resumes."""
     run_dir = Path(run_dir)
-    check_extension_name(ext.run_name)
+    extension_dir_name(ext)  # before any work: the name becomes a directory
     if run_cfg is None:
         run_cfg = load_run_config(run_dir)
     source = resolve_source(run_dir, ext.source)  # verified against its manifest (size + sha256)
