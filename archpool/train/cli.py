@@ -78,7 +78,8 @@ def _extend(args: argparse.Namespace) -> int:
         "global_batch_tokens": args.global_batch_tokens, "micro_batch_size": args.micro_batch_size,
     }.items() if v is not None}
     if args.config:
-        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, **_extension_section(args.config)}).extension
+        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, "train": run_cfg.train.to_dict(),
+                                                 **_extension_section(args.config)}).extension
     if args.recipe:  # an explicit recipe replaces the config's sections
         exts = [ExtensionConfig.from_dict(overrides)]
     else:
