@@ -67,7 +67,10 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
     if (path / "run_config.json").is_file():
         from archpool.train.trainer import run_dir_final
 
-        record = json.loads((path / "run_config.json").read_text())
+        try:
+            record = json.loads((path / "run_config.json").read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{path / 'run_config.json'}: unreadable run record ({e})") from None
         ckpt_dir, kind = run_dir_final(path), "run"
         if not (ckpt_dir / "config.json").is_file():
             raise CheckpointError(f"{path}: run has no final checkpoint yet ({ckpt_dir})")

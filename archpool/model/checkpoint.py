@@ -50,9 +50,10 @@ def is_archpool_checkpoint(directory: str | Path) -> bool:
     if not path.is_file():
         return False
     try:
-        return FORMAT_KEY in json.loads(path.read_text())
-    except json.JSONDecodeError:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
+    return isinstance(data, dict) and FORMAT_KEY in data
 
 
 def read_manifest(directory: str | Path) -> dict[str, dict] | None:
@@ -147,7 +148,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
     """Our Decoder from a checkpoint directory, its files verified first (``verify=False``: the caller
     already ran ``verify_checkpoint`` and holds the hashes)."""
     directory = Path(directory)
-    if verify:
+    if verify and (directory / MANIFEST_NAME).is_file():  # without a manifest there is nothing to compare with
         verify_checkpoint(directory)
     cfg = load_config(directory)
     weights = directory / WEIGHTS_NAME
