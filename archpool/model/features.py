@@ -188,6 +188,10 @@ def features_from_hf_config(hf: dict[str, Any], short_ctx: int = DEFAULT_SHORT_C
         return _features_from_hf_config(hf, short_ctx, source)
     except KeyError as e:
         raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError("config", f"invalid value in the Hugging Face config ({e})") from None
 
 
 def check_head_counts(n_heads: int, n_kv_heads: int) -> None:
@@ -250,7 +254,10 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if isinstance(data, dict) and FORMAT_KEY in data:
             return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
-            return features_from_hf_config(data, threshold, source=str(path))
+            try:
+                return features_from_hf_config(data, threshold, source=str(path))
+            except ConfigError as e:
+                raise ConfigError(str(path), str(e)) from None
         return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
     from archpool.model.config import ModelConfig
     from archpool.model.presets import FAMILIES, SIZES
