@@ -5,6 +5,8 @@ import argparse
 import json
 import sys
 
+from archpool.cliargs import non_negative_int, positive_int
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -18,16 +20,16 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="write the result JSON here (a directory for several targets: <name>.json each)")
     p.add_argument("--store", help="data store directory to read held-out text from (default: the run's)")
     p.add_argument("--text", nargs="+", metavar="FILE", help="plain-text files instead of a store (needs tokenizer.json beside the model)")
-    p.add_argument("--seq-len", type=int, help="pretraining context (lengths analysed: ×1, ×2, ×4); default: the model's max_seq_len")
-    p.add_argument("--lengths", type=int, nargs="+", help="explicit long lengths instead of seq-len × (1, 2, 4)")
-    p.add_argument("--long-ctx", type=int, help="extended context: the longest retrieval-test length")
-    p.add_argument("--sink-samples", type=int, default=32)
-    p.add_argument("--long-samples", type=int, default=4)
-    p.add_argument("--queries", type=int, default=128, help="last M queries analysed per long sample")
-    p.add_argument("--bos-id", type=int, help="token prepended in the 'BOS' variant (default: the store's EOS)")
+    p.add_argument("--seq-len", type=positive_int, help="pretraining context (lengths analysed: ×1, ×2, ×4); default: the model's max_seq_len")
+    p.add_argument("--lengths", type=positive_int, nargs="+", help="explicit long lengths instead of seq-len × (1, 2, 4)")
+    p.add_argument("--long-ctx", type=positive_int, help="extended context: the longest retrieval-test length")
+    p.add_argument("--sink-samples", type=positive_int, default=32)
+    p.add_argument("--long-samples", type=positive_int, default=4)
+    p.add_argument("--queries", type=positive_int, default=128, help="last M queries analysed per long sample")
+    p.add_argument("--bos-id", type=non_negative_int, help="token prepended in the 'BOS' variant (default: the store's EOS)")
     p.add_argument("--no-retrieval", action="store_true", help="skip the retrieval-head needle test")
-    p.add_argument("--top-k", type=int, default=10)
-    p.add_argument("--mask-k", type=int, help="heads masked in the ablation (0: none; default 3%% of heads)")
+    p.add_argument("--top-k", type=positive_int, default=10)
+    p.add_argument("--mask-k", type=non_negative_int, help="heads masked in the ablation (0: none; default 3%% of heads)")
     p.add_argument("--backend", choices=("auto", "hf", "archpool"), default="auto",
                    help="for HF directories: run transformers itself (auto/hf) or import into archpool's Decoder")
     p.add_argument("--device", default="cpu")

@@ -360,19 +360,16 @@ def store_for(target: Target, store: str | Path | None) -> Path | None:
 
 
 def weights_digest(model_dir: Path) -> str:
-    """Content hash of a checkpoint: its manifest when it has one, else its config and weight files."""
-    manifest = model_dir / "MANIFEST.json"
-    if manifest.is_file():
-        return sha256_file(manifest)
-    parts = {f.name: sha256_file(f) for f in sorted(model_dir.glob("*.safetensors"))}
-    if not parts:
-        parts = {f.name: sha256_file(f) for f in sorted(model_dir.glob("*.bin"))}
-    cfg = model_dir / "config.json"
-    if cfg.is_file():
-        parts["config.json"] = sha256_file(cfg)
-    if not parts:
-        raise CheckpointError(f"{model_dir}: no weights found")
-    return sha256_json(parts)
+    """Content hash of a checkpoint from its bytes on disk (config.json + weights), each file checked
+    against MANIFEST.json when there is one: a corrupt file is a CheckpointError naming it."""
+    from archpool.model.checkpoint import CONFIG_NAME, is_archpool_checkpoint, verify_checkpoint, verify_files
+
+    if is_archpool_checkpoint(model_dir):
+        return sha256_json(verify_checkpoint(model_dir))
+    from archpool.model.hf import read_hf_config, weight_files
+
+    read_hf_config(model_dir)  # custom-code configs refused
+    return sha256_json(verify_files(model_dir, [f.name for f in weight_files(model_dir)] + [CONFIG_NAME]))
 
 
 def cache_dir() -> Path:
@@ -381,10 +378,15 @@ def cache_dir() -> Path:
     return default_cache_root() / "attention"
 
 
-def load_model(target: Target, backend: str = "auto", device: str = "cpu"):
+def load_model(target: Target, backend: str = "auto", device: str = "cpu", verified: bool = False):
     """Our ``Decoder`` for archpool targets; for HF directories the transformers model itself
-    (``backend='hf'``, the default) or its import into our Decoder (``backend='archpool'``)."""
-    if target.kind in ("run", "checkpoint") or backend == "archpool":
+    (``backend='hf'``, the default) or its import into our Decoder (``backend='archpool'``).
+    ``verified``: the caller already checked the files (``weights_digest``), so they are not hashed again."""
+    if target.kind in ("run", "checkpoint"):
+        from archpool.model.checkpoint import load_checkpoint
+
+        return load_checkpoint(target.model_dir, device=device, verify=not verified)
+    if backend == "archpool":
         import archpool
 
         return archpool.load(target.model_dir, device=device)
@@ -399,6 +401,7 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
     """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
+    digest = weights_digest(target.model_dir)  # verified first, once; the key never trusts a manifest's word
     store_path_ = store_for(target, store)
     tok_dir = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
     if store_path_ is not None:
@@ -409,7 +412,7 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
         text_id = {"files": [sha256_file(t) for t in texts]}
     else:
         raise DataError(f"{target.path}: no held-out text: the target names no data store; pass --store STORE_DIR (or --text FILES)")
-    key = sha256_json({"version": VERSION, "weights": weights_digest(target.model_dir), "text": text_id,
+    key = sha256_json({"version": VERSION, "weights": digest, "text": text_id,
                        "settings": s.to_dict(), "backend": backend if target.kind == "hf" else "archpool"})[:20]
     cached = cache_dir() / f"{key}.json"
     if use_cache and cached.is_file():
@@ -417,9 +420,9 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
         log(f"attention: cached result {cached}")
     else:
         corpus = corpus_from_store(store_path_, tok_dir) if store_path_ is not None else corpus_from_texts(texts or [], tok_dir)
-        model = load_model(target, backend, device)
+        model = load_model(target, backend, device, verified=True)
         result = analyze(model, corpus, s, log=log)
-        result.update(cache_key=key, checkpoint_sha256=weights_digest(target.model_dir))
+        result.update(cache_key=key, checkpoint_sha256=digest)
         if use_cache:
             atomic_write_json(cached, result)
     result.update(target=str(target.path), kind=target.kind, name=target.name)  # a cache hit may come from a copy

@@ -1,6 +1,7 @@
 """``evaluate``: the whole evaluation of one target (what ``archpool eval`` and the pool call)."""
 from __future__ import annotations
 
+import numbers
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,6 +34,14 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
     return out
 
 
+def check_counts(lengths: Sequence[int], n_samples: int) -> None:
+    """ConfigError unless every length and the sample count are positive integers."""
+    for name, values in (("lengths", list(lengths)), ("n_samples", [n_samples])):
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1]
+        if bad:
+            raise ConfigError(name, f"must be positive integers, got {bad[0]!r}")
+
+
 def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequence[int] | None = None,
              modes: Sequence[str] = ("gen", "ll"), n_samples: int = EVAL_SAMPLES, seed: int = EVAL_SEED, out_dir: str | Path | None = None,
              cache_dir: str | Path | None = None, haystack_texts: list[str] | None = None, store=None,
@@ -56,6 +65,7 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
     t0 = time.perf_counter()
     suites = expand_suites(suites)
     lengths = sorted(set(lengths or default_lengths(target.pretrain_len)))
+    check_counts(lengths, n_samples)
     out = Path(out_dir) if out_dir else None
     cache = Path(cache_dir) if cache_dir else None
     if haystack_texts is None and store is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from archpool.cliargs import positive_int
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
 
@@ -15,9 +16,9 @@ def register(subparsers) -> None:
     p.add_argument("target")
     p.add_argument("--suite", action="append", default=None,
                    help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)")
-    p.add_argument("--lengths", type=int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
+    p.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
     p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
-    p.add_argument("--n", type=int, default=EVAL_SAMPLES, help=f"samples per task × length (default {EVAL_SAMPLES})")
+    p.add_argument("--n", type=positive_int, default=EVAL_SAMPLES, help=f"samples per task × length (default {EVAL_SAMPLES})")
     p.add_argument("--seed", type=int, default=EVAL_SEED)
     p.add_argument("--out", default=None, help="output directory (default TARGET/eval)")
     p.add_argument("--cache", default=None, help="result cache directory (default $ARCHPOOL_CACHE/eval)")
@@ -25,7 +26,7 @@ def register(subparsers) -> None:
     p.add_argument("--data", default=None, help="prepared data store: held-out text for haystacks, LongPPL and validation ppl")
     p.add_argument("--texts", default=None, help="held-out texts (.txt or .jsonl) for haystacks and LongPPL, without a store")
     p.add_argument("--evaluator", default=None, help="LongPPL evaluator model (default: the target itself)")
-    p.add_argument("--longppl-k", type=int, default=None, metavar="K",
+    p.add_argument("--longppl-k", type=positive_int, default=None, metavar="K",
                    help="LongPPL's short-context window in tokens (default: the pretraining context)")
     p.add_argument("--longppl-alpha", type=float, default=None, metavar="A",
                    help="LongPPL key-token threshold on the long-short log-prob gain (default 2, as the longppl package)")
@@ -33,8 +34,8 @@ def register(subparsers) -> None:
                    help="LongPPL key-token threshold on the long-context log-prob (default -2, as the longppl package)")
     p.add_argument("--categories", default=None, help="HELMET categories to average (default recall,rag,rerank,icl)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--prefill-chunk", type=int, default=512, help="tokens per prefill chunk (bounds attention memory)")
-    p.add_argument("--max-batch", type=int, default=16)
+    p.add_argument("--prefill-chunk", type=positive_int, default=512, help="tokens per prefill chunk (bounds attention memory)")
+    p.add_argument("--max-batch", type=positive_int, default=16)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=handler)
 

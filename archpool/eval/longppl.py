@@ -57,7 +57,8 @@ def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, a
 def cached_key_tokens(evaluator, evaluator_hash: str, tokenizer_hash: str, docs: Sequence[torch.Tensor], K: int, d: int,
                       alpha: float = ALPHA, beta: float = BETA, cache_dir: Path | None = None) -> tuple[list[list[int]], str]:
     doc_hash = sha256_json([ids.tolist() for ids in docs])[:16]
-    key = sha256_json({"v": 1, "evaluator": evaluator_hash, "tokenizer": tokenizer_hash, "docs": doc_hash,
+    key = sha256_json({"v": 2, "evaluator": evaluator_hash,  # v2: verified model hashes (see runner.TASK_FORMAT_VERSION)
+                       "tokenizer": tokenizer_hash, "docs": doc_hash,
                        "K": K, "d": d, "alpha": alpha, "beta": beta})[:24]
     path = Path(cache_dir) / f"longppl_keys_{key}.json" if cache_dir else None
     if path is not None and path.is_file():

@@ -1,6 +1,10 @@
 """What ``archpool eval TARGET`` can point at: a run directory, an archpool checkpoint, or a Hugging
 Face model directory (transformers model + its tokenizer). Resolves the model, its tokenizer, a
-content hash for the cache, and the pretraining context (default lengths are ×1, ×2, ×4, ×8 of it)."""
+content hash for the cache, and the pretraining context (default lengths are ×1, ×2, ×4, ×8 of it).
+
+The model hash (every eval cache key) is the sha256 of the weights' bytes on disk, computed once while
+verifying them against the checkpoint's MANIFEST.json (a corrupt file is a CheckpointError naming it),
+never a hash merely read from the manifest."""
 from __future__ import annotations
 
 import json
@@ -9,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.io import sha256_file
 
 
 @dataclass
@@ -43,19 +46,6 @@ def find_tokenizer(start: Path, explicit: str | Path | None = None):
     return None
 
 
-def _weights_hash(directory: Path) -> str:
-    manifest = directory / "MANIFEST.json"
-    if manifest.is_file():
-        try:
-            return json.loads(manifest.read_text())["files"]["model.safetensors"]["sha256"]
-        except (KeyError, json.JSONDecodeError):
-            pass
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise CheckpointError(f"{directory}: no *.safetensors weights")
-    return "".join(sha256_file(f) for f in files)[:64] if len(files) == 1 else sha256_file(files[0])
-
-
 def _run_tokenizer(record: dict[str, Any]):
     """The tokenizer of a run's prepared data store, if that store exists here."""
     from archpool.data.section import section_store_path
@@ -78,7 +68,10 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
     if (path / "run_config.json").is_file():
         from archpool.train.trainer import run_dir_final
 
-        record = json.loads((path / "run_config.json").read_text())
+        try:
+            record = json.loads((path / "run_config.json").read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{path / 'run_config.json'}: unreadable run record ({e})") from None
         ckpt_dir, kind = run_dir_final(path), "run"
         if not (ckpt_dir / "config.json").is_file():
             raise CheckpointError(f"{path}: run has no final checkpoint yet ({ckpt_dir})")
@@ -93,10 +86,12 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
     if tok is None and record is not None:
         tok = _run_tokenizer(record)
     if is_archpool_checkpoint(ckpt_dir):
-        from archpool.model.checkpoint import load_checkpoint
+        from archpool.model.checkpoint import WEIGHTS_NAME, load_checkpoint, verify_checkpoint
 
-        model = load_checkpoint(ckpt_dir, device=device)
+        model_hash = verify_checkpoint(ckpt_dir)[WEIGHTS_NAME]
+        model = load_checkpoint(ckpt_dir, device=device, verify=False)
         cfg = model.cfg
+        vocab = cfg.vocab_size
         pre = (cfg.extension or {}).get("pretrain_seq_len")
         if pre is None and record is not None:
             pre = (record.get("train") or {}).get("seq_len")
@@ -104,10 +99,13 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
         kind = kind or "checkpoint"
         pretrain_len = int(pre or cfg.max_seq_len)
     else:
-        from transformers import AutoModelForCausalLM
+        from archpool.model.hf import read_hf_config, weight_files, weights_sha256
 
-        model = AutoModelForCausalLM.from_pretrained(str(ckpt_dir), dtype="float32").to(device)
+        read_hf_config(ckpt_dir)
+        model_hash = weights_sha256(ckpt_dir, weight_files(ckpt_dir))
+        model = _load_hf(ckpt_dir, device)
         hf = model.config
+        vocab = int(hf.vocab_size)
         ours = ckpt_dir / "archpool_config.json"
         pre = None
         if ours.is_file():
@@ -124,4 +122,28 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
         kind = "hf"
     if tok is None:
         raise ConfigError("tokenizer", f"{path}: no tokenizer.json beside the model or in its run; pass --tokenizer")
-    return Target(kind, path, ckpt_dir, lm, tok, _weights_hash(ckpt_dir), tok.hash, pretrain_len, model, record)
+    check_vocab(tok, vocab, path)
+    return Target(kind, path, ckpt_dir, lm, tok, model_hash, tok.hash, pretrain_len, model, record)
+
+
+def check_vocab(tokenizer, vocab_size: int, where: Path) -> None:
+    """ConfigError when the tokenizer can emit ids the model has no embedding for."""
+    if tokenizer.vocab_size > vocab_size:
+        raise ConfigError("tokenizer", f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                          f"vocabulary is {vocab_size}; pass the tokenizer the model was trained with (--tokenizer)")
+
+
+def _load_hf(ckpt_dir: Path, device: str):
+    """The transformers model of an HF directory; missing or mis-shaped weights are a CheckpointError."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(str(ckpt_dir), dtype="float32", output_loading_info=True,
+                                                           local_files_only=True)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"{ckpt_dir}: transformers cannot load this model ({type(e).__name__}: "
+                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+    bad = {k: list(v)[:3] for k, v in info.items() if k in ("missing_keys", "mismatched_keys") and v}
+    if bad:
+        raise CheckpointError(f"{ckpt_dir}: weights do not match config.json ({bad})")
+    return model.to(device)

@@ -2,23 +2,30 @@
 
 Weights are safetensors only; nothing here unpickles. Writes are atomic per file and the config is
 written last, so a directory with a config always has complete weights beside it.
+
+Integrity: a training checkpoint also has ``MANIFEST.json`` (size and sha256 of every file). Readers call
+``verify_checkpoint`` before use: with a manifest, each file read is checked against it (size, then a
+streaming sha256); without one, the weights' bytes are hashed directly. Either way the returned sha256 is
+of the bytes on disk, so caches keyed by it never serve results computed from other bytes.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterable
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from archpool.errors import CheckpointError
-from archpool.io import atomic_path, atomic_write_json
+from archpool.errors import CheckpointError, ConfigError
+from archpool.io import atomic_path, atomic_write_json, sha256_file
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 FORMAT_KEY = "archpool_format"
+MANIFEST_NAME = "MANIFEST.json"
 
 
 def save_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig, directory: str | Path, metadata: dict | None = None) -> Path:
@@ -43,24 +50,106 @@ def is_archpool_checkpoint(directory: str | Path) -> bool:
     if not path.is_file():
         return False
     try:
-        return FORMAT_KEY in json.loads(path.read_text())
-    except json.JSONDecodeError:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
+    return isinstance(data, dict) and FORMAT_KEY in data
+
+
+def read_manifest(directory: str | Path) -> dict[str, dict] | None:
+    """The ``files`` table of ``directory/MANIFEST.json`` (None without one); CheckpointError if malformed."""
+    path = Path(directory) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        files = json.loads(path.read_text())["files"]
+        ok = isinstance(files, dict) and all(
+            isinstance(info, dict) and isinstance(info.get("bytes"), int) and isinstance(info.get("sha256"), str)
+            for info in files.values())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: unreadable manifest ({e})") from e
+    if not ok:
+        raise CheckpointError(f"{path}: unreadable manifest (each file needs 'bytes' and 'sha256')")
+    for name in files:
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise CheckpointError(f"{path}: unreadable manifest (entry {name!r} is not a file name in the checkpoint)")
+    return files
+
+
+def verify_files(directory: str | Path, names: Iterable[str] | None = None, check_hashes: bool = True) -> dict[str, str]:
+    """``{name: sha256}`` of ``names`` (default: every manifest entry), each checked against
+    ``MANIFEST.json`` when there is one: present, same size, then the same streaming sha256. Without a
+    manifest, the named files' bytes are hashed as they are. CheckpointError names the first bad file.
+    ``check_hashes=False`` checks presence and sizes only (the returned dict is then empty)."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if names is None:
+        if manifest is None:
+            raise CheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST_NAME}; it is written last)")
+        names = list(manifest)
+    hashes: dict[str, str] = {}
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(f"{path}: missing from checkpoint")
+        if manifest is not None:
+            if name not in manifest:
+                raise CheckpointError(f"{path}: not listed in {directory / MANIFEST_NAME}; cannot verify it")
+            info, size = manifest[name], path.stat().st_size
+            if size != info["bytes"]:
+                raise CheckpointError(f"{path}: truncated or altered ({size} bytes, manifest says {info['bytes']})")
+        if check_hashes:
+            hashes[name] = sha256_file(path)
+            if manifest is not None and hashes[name] != manifest[name]["sha256"]:
+                raise CheckpointError(f"{path}: corrupt (sha256 does not match the manifest)")
+    return hashes
+
+
+def verify_checkpoint(directory: str | Path) -> dict[str, str]:
+    """Verified ``{name: sha256}`` of an archpool checkpoint's config.json and model.safetensors (see ``verify_files``)."""
+    return verify_files(directory, (CONFIG_NAME, WEIGHTS_NAME))
 
 
 def load_config(directory: str | Path) -> ModelConfig:
     path = Path(directory) / CONFIG_NAME
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: cannot read archpool config ({e})") from e
-    if FORMAT_KEY not in data:
+    if not isinstance(data, dict) or FORMAT_KEY not in data:
         raise CheckpointError(f"{path}: not an archpool checkpoint config (no {FORMAT_KEY!r})")
-    return ModelConfig.from_dict(data["model"])
+    if not isinstance(data.get("model"), dict):
+        raise CheckpointError(f"{path}: invalid archpool config (no 'model' mapping)")
+    try:
+        return ModelConfig.from_dict(data["model"])
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: invalid model config: {e}") from None
+    except (TypeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{path}: invalid model config ({type(e).__name__}: {e})") from None
 
 
-def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -> Decoder:
+def check_state(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str | Path, tied: bool = False,
+                names: dict[str, str] | None = None) -> None:
+    """CheckpointError naming ``where`` and the first tensor that is missing, unexpected or of the wrong
+    shape (``names``: how to call our parameter names in the message, e.g. their transformers names)."""
+    expected = {k: v for k, v in model.state_dict().items() if not k.startswith("inv_freq")}
+    show = (lambda k: (names or {}).get(k, k))  # noqa: E731
+    missing = [show(k) for k in expected if k not in state and not (tied and k == "lm_head.weight")]
+    unexpected = [show(k) for k in state if k not in expected]
+    if missing or unexpected:
+        raise CheckpointError(f"{where}: weights do not match the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise CheckpointError(f"{where}: tensor {show(name)!r} has shape {tuple(tensor.shape)}, "
+                                  f"the config needs {tuple(expected[name].shape)}")
+
+
+def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *, verify: bool = True) -> Decoder:
+    """Our Decoder from a checkpoint directory, its files verified first (``verify=False``: the caller
+    already ran ``verify_checkpoint`` and holds the hashes)."""
     directory = Path(directory)
+    if verify and (directory / MANIFEST_NAME).is_file():  # without a manifest there is nothing to compare with
+        verify_checkpoint(directory)
     cfg = load_config(directory)
     weights = directory / WEIGHTS_NAME
     try:
@@ -68,8 +157,6 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     except Exception as e:  # safetensors raises several types for truncated / missing files
         raise CheckpointError(f"{weights}: unreadable or incomplete weights ({e})") from e
     model = Decoder(cfg)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [m for m in missing if not (cfg.tie_embeddings and m == "lm_head.weight")]
-    if missing or unexpected:
-        raise CheckpointError(f"{weights}: weights do not match the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
+    check_state(model, state, weights, tied=cfg.tie_embeddings)
+    model.load_state_dict(state, strict=False)
     return model.to(device)

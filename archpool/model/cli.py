@@ -9,6 +9,8 @@ import json
 import sys
 from typing import Any
 
+from archpool.cliargs import positive_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -18,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "olmo3, gemma2, gemma3, gemma3_text).")
     p.add_argument("targets", nargs="+", metavar="TARGET")
     p.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several targets)")
-    p.add_argument("--short-ctx", type=int, default=None, metavar="N",
+    p.add_argument("--short-ctx", type=positive_int, default=None, metavar="N",
                    help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)")
     p.set_defaults(func=_features)
 

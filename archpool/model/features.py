@@ -188,6 +188,19 @@ def features_from_hf_config(hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX
         return _features_from_hf_config(hf, short_ctx, source)
     except KeyError as e:
         raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError("config", f"invalid value in the Hugging Face config ({e})") from None
+
+
+def check_head_counts(n_heads: int, n_kv_heads: int) -> None:
+    """ConfigError (HF field names) unless the KV heads evenly share the attention heads."""
+    if n_heads < 1:
+        raise ConfigError("num_attention_heads", f"must be a positive integer, got {n_heads}")
+    if not 1 <= n_kv_heads <= n_heads or n_heads % n_kv_heads:
+        raise ConfigError("num_key_value_heads", f"{n_kv_heads} KV heads do not evenly divide "
+                          f"num_attention_heads={n_heads} (each KV head must serve the same number of query heads)")
 
 
 def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) -> dict[str, Any]:
@@ -197,6 +210,7 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
     n_heads = int(hf["num_attention_heads"])
     kv = hf.get("num_key_value_heads")
     n_kv_heads = int(kv if kv is not None else (fam["kv_default"] or n_heads))
+    check_head_counts(n_heads, n_kv_heads)
     layer_types, window = hf_layer_types(hf, fam["swa"])
     notes = []
     if fam["placement"] == "sandwich":
@@ -240,7 +254,10 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if isinstance(data, dict) and FORMAT_KEY in data:
             return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
-            return features_from_hf_config(data, threshold, source=str(path))
+            try:
+                return features_from_hf_config(data, threshold, source=str(path))
+            except ConfigError as e:
+                raise ConfigError(str(path), str(e)) from None
         return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
     from archpool.model.config import ModelConfig
     from archpool.model.presets import FAMILIES, SIZES

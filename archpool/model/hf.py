@@ -387,8 +387,10 @@ def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
     )
 
 
-def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.Tensor"]) -> "Decoder":
-    """Our Decoder holding a transformers state dict. Biases must be zero (our projections have none)."""
+def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.Tensor"], where: str = "import") -> "Decoder":
+    """Our Decoder holding a transformers state dict. Biases must be zero (our projections have none).
+    ``where`` (the weights file) starts the error when tensors are missing or shaped unlike the config."""
+    from archpool.model.checkpoint import check_state
     from archpool.model.model import Decoder
 
     cfg = hf_config_to_archpool(hf_config)
@@ -406,15 +408,13 @@ def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.
         else:
             unexpected.append(name)
     if unexpected:
-        raise CheckpointError(f"import: {len(unexpected)} weights have no archpool name (e.g. {unexpected[:4]}); "
+        raise CheckpointError(f"{where}: {len(unexpected)} weights have no archpool name (e.g. {unexpected[:4]}); "
                               f"the {hf_config.model_type} checkpoint is not the architecture its config describes")
     if cfg.tie_embeddings:
         mapped.pop("lm_head.weight", None)
     model = Decoder(cfg)
-    missing, extra = model.load_state_dict(mapped, strict=False)
-    missing = [m for m in missing if not (cfg.tie_embeddings and m == "lm_head.weight")]
-    if missing or extra:
-        raise CheckpointError(f"import: weights do not match the config (missing {missing[:5]}, unexpected {extra[:5]})")
+    check_state(model, mapped, where, tied=cfg.tie_embeddings, names=name_map(cfg))
+    model.load_state_dict(mapped, strict=False)
     return model
 
 
@@ -423,45 +423,126 @@ def hf_model_to_archpool(hf_model: "PreTrainedModel") -> "Decoder":
     return hf_state_to_archpool(hf_model.config, hf_model.state_dict())
 
 
-def _read_safetensors(hf_dir: Path) -> dict[str, "torch.Tensor"] | None:
-    from safetensors.torch import load_file
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+INDEX_NAME = "model.safetensors.index.json"
 
+
+def read_hf_config(hf_dir: str | Path) -> dict[str, Any]:
+    """``config.json`` of a Hugging Face model directory, refusing custom-code models (``auto_map``)."""
+    config_path = Path(hf_dir) / "config.json"
+    if not config_path.is_file():
+        raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
+    try:
+        raw = json.loads(config_path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config_path}: not a config (a JSON object expected, got {type(raw).__name__})")
+    if raw.get("auto_map") or raw.get("trust_remote_code"):
+        raise ConfigError("auto_map", f"{config_path}: a custom-code model (needs trust_remote_code); "
+                          "archpool never runs a model repository's own code")
+    return raw
+
+
+def weight_files(hf_dir: str | Path) -> list[Path]:
+    """The safetensors files of an HF directory: ``model.safetensors``, or the shards its index names (each
+    a plain file name inside the directory). Pickle-only weights are refused, never unpickled."""
+    hf_dir = Path(hf_dir)
     single = hf_dir / "model.safetensors"
     if single.is_file():
-        return load_file(str(single))
-    index = hf_dir / "model.safetensors.index.json"
+        return [single]
+    index = hf_dir / INDEX_NAME
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        state: dict[str, Any] = {}
-        for shard in shards:
-            state.update(load_file(str(hf_dir / shard)))
-        return state
-    return None
+        return _index_shards(index)
+    pickles = sorted(p for p in hf_dir.iterdir() if p.suffix in PICKLE_SUFFIXES and p.is_file())
+    if pickles:
+        raise CheckpointError(f"{pickles[0]}: pickle-format weights are refused (unpickling can run arbitrary code); "
+                              "convert them to model.safetensors")
+    raise CheckpointError(f"{hf_dir}: no weights (model.safetensors or {INDEX_NAME})")
+
+
+def _index_shards(index: Path) -> list[Path]:
+    from archpool.names import name_problem
+
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{index}: unreadable shard index ({type(e).__name__}: {e})") from None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{index}: weight_map must map tensor names to shard files")
+    shards = []
+    for shard in sorted({str(v) for v in weight_map.values()}):
+        problem = name_problem(shard)
+        if problem is not None:
+            raise CheckpointError(f"{index}: weight_map shard {shard!r} {problem} (shards are file names inside {index.parent})")
+        if not shard.endswith(".safetensors"):
+            raise CheckpointError(f"{index}: weight_map shard {shard!r} is not a .safetensors file")
+        if not (index.parent / shard).is_file():
+            raise CheckpointError(f"{index.parent / shard}: shard named in {index.name} is missing")
+        shards.append(index.parent / shard)
+    return shards
+
+
+def weights_sha256(hf_dir: str | Path, files: list[Path]) -> str:
+    """Content hash of an HF directory's weights, from their bytes (checked against a MANIFEST.json if
+    there is one): the file's sha256 for one file, a hash of the per-shard sha256s for several."""
+    from archpool.io import sha256_json
+    from archpool.model.checkpoint import verify_files
+
+    hashes = verify_files(hf_dir, [f.name for f in files])
+    return hashes[files[0].name] if len(files) == 1 else sha256_json(hashes)
+
+
+def _read_safetensors(files: list[Path]) -> dict[str, "torch.Tensor"]:
+    from safetensors.torch import load_file
+
+    state: dict[str, Any] = {}
+    for f in files:
+        try:
+            state.update(load_file(str(f)))
+        except Exception as e:  # safetensors raises several types for truncated / malformed files
+            raise CheckpointError(f"{f}: unreadable or truncated safetensors file ({e})") from None
+    return state
 
 
 def import_hf(hf_dir: str | Path) -> "Decoder":
-    """Our Decoder from a transformers model directory (config.json + safetensors), no network."""
+    """Our Decoder from a transformers model directory (config.json + safetensors), no network. Every
+    refusal is a CheckpointError / ConfigError naming the file or field: bad JSON, custom code, an
+    unimportable family, head counts, missing / pickle / truncated weights, shapes that do not match."""
     from transformers import AutoConfig
 
     hf_dir = Path(hf_dir)
     config_path = hf_dir / "config.json"
-    if not config_path.is_file():
-        raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
-    raw = json.loads(config_path.read_text())
+    raw = read_hf_config(hf_dir)
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:  # before AutoConfig, whose error for unknown types is less direct
         raise ConfigError("model_type", f"cannot import model type {model_type!r}; importable: {', '.join(IMPORTABLE)}")
-    hf_config = AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
-    state = _read_safetensors(hf_dir)
-    if state is None:
-        from transformers import AutoModelForCausalLM
+    files = weight_files(hf_dir)
+    if (hf_dir / "MANIFEST.json").is_file():
+        weights_sha256(hf_dir, files)
+    try:
+        hf_config = AutoConfig.from_pretrained(str(hf_dir), local_files_only=True)
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as e:
+        raise ConfigError(str(config_path), f"transformers cannot read this config ({type(e).__name__}: {e})") from None
+    try:
+        from archpool.model.features import check_head_counts
 
-        state = AutoModelForCausalLM.from_pretrained(str(hf_dir), local_files_only=True).state_dict()
-    model = hf_state_to_archpool(hf_config, state)
+        check_head_counts(int(hf_config.num_attention_heads),
+                          int(getattr(hf_config, "num_key_value_heads", None) or hf_config.num_attention_heads))
+        hf_config_to_archpool(hf_config)
+    except ConfigError as e:
+        raise ConfigError(str(config_path), str(e)) from None
+    except (TypeError, ValueError) as e:
+        raise ConfigError(str(config_path), f"invalid config value ({e})") from None
+    where = files[0] if len(files) == 1 else hf_dir / INDEX_NAME
+    model = hf_state_to_archpool(hf_config, _read_safetensors(files), where=str(where))
     provenance = hf_dir / ARCHPOOL_CONFIG_NAME
     if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
-        ours = json.loads(provenance.read_text())
+        try:
+            ours = json.loads(provenance.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{provenance}: not valid JSON ({e})") from None
         for key in ("family", "extension"):
-            if ours.get(key) is not None:
+            if isinstance(ours, dict) and ours.get(key) is not None:
                 setattr(model.cfg, key, ours[key])
     return model

@@ -15,7 +15,6 @@ directory that looks whole; the manifest additionally catches files damaged afte
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -29,11 +28,10 @@ from safetensors.torch import load_file
 
 from archpool.errors import CheckpointError
 from archpool.io import atomic_write_json, sha256_file
-from archpool.model.checkpoint import WEIGHTS_NAME, save_state_dict
+from archpool.model.checkpoint import MANIFEST_NAME, WEIGHTS_NAME, save_state_dict, verify_files
 from archpool.model.config import ModelConfig
 
 STATE_NAME = "train_state.pt"
-MANIFEST_NAME = "MANIFEST.json"
 STEP_RE = re.compile(r"^step_(\d+)$")
 
 
@@ -77,26 +75,10 @@ def write_checkpoint(
     return directory
 
 
-def validate(directory: str | Path, check_hashes: bool = True) -> None:
-    """Raise ``CheckpointError`` naming the problem if ``directory`` is not a complete checkpoint."""
-    directory = Path(directory)
-    manifest_path = directory / MANIFEST_NAME
-    if not manifest_path.is_file():
-        raise CheckpointError(f"{directory}: incomplete checkpoint (no {MANIFEST_NAME}; it is written last)")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{manifest_path}: unreadable manifest ({e})") from e
-    for name, info in files.items():
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointError(f"{path}: missing from checkpoint")
-        size = path.stat().st_size
-        if size != info["bytes"]:
-            raise CheckpointError(f"{path}: truncated or altered ({size} bytes, manifest says {info['bytes']})")
-        if check_hashes and sha256_file(path) != info["sha256"]:
-            raise CheckpointError(f"{path}: corrupt (sha256 does not match the manifest)")
+def validate(directory: str | Path, check_hashes: bool = True) -> dict[str, str]:
+    """Raise ``CheckpointError`` naming the problem if ``directory`` is not a complete checkpoint;
+    return the verified ``{file: sha256}`` (empty with ``check_hashes=False``)."""
+    return verify_files(directory, None, check_hashes)
 
 
 def list_checkpoints(ckpt_root: str | Path) -> list[tuple[int, Path]]:

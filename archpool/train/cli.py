@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from archpool.cliargs import non_negative_int, positive_int
 from archpool.study import RECIPES
 
 
@@ -20,27 +21,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--config", help="YAML/JSON with an extension: section (mapping or list) to use instead of the run's")
     e.add_argument("--from", dest="source", help="checkpoint to extend: final (default), a milestone (step_000050) or a path")
     e.add_argument("--name", help="output name under RUN/extend/ (default: the recipe)")
-    e.add_argument("--length", type=int, help="extension length (default 8x the pretraining context)")
-    e.add_argument("--tokens", type=int, help="token budget (default token_fraction x pretraining tokens)")
+    e.add_argument("--length", type=positive_int, help="extension length (default 8x the pretraining context)")
+    e.add_argument("--tokens", type=positive_int, help="token budget (default token_fraction x pretraining tokens)")
     e.add_argument("--token-fraction", type=float, help="budget as a fraction of pretraining tokens (default 0.07)")
     e.add_argument("--theta-ratio", type=float, help="ntk/abf: multiply theta (default 16)")
     e.add_argument("--new-theta", type=float, help="ntk/abf: set theta")
     e.add_argument("--factor", type=float, help="yarn/pi scaling factor (default length / pretraining context)")
     e.add_argument("--full-layers-only", action="store_true", default=None, help="yarn/pi: scale full-attention layers only (Olmo 3)")
     e.add_argument("--lr", type=float, help="peak LR (default: the pretraining LR)")
-    e.add_argument("--warmup-steps", type=int)
-    e.add_argument("--global-batch-tokens", type=int)
-    e.add_argument("--micro-batch-size", type=int)
+    e.add_argument("--warmup-steps", type=non_negative_int)
+    e.add_argument("--global-batch-tokens", type=positive_int)
+    e.add_argument("--micro-batch-size", type=positive_int)
     e.add_argument("--no-progress", action="store_true")
     e.set_defaults(func=_extend)
 
 
 def _train(args: argparse.Namespace) -> int:
+    """Errors are archpool.errors types (ConfigError, DataError, CheckpointError): the CLI boundary prints them."""
     from archpool.train.config import RunConfig
     from archpool.train.distributed import shutdown
     from archpool.train.trainer import pretrain
 
     run_cfg = RunConfig.from_file(args.config)
+    if args.extend:  # a name that cannot be written fails before pretraining, not after
+        from archpool.train.extend import extension_configs, extension_dir_name
+
+        for ext in extension_configs(run_cfg):
+            extension_dir_name(ext)
     if args.no_progress:
         run_cfg.train.progress = False
     try:
@@ -57,10 +64,13 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _extend(args: argparse.Namespace) -> int:
+    """Errors are archpool.errors types (ConfigError, CheckpointError, DataError): the CLI boundary prints them."""
     from archpool.train.config import ExtensionConfig, RunConfig
     from archpool.train.distributed import shutdown
-    from archpool.train.extend import extend, extension_configs, load_run_config
+    from archpool.train.extend import check_extension_name, extend, extension_configs, extension_dir_name, load_run_config
 
+    if args.name is not None:
+        check_extension_name(args.name)
     run_cfg = load_run_config(args.run)
     overrides = {k: v for k, v in {
         "recipe": args.recipe, "source": args.source, "name": args.name, "length": args.length, "tokens": args.tokens,
@@ -69,11 +79,18 @@ def _extend(args: argparse.Namespace) -> int:
         "global_batch_tokens": args.global_batch_tokens, "micro_batch_size": args.micro_batch_size,
     }.items() if v is not None}
     if args.config:
-        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, **_extension_section(args.config)}).extension
+        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, "train": run_cfg.train.to_dict(),
+                                                 **_extension_section(args.config)}).extension
     if args.recipe:  # an explicit recipe replaces the config's sections
         exts = [ExtensionConfig.from_dict(overrides)]
     else:
         exts = extension_configs(run_cfg, overrides)
+    names = [extension_dir_name(ext) for ext in exts]  # all checked before the first one starts
+    if len(set(names)) != len(names):
+        from archpool.errors import ConfigError
+
+        raise ConfigError("--name", f"{len(names)} extensions would share the directory name(s) {sorted(set(names))}; "
+                          "drop --name or use --recipe for a single extension")
     try:
         for ext in exts:
             _report(extend(args.run, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
@@ -87,7 +104,14 @@ def _extension_section(path: str) -> dict:
 
     import yaml
 
-    data = yaml.safe_load(Path(path).read_text())
+    from archpool.errors import ConfigError
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError("--config", f"cannot read {path} ({e})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError("--config", f"{path}: invalid YAML ({str(e).splitlines()[0]})") from None
     if isinstance(data, dict) and "extension" in data:
         return {"extension": data["extension"]}
     return {"extension": data}

@@ -21,10 +21,24 @@ from typing import Any
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import sha256_file
 from archpool.model.config import ModelConfig, RopeConfig
+from archpool.names import check_name
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
 from archpool.train.trainer import RUN_RECORD, Stage, Trainer, TrainResult, run_dir_final
 from archpool.study import THETA_RECIPES
+
+
+RESERVED_NAMES = ("base",)  # "base" prefixes the pre-extension columns of pool results
+
+
+def check_extension_name(name: str) -> str:
+    """``name`` if it can be the extension's directory under ``RUN/extend/``; else a ConfigError."""
+    return check_name("extension.name", name, reserved=RESERVED_NAMES)
+
+
+def extension_dir_name(ext: ExtensionConfig) -> str:
+    """The checked directory name of ``ext`` under ``RUN/extend/`` (an explicit empty name is an error)."""
+    return check_extension_name(ext.run_name if ext.name is None else ext.name)
 
 
 @dataclass
@@ -112,9 +126,10 @@ def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None 
            out: str | Path | None = None) -> TrainResult:
     """Extend a pretrained run's checkpoint into ``out`` (default ``RUN/extend/<name>/``); re-running resumes."""
     run_dir = Path(run_dir)
+    extension_dir_name(ext)  # before any work: the name becomes a directory
     if run_cfg is None:
         run_cfg = load_run_config(run_dir)
-    source = resolve_source(run_dir, ext.source)
+    source = resolve_source(run_dir, ext.source)  # verified against its manifest (size + sha256)
     source_cfg, weights = ckpt.load_weights(source)
     plan = plan_extension(source_cfg, run_cfg.train, ext, ext.source)
     if progress is not None:
@@ -133,9 +148,13 @@ def load_run_config(run_dir: str | Path) -> RunConfig:
     path = Path(run_dir) / RUN_RECORD
     if not path.is_file():
         raise CheckpointError(f"{run_dir}: not a pretraining run directory (no {RUN_RECORD})")
-    data = json.loads(path.read_text())
-    if data.get("kind") != "pretrain":
-        raise CheckpointError(f"{path}: not a pretraining run (kind={data.get('kind')!r})")
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: unreadable run record ({e})") from None
+    if not isinstance(data, dict) or data.get("kind") != "pretrain":
+        kind = data.get("kind") if isinstance(data, dict) else None
+        raise CheckpointError(f"{path}: not a pretraining run (kind={kind!r})")
     return RunConfig.from_dict({k: data[k] for k in ("model", "data", "train", "extension") if k in data})
 
 

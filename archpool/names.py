@@ -1,0 +1,45 @@
+"""Names that become one path component (pool, run, extension, shard names): never a path.
+
+Dependency-free on purpose: config loaders and CLIs import it before anything heavy.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from archpool.errors import ConfigError
+
+MAX_NAME_BYTES = 255  # the longest file name common filesystems accept
+
+
+def check_name(field: str, value: str, reserved: Iterable[str] = ()) -> str:
+    """``value`` if it is a plain, non-hidden file name (no separators, no ``..``, not absolute, not
+    empty, not in ``reserved``); else ``ConfigError`` naming ``field`` and the rule broken."""
+    if not isinstance(value, str):
+        raise ConfigError(field, f"must be a string name, got {type(value).__name__} {value!r}")
+    reason = name_problem(value)
+    if reason is None and value in set(reserved):
+        reason = f"is reserved (reserved: {', '.join(sorted(set(reserved)))})"
+    if reason is not None:
+        raise ConfigError(field, f"{value!r} {reason}; use a plain name such as 'run_1' (letters, digits, '-', '_', '.')")
+    return value
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` is not a plain file name (None when it is)."""
+    if not value.strip():
+        return "is empty"
+    if value != value.strip():
+        return "has leading or trailing whitespace"
+    if value.startswith("/") or value.startswith("\\"):
+        return "is an absolute path"
+    if "/" in value or "\\" in value:
+        return "contains a path separator"
+    if ".." in value:
+        return "contains '..'"
+    if value.startswith("."):
+        return "starts with '.' (hidden and temporary names are reserved)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "contains a control character"
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    return None
