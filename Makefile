@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.archpool-installed
 
-.PHONY: setup corpus browser demo test test-fast clean
+.PHONY: setup corpus browser demo lint test test-fast clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ browser:
 demo: setup corpus
 	$(BIN)/archpool run
 
-test: setup corpus browser
+# ruff (lint + format) and the import-layering contracts of pyproject.toml
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
+
+test: setup corpus browser lint
 	$(BIN)/python -m pytest -q
 
 # Developers: skip the slow end-to-end tests.

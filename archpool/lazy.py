@@ -1,4 +1,4 @@
-"""Lazy package exports (PEP 562): ``import archpool.<stage>.cli`` stays cheap (no torch, no statsmodels)."""
+"""Lazy package exports (PEP 562): ``import archpool.cli.<stage>`` stays cheap (no torch, no statsmodels)."""
 from __future__ import annotations
 
 import importlib

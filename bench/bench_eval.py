@@ -117,7 +117,7 @@ def main() -> None:
         logf.write(msg + "\n")
         logf.flush()
 
-    from archpool.data.tokenizer import train_tokenizer
+    from archpool.tokenizer import train_tokenizer
     from archpool.eval.api import evaluate
     from archpool.eval.lm import lm_from_decoder
     from archpool.eval.target import Target

@@ -21,7 +21,7 @@ def main() -> None:
     args = ap.parse_args()
     from archpool.data.corpus import DefaultCorpus
     from archpool.data.store import _encode, close_workers
-    from archpool.data.tokenizer import train_tokenizer
+    from archpool.tokenizer import train_tokenizer
 
     docs = sorted((hashlib.sha256(d.text.encode()).digest()[8:16], d.text) for d in DefaultCorpus().documents())
     texts, n = [], 0

@@ -7,7 +7,7 @@ in chunks (``rows.py``), so memory stays O(rows × T) at any length. ``metrics.p
 definitions (evals.md §5), ``retrieval.py`` the needle test and head masking (§4), ``runner.py``
 computes everything for a target and caches the JSON, ``figures.py`` draws the pool figures.
 
-Names resolve lazily (PEP 562) so that ``import archpool.attention.cli`` does not import torch.
+Names resolve lazily (PEP 562) so that ``import archpool.cli.attention`` does not import torch.
 """
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ def corpus_from_store(store_path: str | Path, tokenizer_dir: str | Path | None =
             "n_docs": int(len(idx)), "tokenizer_hash": store.tokenizer_hash}
     other = None
     if tokenizer_dir is not None and (Path(tokenizer_dir) / "tokenizer.json").is_file():
-        from archpool.data.tokenizer import Tokenizer
+        from archpool.tokenizer import Tokenizer
 
         other = Tokenizer.load(tokenizer_dir)
         if other.hash == store.tokenizer_hash:
@@ -144,7 +144,7 @@ def corpus_from_store(store_path: str | Path, tokenizer_dir: str | Path | None =
 
 def corpus_from_texts(paths: Sequence[str | Path], tokenizer_dir: str | Path) -> Corpus:
     """Plain-text files, one document each, in the tokenizer found in ``tokenizer_dir``."""
-    from archpool.data.tokenizer import Tokenizer
+    from archpool.tokenizer import Tokenizer
 
     tok = Tokenizer.load(tokenizer_dir)
     texts = [Path(p).read_text(errors="replace") for p in paths]

@@ -317,15 +317,3 @@ class HFSource:
                 if v is not None and not isinstance(v, str):
                     raise DataError(f"{self.path}: column {col!r} holds {type(v).__name__}, not strings")
                 yield Document(v or "", f"{self.path}#{start + i}")
-
-
-def build_source(cfg) -> Source:
-    """The source for one ``SourceConfig``."""
-    if cfg.kind == "files":
-        return FileSource(cfg.path, cfg.text_field, cfg.name)
-    if cfg.kind == "hf":
-        path = cfg.path if isinstance(cfg.path, str) else cfg.path[0]
-        return HFSource(path, cfg.text_field, cfg.hf_split, cfg.name)
-    from archpool.data.corpus import DefaultCorpus
-
-    return DefaultCorpus(root=cfg.root)

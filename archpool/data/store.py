@@ -31,8 +31,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from archpool.data.config import DataConfig
-from archpool.data.sources import build_source
-from archpool.data.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
+from archpool.data.corpus import DefaultCorpus
+from archpool.data.sources import FileSource, HFSource, Source
+from archpool.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
 from archpool.errors import DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
 
@@ -120,6 +121,16 @@ class Store:
 
 
 # ---------------------------------------------------------------------------------------- prepare
+def build_source(cfg) -> Source:
+    """The source for one ``SourceConfig``."""
+    if cfg.kind == "files":
+        return FileSource(cfg.path, cfg.text_field, cfg.name)
+    if cfg.kind == "hf":
+        path = cfg.path if isinstance(cfg.path, str) else cfg.path[0]
+        return HFSource(path, cfg.text_field, cfg.hf_split, cfg.name)
+    return DefaultCorpus(root=cfg.root)
+
+
 def store_key(config: DataConfig, sources, records) -> str:
     tok = sha256_file(Path(config.tokenizer) / "tokenizer.json" if Path(config.tokenizer).is_dir() else config.tokenizer) if config.tokenizer else None
     inputs = [[s.name, [[r.path, r.sha256] for r in recs]] for s, recs in zip(sources, records)]

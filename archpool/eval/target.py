@@ -35,7 +35,7 @@ class Target:
 
 
 def find_tokenizer(start: Path, explicit: str | Path | None = None):
-    from archpool.data.tokenizer import Tokenizer
+    from archpool.tokenizer import Tokenizer
 
     if explicit:
         return Tokenizer.load(explicit)

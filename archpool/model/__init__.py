@@ -1,6 +1,6 @@
 """The model stage: one configurable decoder, its presets, checkpoints and HF interop.
 
-Names resolve lazily (PEP 562) so that ``import archpool.model.cli`` does not import torch.
+Names resolve lazily (PEP 562) so that ``import archpool.cli.model`` does not import torch.
 """
 from __future__ import annotations
 

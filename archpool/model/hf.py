@@ -192,8 +192,9 @@ def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, 
     ``tokenizer``: a tokenizer.json (or a directory holding one) or an archpool ``Tokenizer``; by default the
     one in or next to a checkpoint directory. ``require_tokenizer`` (default: true for a checkpoint path,
     false for an in-memory model) raises :class:`TokenizerNotFoundError` when there is none, instead of
-    writing weights no client can use. ``archpool export-hf`` resolves a run's tokenizer through its run
-    record (the data store) and passes it here."""
+    writing weights no client can use. A run's tokenizer lives in its data store, which the model layer
+    does not read: ``archpool export-hf RUN OUT`` (:func:`archpool.cli.model.resolve_export_source`) finds it
+    and passes it here."""
     from safetensors.torch import save_file
 
     from archpool.io import atomic_path, atomic_write_json
@@ -210,10 +211,6 @@ def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, 
         require_tokenizer = source_dir is not None
     if tokenizer is None:
         tokenizer = _find_tokenizer(source_dir)
-    if tokenizer is None and source_dir is not None:  # RUN/milestones/<m>: the run record's data store
-        from archpool.model.cli import resolve_export_source  # lazy: reaches the data store only when asked
-
-        tokenizer = resolve_export_source(source_dir, require_tokenizer=False).tokenizer
     if tokenizer is None and require_tokenizer:
         looked = f" (looked in {source_dir} and {source_dir.parent})" if source_dir is not None else ""
         raise TokenizerNotFoundError(f"export: no tokenizer.json for the model{looked}; an export without its "
@@ -260,7 +257,7 @@ def load_tokenizer(tokenizer: Any):
     """An archpool ``Tokenizer`` from a tokenizer.json path, a directory holding one, or a ``Tokenizer``."""
     if not isinstance(tokenizer, (str, Path)):
         return tokenizer
-    from archpool.data.tokenizer import Tokenizer  # a leaf module (tokenizers only): no data pipeline
+    from archpool.tokenizer import Tokenizer  # a leaf module (tokenizers only): no data pipeline
 
     return Tokenizer.load(tokenizer)
 

@@ -40,7 +40,7 @@ def test_analysis_and_report_import_no_model_or_training_code():
     import subprocess
     import sys
 
-    code = ("import sys, archpool.analysis, archpool.analysis.cli, archpool.report; "
+    code = ("import sys, archpool.analysis, archpool.cli.analysis, archpool.report; "
             "bad = [m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(('archpool.model', "
             "'archpool.train', 'archpool.data', 'archpool.eval', 'archpool.pool'))]; print(bad); sys.exit(bool(bad))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

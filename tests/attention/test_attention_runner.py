@@ -51,9 +51,11 @@ def test_results_are_cached_by_checkpoint_hash(attn_run, monkeypatch):
 
 def test_hf_export_gives_the_same_statistics_as_the_run(attn_run, tmp_path):
     pytest.importorskip("transformers")
+    from archpool.cli.model import resolve_export_source
     from archpool.model.hf import export_hf
 
-    export_hf(attn_run / "milestones" / "final", tmp_path / "hf")
+    src = resolve_export_source(attn_run, pretrained=True)  # the run's tokenizer is in its data store
+    export_hf(src.checkpoint, tmp_path / "hf", tokenizer=src.tokenizer)
     s = {**FAST, "retrieval": False}
     ours = analyze_target(attn_run, s, use_cache=False)
     theirs = analyze_target(tmp_path / "hf", s, store=ours["text"]["store"], use_cache=False)

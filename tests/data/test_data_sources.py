@@ -3,7 +3,8 @@ import json
 import pytest
 
 from archpool.data.config import DataConfig, SourceConfig
-from archpool.data.sources import FileSource, HFSource, TextListSource, build_source
+from archpool.data.sources import FileSource, HFSource, TextListSource
+from archpool.data.store import build_source
 from archpool.data.store import prepare
 from archpool.errors import ConfigError, DataError
 from datahelpers import make_docs, tiny_config
@@ -121,7 +122,7 @@ def test_bad_config_values_name_the_field(tmp_path):
 
 
 def test_config_file_paths_are_relative_to_the_file(tmp_path, docs_dir, monkeypatch):
-    from archpool.data.tokenizer import train_tokenizer
+    from archpool.tokenizer import train_tokenizer
 
     (tmp_path / "tok").mkdir()
     train_tokenizer(make_docs(5), 300).save(tmp_path / "tok")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from archpool.data.tokenizer import EOS, Tokenizer, require_tokenizer, train_tokenizer
+from archpool.tokenizer import EOS, Tokenizer, require_tokenizer, train_tokenizer
 from archpool.errors import DataError
 from datahelpers import make_docs
 

@@ -3,7 +3,7 @@ import random
 import pytest
 import torch
 
-from archpool.data.tokenizer import train_tokenizer
+from archpool.tokenizer import train_tokenizer
 from archpool.tasks.haystack import NOISE, pseudo_sentences
 
 
@@ -30,7 +30,7 @@ def word_tokenizer():
     """A word-level tokenizer over the kv_recall vocabulary (each key, digit and noise word = 1 token)."""
     from tokenizers import Tokenizer as HF, decoders, models, pre_tokenizers
 
-    from archpool.data.tokenizer import Tokenizer
+    from archpool.tokenizer import Tokenizer
     from archpool.tasks import words as W
 
     vocab_words = ["<|bos|>", "<|eos|>", "<|pad|>", "[UNK]", "kv:", "q:", "."] + W.SHORT_KEYS + W.DIGITS

@@ -20,7 +20,7 @@ from archpool.train import checkpoint as ckpt
 
 @pytest.fixture(scope="module")
 def tok():
-    from archpool.data.tokenizer import train_tokenizer
+    from archpool.tokenizer import train_tokenizer
     from archpool.tasks.haystack import NOISE, pseudo_sentences
 
     return train_tokenizer([" ".join(pseudo_sentences(random.Random(i), 40)) for i in range(12)] + [" ".join(NOISE)] * 3, 300)

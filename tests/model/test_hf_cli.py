@@ -97,7 +97,7 @@ def test_importing_archpool_does_not_import_torch_or_transformers():
     import subprocess
     import sys
 
-    code = ("import sys, archpool, archpool.model, archpool.model.cli, archpool.model.features, archpool.cli;"
+    code = ("import sys, archpool, archpool.model, archpool.cli.model, archpool.model.features, archpool.cli;"
             "archpool.cli.build_parser(); print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

@@ -54,6 +54,18 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     rep = json.loads((out / "report" / "analysis.json").read_text())
     assert {x["run"]: x["feature_count"] for x in rep["runs"]} == counts
     assert any(p["predictor"].startswith("base_attn") for p in an["pre_extension"])
+    c = subprocess.run([sys.executable, "-m", "archpool.cli", "analyze", str(out / "results.csv"), "--target",
+                        an["target"], "--json"], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    assert {x["run"]: x["feature_count"] for x in json.loads(c.stdout)["runs"]} == counts
+    # one definition of a run's final loss: the pool's column and `archpool eval`'s short metrics agree
+    from archpool.eval.short import final_loss
+    from archpool.train.trainer import run_dir_final
+
+    by_run = {json.loads((d / "node.json").read_text())["run"]: d for d in (out / "stages" / "pretrain").iterdir()
+              if (d / "DONE").is_file()}
+    for run, d in by_run.items():
+        assert final_loss(run_dir_final(d)) == pytest.approx(float(rows[run]["pretrain_loss"]), rel=1e-9), run
     print(f"smoke pool: {time.time() - t0:.0f}s")
 
 

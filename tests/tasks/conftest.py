@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from archpool.data.tokenizer import train_tokenizer
+from archpool.tokenizer import train_tokenizer
 from archpool.tasks.haystack import NOISE, pseudo_sentences
 
 

@@ -1,5 +1,6 @@
-"""The `archpool` command. Each pipeline stage registers its own subcommands; this file wires them and
-is the one error boundary: archpool's own errors (a config field, an input file, a checkpoint) end as
+"""The `archpool` command: the command layer, above every stage. One module per stage
+(``archpool.cli.<stage>``) registers that stage's subcommands; this file wires them and is the one
+error boundary: archpool's own errors (a config field, an input file, a checkpoint) end as
 one line naming what is wrong and exit code 2; anything else is a bug and keeps its traceback.
 ``--debug`` (or ``ARCHPOOL_DEBUG=1``) shows the traceback of every error."""
 from __future__ import annotations
@@ -14,13 +15,13 @@ from archpool.errors import CheckpointError, ConfigError, DataError
 # Stage modules that expose ``register(subparsers)``. Each registers parsers with
 # ``set_defaults(func=handler)``, where ``handler(args) -> int`` imports heavy modules lazily.
 COMMAND_MODULES = [
-    "archpool.model.cli",
-    "archpool.data.cli",
-    "archpool.train.cli",
-    "archpool.eval.cli",
-    "archpool.attention.cli",
-    "archpool.analysis.cli",
-    "archpool.pool.cli",
+    "archpool.cli.model",
+    "archpool.cli.data",
+    "archpool.cli.train",
+    "archpool.cli.eval",
+    "archpool.cli.attention",
+    "archpool.cli.analysis",
+    "archpool.cli.pool",
 ]
 USER_ERRORS = (ConfigError, DataError, CheckpointError)
 DEFAULT_COMMAND = "run"
@@ -55,7 +56,3 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"archpool {args.command}: {e}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,6 @@
+"""``python -m archpool.cli``: the `archpool` command."""
+import sys
+
+from archpool.cli import main
+
+sys.exit(main())
