@@ -6,8 +6,8 @@ class ConfigError(ValueError):
     """An invalid configuration value; the message starts with the offending field."""
 
     def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(f"{field}: {message}")
+        self.field = field if field.isprintable() else repr(field)  # a key with control characters stays one line
+        super().__init__(f"{self.field}: {message}")
 
 
 class DataError(ValueError):

@@ -1,4 +1,4 @@
-"""Small filesystem helpers shared by every stage: atomic writes and content hashes."""
+"""Small filesystem helpers shared by every stage: atomic writes, content hashes, config files."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +8,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from archpool.errors import ConfigError
 
 
 @contextmanager
@@ -48,3 +50,23 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 def sha256_json(obj: Any) -> str:
     """Hash of a JSON-serialisable object, independent of key order."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def read_config_file(path: str | os.PathLike) -> Any:
+    """The JSON (``.json``) or YAML (any other name; YAML reads JSON too) document in ``path``; a missing,
+    unreadable, non-UTF-8 or malformed file is a ``ConfigError`` naming the file. YAML is parsed safely."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "not a UTF-8 text file") from None
+    except OSError as e:
+        raise ConfigError(str(path), f"cannot read ({e.strerror or e})") from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(str(path), f"not valid YAML ({' '.join(str(e).split())})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(str(path), f"not valid JSON ({e})") from None

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", help="write the table here")
     a = p.parse_args(argv)
-    from archpool.pool.plan import extension_length
+    from archpool.pool.sections import extension_length
     from archpool.pool.run import run_pool
     from archpool.pool.spec import parse_pool
 

@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 
-from archpool.cliargs import non_negative_int, positive_int
+from archpool.cli.args import non_negative_int, positive_int
 from archpool.errors import ConfigError
 from archpool.names import check_name
 
@@ -41,20 +41,21 @@ def test_cli_number_types():
 
 
 @pytest.mark.parametrize("name", ["../../../x", "/tmp/x", "base", "a/b", ""])
-def test_extend_refuses_names_outside_the_run_before_any_work(name, tmp_path):
+def test_extend_refuses_names_outside_the_run_before_any_work(name, tmp_path, capsys):
     from archpool.cli import main
     from archpool.train.config import ExtensionConfig
     from archpool.train.extend import extend
 
     run = tmp_path / "deep" / "er" / "run"  # no run here: the name is checked first
-    with pytest.raises(ConfigError, match=r"^extension\.name: "):
-        main(["extend", str(run), "--name", name])
+    assert main(["extend", str(run), "--name", name]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archpool extend: error: extension.name: ") and err.count("\n") == 1
     with pytest.raises(ConfigError, match=r"^extension\.name: "):
         extend(run, ExtensionConfig(name=name))
     assert sorted(p.name for p in tmp_path.rglob("*")) == []
 
 
-def test_train_extend_checks_extension_names_before_pretraining(tmp_path):
+def test_train_extend_checks_extension_names_before_pretraining(tmp_path, capsys):
     import yaml
 
     from archpool.cli import main
@@ -63,17 +64,19 @@ def test_train_extend_checks_extension_names_before_pretraining(tmp_path):
            "data": {"synthetic": {}}, "train": {"max_steps": 2, "global_batch_tokens": 128, "micro_batch_size": 4},
            "extension": [{"recipe": "ntk", "name": "base"}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
-    with pytest.raises(ConfigError, match=r"extension.name: 'base' is reserved"):
-        main(["train", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run"), "--extend", "--no-progress"])
+    assert main(["train", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run"), "--extend", "--no-progress"]) == 2
+    assert "extension.name: 'base' is reserved" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
-def test_extend_cli_config_errors_are_named(tmp_path):
+def test_extend_cli_config_errors_are_named(tmp_path, capsys):
     from archpool.cli import main
     from archpool.errors import CheckpointError
 
-    with pytest.raises(CheckpointError, match="not a pretraining run directory"):
-        main(["extend", str(tmp_path), "--name", "ok"])
+    assert main(["extend", str(tmp_path), "--name", "ok"]) == 2
+    assert "not a pretraining run directory" in capsys.readouterr().err
     (tmp_path / "run_config.json").write_text("{broken")
-    with pytest.raises(CheckpointError, match=r"run_config.json: unreadable run record"):
-        main(["extend", str(tmp_path)])
+    assert main(["extend", str(tmp_path)]) == 2
+    assert "run_config.json: unreadable run record" in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match=r"run_config.json: unreadable run record"):  # --debug: the traceback
+        main(["--debug", "extend", str(tmp_path)])

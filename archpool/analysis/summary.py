@@ -20,11 +20,11 @@ import pandas as pd
 
 from archpool.analysis import effects as fx
 from archpool.analysis import stats
-from archpool.columns import is_pre_extension
 from archpool.analysis.table import (
-    ENTROPY_COLUMNS, FEATURES, LENGTH_RE, SINK_COLUMNS, TableError, default_short_ctx, features, find_column,
-    is_design, metric_columns,
+    ENTROPY_COLUMNS, SINK_COLUMNS, TableError, default_short_ctx, features, find_column, is_design, metric_columns,
 )
+from archpool.columns import LENGTH_RE, is_pre_extension
+from archpool.study import FEATURES
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
 MIN_RUNS = 3

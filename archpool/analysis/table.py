@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from archpool.columns import LENGTH_RE
 from archpool.errors import DataError
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
@@ -106,6 +105,8 @@ def load_results(source: str | Path) -> pd.DataFrame:
         raise DataError(f"{csv_path}: empty file") from None
     except pd.errors.ParserError as e:
         raise DataError(f"{csv_path}: not a readable CSV ({e})") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
     df = validate(raw, str(csv_path))
     if source.is_dir():
         df, failed = _apply_statuses(df, source)
@@ -211,6 +212,11 @@ def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Ser
         i = int(bad[0])
         raise TableError(f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is not a number; this column must be "
                          f"numeric like every metric column (leave the cell empty for a missing value)", column=column, row=i + 1)
+    inf = np.flatnonzero(np.isinf(num.to_numpy(dtype=float)))
+    if len(inf):
+        i = int(inf[0])
+        raise TableError(f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is infinite; a measurement must be finite "
+                         f"(leave the cell empty for a missing value)", column=column, row=i + 1)
     return num.astype(float)
 
 

@@ -18,8 +18,9 @@ import math
 
 import torch
 
+from archpool.attention.settings import SINK_EPS
+
 ENTROPY_EPS = 1e-9
-SINK_EPS = 0.3
 
 
 # ------------------------------------------------------------------------------------- definitions

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from archpool.attention.capture import Probe, probe_for
-from archpool.attention.metrics import SINK_EPS, RowStats, sink_rate
+from archpool.attention.metrics import RowStats, sink_rate
+from archpool.attention.settings import SINK_EPS, Settings
 from archpool.attention.rows import attention_rows
 from archpool.errors import CheckpointError, DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
@@ -41,44 +42,6 @@ SCHEMA = "archpool.attention/1"
 VERSION = 1  # bump when results change meaning: invalidates the cache
 RESULT_NAME = "attention.json"
 VARIANTS = ("no_bos", "bos")
-
-
-@dataclass
-class Settings:
-    seq_len: int | None = None  # pretraining context; default: the model's max_seq_len
-    multiples: tuple[int, ...] = (1, 2, 4)
-    lengths: tuple[int, ...] | None = None  # explicit long lengths (override seq_len × multiples)
-    sink_len: int = 64
-    sink_samples: int = 32
-    sink_eps: float = SINK_EPS
-    long_samples: int = 4
-    queries: int = 128  # last M queries analysed per long sample
-    bos_id: int | None = None  # default: the corpus' document separator
-    retrieval: bool = True
-    long_ctx: int | None = None  # extended context; default: max(max_seq_len, seq_len)
-    retrieval_lengths: tuple[int, ...] | None = None  # default: 4 lengths in [long_ctx / 4, long_ctx]
-    key_len: int = 3
-    value_len: int = 6
-    top_k: int = 10
-    mask_k: int | None = None  # default: max(1, 3 % of heads); 0 disables the ablation
-    seed: int = 0
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Settings":
-        d = dict(d or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            from archpool.errors import ConfigError
-
-            raise ConfigError(f"attention.{unknown[0]}", f"unknown setting; allowed: {', '.join(sorted(known))}")
-        for k in ("multiples", "lengths", "retrieval_lengths"):
-            if d.get(k) is not None:
-                d[k] = tuple(int(x) for x in d[k])
-        return cls(**d)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -440,18 +403,15 @@ def _tok_hash(d: Path) -> str:
     return sha256_file(d / "tokenizer.json")
 
 
-def pool_stage(model_dir: str | Path, out_dir: str | Path, *, store: str | Path | None, settings: dict | None = None,
+def pool_stage(model_dir: str | Path, out_dir: str | Path, *, store: str | Path | None, settings: Settings | None = None,
                seq_len: int | None = None, long_ctx: int | None = None, log: Callable[..., None] = print) -> dict[str, Any]:
     """For the pool's attention node: analyse ``model_dir`` and write ``OUT/attention.json``;
-    returns ``{"metrics": {attn_*: …}, "json": path}``."""
-    d = dict(settings or {})
-    d.pop("enabled", None)
-    if seq_len is not None:
-        d.setdefault("seq_len", seq_len)
-    if long_ctx is not None:
-        d.setdefault("long_ctx", long_ctx)
+    returns ``{"metrics": {attn_*: …}, "json": path}``. ``seq_len`` / ``long_ctx`` fill settings left unset."""
+    s = settings or Settings()
+    s = dataclasses.replace(s, seq_len=s.seq_len if s.seq_len is not None else seq_len,
+                            long_ctx=s.long_ctx if s.long_ctx is not None else long_ctx)
     out = Path(out_dir) / RESULT_NAME
-    r = analyze_target(model_dir, d, store=store, out=out, log=log)
+    r = analyze_target(model_dir, s, store=store, out=out, log=log)
     return {"metrics": r["metrics"], "json": str(out)}
 
 

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
 ]
 USER_ERRORS = (ConfigError, DataError, CheckpointError)
 DEFAULT_COMMAND = "run"
+SUBCOMMAND_DESTS = ("pool_command", "data_command", "model_command")  # named in the one-line error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,5 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         if debug:
             raise
-        print(f"archpool {args.command}: {e}", file=sys.stderr)
+        sub = next((getattr(args, k) for k in SUBCOMMAND_DESTS if getattr(args, k, None)), None)
+        message = " ".join(str(e).split("\n"))  # one line, whatever the error quotes
+        print(f"archpool {args.command}{' ' + sub if sub else ''}: error: {message}", file=sys.stderr)
         return 2

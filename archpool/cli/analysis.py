@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -47,35 +46,25 @@ def analyze_command(args) -> int:
     from archpool.analysis import analyze, format_text, load_results, to_json
     from archpool.analysis.summary import design_summary, format_design
     from archpool.analysis.table import metric_columns
-    from archpool.errors import DataError
 
-    try:
-        df = load_results(args.source)
-        target = _target(args)
-        if target is None and not metric_columns(df):
-            r = design_summary(df, args.short_ctx)
-            print(to_json(r) if args.json else format_design(r))
-            return 0
-        r = analyze(df, target, args.short_ctx, _covariates(args))
-    except DataError as e:
-        print(f"archpool analyze: error: {e}", file=sys.stderr)
-        return 2
+    df = load_results(args.source)
+    target = _target(args)
+    if target is None and not metric_columns(df):
+        r = design_summary(df, args.short_ctx)
+        print(to_json(r) if args.json else format_design(r))
+        return 0
+    r = analyze(df, target, args.short_ctx, _covariates(args))
     print(to_json(r) if args.json else format_text(r))
     return 0
 
 
 def report_command(args) -> int:
-    from archpool.errors import DataError
     from archpool.report import write_report
 
-    try:
-        from archpool.analysis.table import pool_report_settings
+    from archpool.analysis.table import pool_report_settings
 
-        findings = pool_report_settings(args.source).get("findings") or ()
-        page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args),
-                            findings_targets=list(findings))
-    except DataError as e:
-        print(f"archpool report: error: {e}", file=sys.stderr)
-        return 2
+    findings = pool_report_settings(args.source).get("findings") or ()
+    page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args),
+                        findings_targets=list(findings))
     print(f"wrote {page}")
     return 0

@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from archpool.cliargs import non_negative_int, positive_int
+from archpool.cli.args import non_negative_int, positive_int
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,6 @@ def handler(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from archpool.attention.runner import Settings, analyze_target, summaries_table
-    from archpool.errors import CheckpointError, ConfigError, DataError
 
     settings = Settings(
         seq_len=args.seq_len, lengths=tuple(args.lengths) if args.lengths else None, long_ctx=args.long_ctx,
@@ -55,12 +54,8 @@ def handler(args: argparse.Namespace) -> int:
         out = None
         if args.out:
             out = Path(args.out) / f"{Path(t).name}.json" if len(args.targets) > 1 else Path(args.out)
-        try:
-            results.append(analyze_target(t, settings, store=args.store, texts=args.text, out=out, use_cache=not args.no_cache,
-                                          backend=args.backend, device=args.device, log=log))
-        except (CheckpointError, ConfigError, DataError) as e:
-            print(f"archpool attention: {e}", file=sys.stderr)
-            return 2
+        results.append(analyze_target(t, settings, store=args.store, texts=args.text, out=out, use_cache=not args.no_cache,
+                                      backend=args.backend, device=args.device, log=log))
     if args.figures:
         from archpool.attention.figures import save_figures
 

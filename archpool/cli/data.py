@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -15,31 +14,15 @@ def register(subparsers) -> None:
     prep.add_argument("--force", action="store_true", help="rebuild even if a store with the same inputs exists")
     prep.add_argument("--no-progress", action="store_true")
     prep.add_argument("--cache", help="cache root (default $ARCHPOOL_CACHE or ~/.cache/archpool)")
-    prep.set_defaults(func=_clear_errors(prepare_handler))
+    prep.set_defaults(func=prepare_handler)
     ins = sub.add_parser("inspect", help="documents, tokens, length histogram and a decoded sample of a store")
     ins.add_argument("store", help="a store directory, or the config / preset it was prepared from")
     ins.add_argument("--context", type=int, help="pretraining context for the long-document counts (default: the config's reference_context)")
     ins.add_argument("--sample-tokens", type=int, default=120)
     ins.add_argument("--json", action="store_true", help="print the summary as JSON")
     ins.add_argument("--cache", help="cache root when STORE is a config")
-    ins.set_defaults(func=_clear_errors(inspect_handler))
+    ins.set_defaults(func=inspect_handler)
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
-
-
-def _clear_errors(handler):
-    """Bad data or config: one line naming the problem, exit status 2, no traceback."""
-
-    def run(args: argparse.Namespace) -> int:
-        from archpool.errors import ConfigError, DataError
-
-        try:
-            return handler(args)
-        except (DataError, ConfigError) as e:
-            print(f"archpool data: error: {e}", file=sys.stderr)
-            return 2
-
-    run.__name__ = handler.__name__
-    return run
 
 
 def _config(spec: str, cache: str | None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from archpool.cliargs import positive_int
+from archpool.cli.args import positive_int
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
 
@@ -41,37 +41,31 @@ def register(subparsers) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    import sys
     from pathlib import Path
 
-    from archpool.errors import CheckpointError, ConfigError, DataError
 
-    try:
-        import torch
+    import torch
 
-        from archpool.data.config import default_cache_root
-        from archpool.eval.api import evaluate
-        from archpool.eval.short import open_store, read_texts
-        from archpool.eval.target import load_target
+    from archpool.data.config import default_cache_root
+    from archpool.eval.api import evaluate
+    from archpool.eval.short import open_store, read_texts
+    from archpool.eval.target import load_target
 
-        target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
-        store = open_store(args.data, target.record)
-        texts = read_texts(args.texts) if args.texts else None
-        docs = None
-        if texts:
-            docs = [torch.tensor(target.tokenizer.encode(t), dtype=torch.long) for t in texts]
-        evaluator = load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
-        out = Path(args.out) if args.out else Path(args.target) / "eval"
-        cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
-        modes = ["gen", "ll"] if args.mode == "both" else [args.mode]
-        cats = args.categories.split(",") if args.categories else None
-        res = evaluate(target, suites=args.suite or ["all"], lengths=args.lengths, modes=modes, n_samples=args.n, seed=args.seed,
-                       out_dir=out, cache_dir=cache, haystack_texts=texts, store=store, evaluator=evaluator, categories=cats,
-                       longppl_docs=docs, longppl_K=args.longppl_k, longppl_alpha=args.longppl_alpha,
-                       longppl_beta=args.longppl_beta, progress=not args.no_progress)
-    except (ConfigError, CheckpointError, DataError) as e:
-        print(f"archpool eval: {e}", file=sys.stderr)
-        return 2
+    target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
+    store = open_store(args.data, target.record)
+    texts = read_texts(args.texts) if args.texts else None
+    docs = None
+    if texts:
+        docs = [torch.tensor(target.tokenizer.encode(t), dtype=torch.long) for t in texts]
+    evaluator = load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
+    out = Path(args.out) if args.out else Path(args.target) / "eval"
+    cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
+    modes = ["gen", "ll"] if args.mode == "both" else [args.mode]
+    cats = args.categories.split(",") if args.categories else None
+    res = evaluate(target, suites=args.suite or ["all"], lengths=args.lengths, modes=modes, n_samples=args.n, seed=args.seed,
+                   out_dir=out, cache_dir=cache, haystack_texts=texts, store=store, evaluator=evaluator, categories=cats,
+                   longppl_docs=docs, longppl_K=args.longppl_k, longppl_alpha=args.longppl_alpha,
+                   longppl_beta=args.longppl_beta, progress=not args.no_progress)
     print((out / "report.md").read_text())
     print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
     return 0

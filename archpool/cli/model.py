@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from archpool.cliargs import positive_int
+from archpool.cli.args import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,25 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
 
-def _fail(command: str, error: Exception) -> int:
-    print(f"archpool {command}: error: {error}", file=sys.stderr)
-    return 2
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    from archpool.errors import CheckpointError, ConfigError, DataError
-
-    return (ConfigError, CheckpointError, DataError, FileNotFoundError)
-
-
 # ---------------------------------------------------------------------------------------------- features
 def _features(args: argparse.Namespace) -> int:
     from archpool.model.features import features
 
-    try:
-        results = [features(t, short_ctx=args.short_ctx) for t in args.targets]
-    except _user_errors() as e:
-        return _fail("features", e)
+    results = [features(t, short_ctx=args.short_ctx) for t in args.targets]
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0
@@ -108,16 +93,13 @@ def _format_features(r: dict[str, Any]) -> str:
 def _export_hf(args: argparse.Namespace) -> int:
     from archpool.model.hf import export_hf, special_tokens, to_hf_config
 
-    try:
-        src = resolve_export_source(args.checkpoint, tokenizer=args.tokenizer, pretrained=args.pretrained,
-                                    extension=args.extension, require_tokenizer=not args.no_tokenizer)
-        out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
-        cfg = json.loads((out / "archpool_config.json").read_text())
-        from archpool.model.config import ModelConfig
+    src = resolve_export_source(args.checkpoint, tokenizer=args.tokenizer, pretrained=args.pretrained,
+                                extension=args.extension, require_tokenizer=not args.no_tokenizer)
+    out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
+    cfg = json.loads((out / "archpool_config.json").read_text())
+    from archpool.model.config import ModelConfig
 
-        cls = to_hf_config(ModelConfig.from_dict(cfg)).architectures[0]
-    except _user_errors() as e:
-        return _fail("export-hf", e)
+    cls = to_hf_config(ModelConfig.from_dict(cfg)).architectures[0]
     print(f"exporting {src.what}: {src.checkpoint}")
     if src.tokenizer is not None:
         from archpool.model.hf import load_tokenizer
@@ -306,17 +288,14 @@ def _import_hf(args: argparse.Namespace) -> int:
     from archpool.model.checkpoint import save_checkpoint
     from archpool.model.hf import import_hf
 
-    try:
-        model = import_hf(args.hf_dir)
-        hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
-        out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
-        tok = Path(args.hf_dir) / "tokenizer.json"
-        if tok.is_file():
-            import shutil
+    model = import_hf(args.hf_dir)
+    hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
+    out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
+    tok = Path(args.hf_dir) / "tokenizer.json"
+    if tok.is_file():
+        import shutil
 
-            shutil.copyfile(tok, out / "tokenizer.json")
-    except _user_errors() as e:
-        return _fail("import-hf", e)
+        shutil.copyfile(tok, out / "tokenizer.json")
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
     return 0
 
@@ -374,10 +353,7 @@ def param_report(cfg) -> dict[str, Any]:
 
 
 def _model_show(args: argparse.Namespace) -> int:
-    try:
-        cfg = resolve_config(args.target, args.size, _parse_sets(args.set))
-    except _user_errors() as e:
-        return _fail("model show", e)
+    cfg = resolve_config(args.target, args.size, _parse_sets(args.set))
     report = param_report(cfg)
     if args.json:
         print(json.dumps({"config": cfg.to_dict(), "params": report}, indent=2))

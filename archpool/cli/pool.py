@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+
+from archpool.cli.args import non_negative_int, positive_int
 
 DEFAULT_POOL = "demo"
 
@@ -14,20 +15,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="Run every run of a pool: data → pretrain → extend → eval → attention → "
                                           "report. Cached and resumable: re-running skips finished stages.")
     _pool_args(p, optional=True)
-    p.add_argument("--jobs", "-j", type=int, help="runs in parallel (local executor; threads are split; default: the pool's `jobs`, else 1)")
+    p.add_argument("--jobs", "-j", type=positive_int, help="runs in parallel (local executor; threads are split; default: the pool's `jobs`, else 1)")
     p.add_argument("--executor", choices=["local", "slurm", "submitit-local"], default="local",
                    help="local processes, SLURM jobs through submitit, or submitit's local executor")
     p.add_argument("--only", nargs="+", metavar="RUN", help="run only these runs (full names, e.g. A_s0)")
-    p.add_argument("--threads", type=int, help="threads per run (default: cores // jobs)")
+    p.add_argument("--threads", type=positive_int, help="threads per run (default: cores // jobs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("SLURM (with --executor slurm)")
     g.add_argument("--partition", help="SLURM partition")
-    g.add_argument("--gpus-per-run", type=int, default=0, help="GPUs per run; >1 runs the run's stages under torchrun")
-    g.add_argument("--cpus-per-run", type=int, default=0, help="CPUs per run's job")
-    g.add_argument("--mem-gb", type=int, help="memory per job")
-    g.add_argument("--time-min", type=int, default=24 * 60, help="time limit per job, minutes")
+    g.add_argument("--gpus-per-run", type=non_negative_int, default=0, help="GPUs per run; >1 runs the run's stages under torchrun")
+    g.add_argument("--cpus-per-run", type=non_negative_int, default=0, help="CPUs per run's job")
+    g.add_argument("--mem-gb", type=positive_int, help="memory per job")
+    g.add_argument("--time-min", type=positive_int, default=24 * 60, help="time limit per job, minutes")
     g.add_argument("--account", help="SLURM account")
-    g.add_argument("--array-parallelism", type=int, help="at most this many runs' jobs at once")
+    g.add_argument("--array-parallelism", type=positive_int, help="at most this many runs' jobs at once")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("status", help="show every run of a pool and the state of its stages")
@@ -54,7 +55,7 @@ def _pool_args(p: argparse.ArgumentParser, optional: bool) -> None:
     p.add_argument("pool", nargs="?" if optional else None, default=DEFAULT_POOL if optional else None,
                    help="a pool YAML, a shipped pool name (demo, smoke, olmpool) or a pool directory")
     p.add_argument("--size", help="model size for every run (tiny, small, base, 100m, 1b, 7b)")
-    p.add_argument("--seeds", type=int, nargs="+", help="override the pool's seeds")
+    p.add_argument("--seeds", type=non_negative_int, nargs="+", help="override the pool's seeds")
     p.add_argument("--out", help="pool directory (default: out/<pool>[-<size>])")
 
 

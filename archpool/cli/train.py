@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from archpool.cliargs import non_negative_int, positive_int
+from archpool.cli.args import non_negative_int, positive_int
 from archpool.study import RECIPES
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
+from archpool.io import read_config_file
+from archpool.typecheck import check_types
 
 SOURCE_KINDS = ("default", "files", "hf")
 SOURCE_SPLITS = ("auto", "pretrain", "extension", "validation")
@@ -41,6 +43,7 @@ class SourceConfig:
     root: str | None = None  # default corpus: where the installed files live (default: auto-detect)
 
     def __post_init__(self) -> None:
+        check_types(self, "sources")
         if self.kind not in SOURCE_KINDS:
             raise ConfigError("sources.kind", f"unknown source kind {self.kind!r}; allowed: {', '.join(SOURCE_KINDS)}")
         if self.split not in SOURCE_SPLITS:
@@ -102,6 +105,8 @@ class DataConfig:
         self.validate()
 
     def validate(self) -> None:
+        check_types(self)
+
         def pos_int(name, allow_none=False):
             v = getattr(self, name)
             if v is None and allow_none:
@@ -149,15 +154,8 @@ class DataConfig:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DataConfig":
         """A YAML/JSON file with the data fields at top level or under ``data:`` (a pool file)."""
-        import yaml
-
         p = Path(path)
-        try:
-            obj = yaml.safe_load(p.read_text())
-        except OSError as e:
-            raise ConfigError("config", f"{p}: cannot read ({e.strerror})") from None
-        except yaml.YAMLError as e:
-            raise ConfigError("config", f"{p}: not valid YAML/JSON ({e})") from None
+        obj = read_config_file(p)
         if obj is None:
             obj = {}
         if isinstance(obj, dict) and isinstance(obj.get("data"), dict):

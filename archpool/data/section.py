@@ -27,6 +27,7 @@ from typing import Any
 from archpool.data.config import DataConfig
 from archpool.data.store import store_path
 from archpool.errors import ConfigError
+from archpool.tasks import get_task
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
 SYNTHETIC_KEYS = ("seed", "mean_doc_len", "noise", "vocab_size")
@@ -83,6 +84,11 @@ class TaskMix:
         names = d.get("names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise ConfigError(f"{prefix}.names", f"list at least one task name (e.g. [mqar]), got {names!r}")
+        for name in names:
+            try:
+                get_task(name)
+            except ConfigError as e:
+                raise ConfigError(f"{prefix}.names", str(e).split(": ", 1)[-1]) from None
         params = d.get("params") or {}
         if not isinstance(params, dict):
             raise ConfigError(f"{prefix}.params", "a mapping of task name -> generator parameters")

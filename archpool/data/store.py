@@ -26,7 +26,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
 

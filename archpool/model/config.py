@@ -8,7 +8,6 @@ families are classmethod-built configs (``ModelConfig.preset("olmo3", size="tiny
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
+from archpool.io import read_config_file
+from archpool.typecheck import check_types
 from archpool.study import LAYER_TYPES, NORMS, QK_NORMS, SWA_PATTERNS, canonical_qk_norm, default_d_ff, layer_types
 ROPE_TYPES = ("default", "linear", "ntk", "yarn")
 
@@ -99,11 +100,16 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.rope, dict):
+            known = [f.name for f in dataclasses.fields(RopeConfig)]
+            unknown = sorted(set(self.rope) - set(known))
+            if unknown:
+                raise ConfigError(f"rope.{unknown[0]}", f"unknown RoPE field; allowed: {', '.join(known)}")
             self.rope = RopeConfig(**self.rope)
         if isinstance(self.qk_norm, str):
             self.qk_norm = canonical_qk_norm(self.qk_norm)
         if self.qk_norm is None or self.qk_norm is False:
             self.qk_norm = "none"
+        check_types(self)
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "max_seq_len"):
@@ -224,13 +230,7 @@ class ModelConfig:
     def from_file(cls, path: str | Path) -> "ModelConfig":
         """Load from YAML or JSON; a top-level ``model:`` section is accepted."""
         path = Path(path)
-        text = path.read_text()
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
+        data = read_config_file(path)
         if not isinstance(data, dict):
             raise ConfigError(str(path), "expected a mapping of model config fields")
         if "model" in data and isinstance(data["model"], dict):

@@ -12,11 +12,11 @@ Pure functions over dicts and configs: nothing here imports torch or transformer
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
+from archpool.io import read_config_file
 from archpool.study import PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3_layer_types, pool_short_ctx
 
 # model_type -> how its config.json expresses the axes.
@@ -245,10 +245,7 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
             from archpool.model.config import ModelConfig
 
             return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ConfigError(str(path), f"not valid JSON ({e})") from e
+        data = read_config_file(path)
         from archpool.model.config import ModelConfig
 
         if isinstance(data, dict) and FORMAT_KEY in data:

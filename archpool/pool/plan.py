@@ -24,6 +24,7 @@ from typing import Any
 from archpool.io import atomic_write_json
 from archpool.columns import affixes
 from archpool.pool.graph import Node, assign_keys
+from archpool.pool.sections import extension_length
 from archpool.pool.spec import PoolSpec, RunSpec
 
 PLAN_FILE = "plan.json"
@@ -47,12 +48,6 @@ def _extension_tokens(recipe: dict[str, Any], train: dict[str, Any]) -> float:
 
 # rough CPU throughputs (tokens/s), only to weigh stages against each other in the ETA
 _PRETRAIN_RATE, _EXTEND_RATE = 10_000.0, 7_000.0
-
-
-def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
-    """The length a pool recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
-    × the pool's long context (the extend stage's own rule)."""
-    return int(recipe.get("length") or int(recipe.get("length_ratio", 8)) * long_ctx)
 
 
 def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:

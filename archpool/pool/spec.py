@@ -25,9 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.data.section import DataSection
 from archpool.errors import ConfigError
+from archpool.io import read_config_file
 from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
+from archpool.names import check_name
+from archpool.pool.sections import EvalSettings, ReportSettings, attention_settings, parse_extensions
+from archpool.train.config import TrainConfig
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
@@ -165,13 +170,8 @@ def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int]
     if isinstance(pool, dict):
         data, source = copy.deepcopy(pool), "<dict>"
     else:
-        import yaml
-
         path = resolve_pool_path(pool)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise ConfigError(str(path), f"not valid YAML ({e})") from e
+        data = read_config_file(path)
         source = str(path)
         if not isinstance(data, dict):
             raise ConfigError(str(path), "a pool file is a mapping with at least `name` and `runs` or `factorial`")
@@ -182,18 +182,16 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     unknown = sorted(set(data) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigError(unknown[0], f"unknown pool field; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise ConfigError("name", "a pool needs a name")
+    name = check_name("name", data.get("name"))  # the pool's directory under out/
     size = size or data.get("size", "tiny")
-    if size not in SIZES:
+    if not isinstance(size, str) or size not in SIZES:
         raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
     backend = data.get("backend", "real")
     if not isinstance(backend, str) or not all(p.isidentifier() for p in backend.split(".")):
         raise ConfigError("backend", f"'real' or the dotted name of a module with STAGES, got {backend!r}")
     seeds = _parse_seeds(seeds if seeds is not None else data.get("seeds", [0]), "seeds")
     long_ctx = data.get("long_ctx") or SIZES[size]["ctx"]
-    if not isinstance(long_ctx, int) or long_ctx <= 0:
+    if not isinstance(long_ctx, int) or isinstance(long_ctx, bool) or long_ctx <= 0:
         raise ConfigError("long_ctx", f"must be a positive integer, got {long_ctx!r}")
     sections = {}
     for key in ("data", "train", "eval", "attention", "report"):
@@ -201,26 +199,29 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         if not isinstance(value, dict):
             raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
         sections[key] = value
-    extension = _parse_extension(data.get("extension"))
+    section = DataSection.from_dict(sections["data"])
+    EvalSettings.from_dict(sections["eval"])
+    attention_settings(sections["attention"])
+    ReportSettings.from_dict(sections["report"])
+    extension = parse_extensions(data.get("extension"), long_ctx, backend)
     milestones = data.get("milestones") or []
-    if not isinstance(milestones, list) or not all(isinstance(m, (int, float)) and 0 < m < 1 for m in milestones):
+    if not isinstance(milestones, list) or not all(isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1
+                                                   for m in milestones):
         raise ConfigError("milestones", f"a list of fractions of pretraining strictly between 0 and 1, got {milestones!r}")
     base_model = data.get("model") or {}
     if not isinstance(base_model, dict):
         raise ConfigError("model", "the pool's base model must be a mapping (preset / overrides)")
 
+    if not isinstance(data.get("runs") or [], list):
+        raise ConfigError("runs", f"must be a list of runs, got {data.get('runs')!r}")
     entries = list(data.get("runs") or [])
-    if not isinstance(data.get("runs", []), list):
-        raise ConfigError("runs", "must be a list of runs")
     if data.get("factorial"):
         entries += _expand_factorial(data["factorial"])
     if not entries:
         raise ConfigError("runs", "the pool has no runs (give `runs:` or `factorial:`)")
 
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
-    data_vocab = None
-    if backend == "real" and "synthetic" not in sections["data"]:
-        data_vocab = int(sections["data"].get("vocab_size", 4096))
+    data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
     ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab)
     runs: list[RunSpec] = []
     seen: dict[str, int] = {}
@@ -230,6 +231,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
                 raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
             seen[run.name] = i
             runs.append(run)
+    if backend == "real":
+        _check_training(sections["train"], runs)
 
     return PoolSpec(
         name=name, runs=runs, description=str(data.get("description", "")).strip(), size=size, backend=backend,
@@ -265,21 +268,15 @@ def _parse_seeds(value: Any, field_name: str) -> list[int]:
     raise ConfigError(field_name, f"a seed count or a non-empty list of non-negative integers, got {value!r}")
 
 
-def _parse_extension(value: Any) -> list[dict[str, Any]]:
-    if value is None:
-        return [dict(name="ntk")]
-    recipes = value if isinstance(value, list) else [value]
-    out, names = [], set()
-    for i, r in enumerate(recipes):
-        if not isinstance(r, dict):
-            raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
-        r = dict(r)
-        r.setdefault("name", r.get("recipe", f"recipe{i}"))
-        if r["name"] in names:
-            raise ConfigError(f"extension[{i}].name", f"duplicate recipe name {r['name']!r}")
-        names.add(r["name"])
-        out.append(r)
-    return out
+def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
+    """The pretraining config of every distinct context, as the pretrain stage builds it (batch geometry
+    included), so that a pool whose training cannot start never starts."""
+    for ctx in sorted({r.pretrain_ctx for r in runs}):
+        try:
+            cfg = TrainConfig.from_dict({**train, "seq_len": ctx, "seed": 0, "milestones": []})
+            cfg.accumulation_steps(ctx, world_size=1)
+        except ConfigError as e:
+            raise ConfigError(e.field, f"{str(e).split(': ', 1)[-1]} (runs pretrained at {ctx} tokens)") from None
 
 
 def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
@@ -308,7 +305,9 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
             try:
                 entry["name"] = str(template).format(**{k: _code(k, v) for k, v in values.items()})
             except KeyError as e:
-                raise ConfigError("factorial.name", f"template names unknown axis {e}") from e
+                raise ConfigError("factorial.name", f"template names unknown axis {e}; axes: {', '.join(keys)}") from None
+            except (IndexError, ValueError) as e:
+                raise ConfigError("factorial.name", f"not a name template such as '{{qk_norm}}_{{swa}}' ({e})") from None
         else:
             entry["name"] = "_".join(_code(k, v) for k, v in values.items())
         entries.append(entry)
@@ -333,9 +332,11 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if not isinstance(entry, dict):
         raise ConfigError(f"runs[{index}]", "a run is a mapping with at least a name")
     name = entry.get("name")
-    label = f"runs[{name}]" if isinstance(name, str) and name else f"runs[{index}]"
-    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+    plain = isinstance(name, str) and name != "" and all(c.isalnum() or c in "-_." for c in name)
+    label = f"runs[{name}]" if plain else f"runs[{index}]"
+    if not plain:
         raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
+    check_name(f"{label}.name", name)
     unknown = sorted(set(entry) - RUN_KEYS)
     if unknown:
         raise ConfigError(f"{label}.{unknown[0]}", f"unknown run field; allowed: {', '.join(sorted(RUN_KEYS))}")
@@ -392,8 +393,6 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if "max_seq_len" in overrides:
         pretrain_ctx = overrides["max_seq_len"]
     model["max_seq_len"] = _model_ctx(pretrain_ctx, model, long_ctx)
-    if model.get("d_ff") is None:
-        model["d_ff"] = study.default_d_ff(model["d_model"])
 
     try:
         with warnings.catch_warnings():

@@ -20,6 +20,7 @@ import pandas as pd
 
 from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
+from archpool.errors import DataError
 from archpool.io import atomic_write_text
 from archpool.report import figures as figs
 from archpool.report import findings as fnd
@@ -246,6 +247,9 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
             + "\n".join(parts) + "</body></html>\n")
 
 
+REPORT_FILES = ("report.html", "analysis.json")
+
+
 def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str | None = None,
                  short_ctx: int | None = None, covariates: Iterable[str] = (), *,
                  findings_targets: Sequence[str] = ()) -> Path:
@@ -253,6 +257,11 @@ def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str
 
     ``findings_targets``: metrics reported in the Findings in addition to ``target`` (e.g. retrieval accuracy
     beyond the window, multi-hop accuracy); metric columns identical to another are merged first."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: exists and is not a directory (the report is a directory: report.html, figures/, tables/)")
+    for name in REPORT_FILES:  # a failed analysis never leaves an older report looking current
+        (out / name).unlink(missing_ok=True)
     df = source if isinstance(source, pd.DataFrame) else load_results(source)
     covariates = list(covariates)
     findings_targets = [t for t in findings_targets if t and t in df.columns]  # a pool's list may name unmeasured columns
@@ -260,7 +269,6 @@ def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str
     df, aliases = fnd.merge_identical(df, keep=keep)
     r = analyze(df, target, short_ctx, covariates)
     found = fnd.findings(df, r, findings_targets, covariates)
-    out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     figures = build_figures(r, df)

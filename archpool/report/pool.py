@@ -12,11 +12,11 @@ from typing import Any, Sequence
 
 from archpool.analysis import analyze, format_text, load_results
 from archpool.io import atomic_write_text
-from archpool.report.html import write_report
+from archpool.report.html import REPORT_FILES, write_report
 
 HEADLINE = ("pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
 # files a previous analysis left; removed before a new one so a failure never leaves them looking current
-ANALYSIS_FILES = ("report.html", "analysis.json", "analysis.txt")
+ANALYSIS_FILES = (*REPORT_FILES, "analysis.txt")
 MIN_RUNS = 3
 
 

@@ -6,7 +6,6 @@ stage's config), ``train:`` (a TrainConfig) and optionally ``extension:`` (an Ex
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
+from archpool.io import read_config_file
+from archpool.typecheck import check_types
 from archpool.study import DEFAULT_RECIPE, RECIPES
 
 SCHEDULES = ("cosine", "linear", "wsd", "constant")
@@ -27,6 +28,17 @@ def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(known))}")
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, default_prefix: str):
+    """``cls(**data)`` with every error named under ``prefix`` (the dataclass validates under its default)."""
+    _check_fields(cls, data, prefix)
+    try:
+        return cls(**data)
+    except ConfigError as e:
+        if prefix == default_prefix or not e.field.startswith(default_prefix):
+            raise
+        raise ConfigError(prefix + e.field[len(default_prefix):], str(e).split(": ", 1)[-1]) from None
 
 
 def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
@@ -79,6 +91,7 @@ class TrainConfig:
             self.betas = tuple(self.betas)  # type: ignore[assignment]
         if isinstance(self.milestones, tuple):
             self.milestones = list(self.milestones)
+        check_types(self, "train")
         self.validate()
 
     def validate(self, prefix: str = "train") -> None:
@@ -159,9 +172,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], prefix: str = "train") -> "TrainConfig":
-        data = dict(data or {})
-        _check_fields(cls, data, prefix)
-        return cls(**data)
+        return _build(cls, dict(data or {}), prefix, "train")
 
 
 @dataclass
@@ -203,6 +214,7 @@ class ExtensionConfig:
     log_every: int | None = None
 
     def __post_init__(self) -> None:
+        check_types(self, "extension")
         self.validate()
 
     def validate(self, prefix: str = "extension") -> None:
@@ -246,9 +258,7 @@ class ExtensionConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], prefix: str = "extension") -> "ExtensionConfig":
-        data = dict(data or {})
-        _check_fields(cls, data, prefix)
-        return cls(**data)
+        return _build(cls, dict(data or {}), prefix, "extension")
 
 
 @dataclass
@@ -304,15 +314,4 @@ class RunConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "RunConfig":
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as e:
-            raise ConfigError(str(path), f"cannot read run config ({e})") from e
-        if path.suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-        return cls.from_dict(data)
+        return cls.from_dict(read_config_file(path))

@@ -16,7 +16,7 @@ from archpool.data.store import Store, prepare
 from archpool.data.streams import ExtensionStream, PretrainStream
 from archpool.errors import ConfigError
 from archpool.runtime import process_rank
-from archpool.tasks import get_task, training_documents
+from archpool.tasks import training_documents
 from archpool.train.data import Batch, BatchStream, RankSlicedStream, SyntheticSource
 from archpool.train.distributed import barrier
 
@@ -30,11 +30,6 @@ def task_mix(section: DataSection, split: str, tokenizer) -> tuple[list, int | N
     share, length_range, mix_unit = mix.for_split(split)
     if share <= 0:
         return [], None
-    for name in mix.names:
-        try:
-            get_task(name)
-        except ConfigError as e:
-            raise ConfigError("data.tasks.names", str(e).split(": ", 1)[-1]) from None
     names, params = list(mix.names), mix.params
     source = GeneratorSource("tasks", lambda seed: training_documents(names, None, seed, length_range, tokenizer, params))
     return [(source, share)], mix_unit

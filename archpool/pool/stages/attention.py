@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from archpool.pool.graph import StageContext
+from archpool.pool.sections import attention_settings
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     from archpool.attention.runner import pool_stage
 
     c = ctx.config
-    settings = {k: v for k, v in (c["attention"] or {}).items() if k != "enabled"}
+    _, settings = attention_settings(c["attention"])
     length = c.get("analysis_len") or int(ctx.input_results["model"].get("length") or 0) or None
     res = pool_stage(ctx.inputs["model"], ctx.out_dir, store=ctx.input_results.get("data", {}).get("store"),
                      settings=settings, seq_len=int(c["seq_len"]), long_ctx=length, log=ctx.log)

@@ -6,19 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archpool import study
 from archpool.columns import eval_columns
 from archpool.io import atomic_write_json
 from archpool.pool.graph import StageContext
+from archpool.pool.sections import EvalSettings
 from archpool.pool.stages import data
-
-
-def lengths(e: dict[str, Any], key: str, default: list[float], long_ctx: int) -> list[int]:
-    """``lengths`` (tokens) or ``length_ratios`` (× the pool's long pretraining context)."""
-    if e.get(f"{key}lengths"):
-        return sorted({int(x) for x in e[f"{key}lengths"]})
-    ratios = e.get(f"{key}length_ratios") or default
-    return sorted({max(16, int(round(r * long_ctx))) for r in ratios})
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -28,19 +20,16 @@ def run(ctx: StageContext) -> dict[str, Any]:
     from archpool.eval.target import load_target
 
     c = ctx.config
-    e = dict(c["eval"])
-    base = c["phase"] == "base"
-    at = lengths(e, "base_" if base else "", [1.0] if base else [1.0, 2.0, 4.0], int(c["long_ctx"]))
+    e = EvalSettings.from_dict(c["eval"])
+    at = e.lengths_at(c["phase"] == "base", int(c["long_ctx"]))
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
     target = load_target(ctx.inputs["model"], tokenizer=tok)
-    modes = list(e.get("modes") or ["ll"])
-    n = int(e.get("n_samples", study.EVAL_SAMPLES))
-    seed = int(e.get("seed", study.EVAL_SEED))
-    params = dict(e.get("task_params") or {})
+    modes = list(e.modes or ["ll"])
+    n, seed, params = e.n_samples, e.seed, dict(e.task_params)
     out_dir = ctx.out_dir / "eval"
     result: dict[str, Any] = {}
-    tasks = e.get("tasks")
+    tasks = e.tasks
     if tasks:
         haystack = None
         if store is not None:
@@ -53,7 +42,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
                        out_dir=out_dir, progress=False, stop_ids=stop)
         result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in rs]
         result["aggregate"] = aggregate(rs)
-    suites = e.get("suites", [] if tasks else ["tiny"])
+    suites = e.suite_list()
     if suites:
         more = evaluate(target, suites=suites, lengths=at, modes=modes, n_samples=n, seed=seed, out_dir=out_dir,
                         store=store, task_params=params, short_tasks=not tasks, progress=False)

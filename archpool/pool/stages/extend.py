@@ -5,30 +5,22 @@ from typing import Any
 
 from archpool import study
 from archpool.pool.graph import StageContext
-from archpool.pool.plan import extension_length
+from archpool.pool.sections import extension_config
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     from archpool.io import sha256_file
     from archpool.train import checkpoint as ckpt
-    from archpool.train.config import ExtensionConfig
     from archpool.train.extend import load_run_config, plan_extension, resolve_source
     from archpool.train.trainer import Trainer
 
     c = ctx.config
     pre_dir = ctx.inputs["model"]
     run_cfg = load_run_config(pre_dir)
-    recipe = dict(c["recipe"])
-    name = recipe.pop("name")
-    recipe.setdefault("recipe", name if name in study.RECIPES else study.DEFAULT_RECIPE)
-    # pools extend every member to one length: ``length_ratio`` x the pool's long context (paper: 8 x 8K)
-    recipe["length"] = extension_length(recipe, int(c["long_ctx"]))
-    recipe.pop("length_ratio", None)
-    recipe.pop("seq_len", None)
     milestone = float(c["milestone"])
     source = "final" if milestone >= 1.0 else ctx.input_results["model"]["milestones"][f"{milestone:g}"]
-    recipe.update(name=name, source=source)
-    ext = ExtensionConfig.from_dict(recipe, prefix=f"extension[{name}]")
+    # pools extend every member to one length: ``length_ratio`` x the pool's long context (paper: 8 x 8K)
+    ext = extension_config(c["recipe"], int(c["long_ctx"]), source)
     src = resolve_source(pre_dir, source)
     source_cfg, weights = ckpt.load_weights(src)
     plan = plan_extension(source_cfg, run_cfg.train, ext, source)

@@ -1,0 +1,167 @@
+"""The pool's typed sections besides ``model`` and ``data``: extension recipes, evaluation, attention, report.
+
+Each is validated when the pool is loaded, so a pool that cannot finish never starts: an unknown
+recipe, task, suite or setting is a named error before any training. The pool keeps each section's
+mapping as written (stage keys hash it); the stage adapters read it back through these classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from archpool import study
+from archpool.attention.settings import Settings as AttentionSettings
+from archpool.errors import ConfigError
+from archpool.eval.api import SUITE_NAMES
+from archpool.eval.runner import MODES
+from archpool.names import check_name
+from archpool.tasks import get_task
+from archpool.train.config import ExtensionConfig
+from archpool.typecheck import check_types
+
+RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
+DEFAULT_EXTENSION_RATIO = 8  # the paper extends 8K models to 64K
+
+
+def _known_keys(cls: type, d: dict[str, Any], prefix: str) -> None:
+    known = [f.name for f in fields(cls)]
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown setting; allowed: {', '.join(known)}")
+
+
+# ---------------------------------------------------------------------------------------------- extension
+def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
+    """The length a pool recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
+    × the pool's long context."""
+    return int(recipe.get("length") or int(recipe.get("length_ratio", DEFAULT_EXTENSION_RATIO)) * long_ctx)
+
+
+def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final") -> ExtensionConfig:
+    """The extend stage's config for one pool recipe (its ``name``; ``recipe`` defaults to the name
+    when that is a recipe, else ntk), extending to the pool's length from ``source``."""
+    recipe = dict(recipe)
+    name = recipe.pop("name")
+    recipe.setdefault("recipe", name if name in study.RECIPES else study.DEFAULT_RECIPE)
+    recipe.pop("seq_len", None)
+    recipe.update(name=name, source=source)
+    prefix = f"extension[{name}]"
+    written = ExtensionConfig.from_dict(recipe, prefix=prefix)  # types checked before any arithmetic
+    recipe["length"] = written.length or written.length_ratio * long_ctx
+    recipe.pop("length_ratio", None)
+    return ExtensionConfig.from_dict(recipe, prefix=prefix)
+
+
+def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[dict[str, Any]]:
+    """The pool's recipes as written (each named; names unique, plain and not reserved), every one
+    validated as the extend stage will read it (only for the real backend: others define their own)."""
+    if value is None:
+        value = [dict(name=study.DEFAULT_RECIPE)]
+    recipes = value if isinstance(value, list) else [value]
+    out, names = [], set()
+    for i, r in enumerate(recipes):
+        if not isinstance(r, dict):
+            raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
+        r = dict(r)
+        r.setdefault("name", r.get("recipe", f"recipe{i}"))
+        check_name(f"extension[{i}].name", r["name"], reserved=RESERVED_RECIPE_NAMES)
+        if r["name"] in names:
+            raise ConfigError(f"extension[{i}].name", f"duplicate recipe name {r['name']!r}")
+        names.add(r["name"])
+        if backend == "real":
+            extension_config(r, long_ctx)
+        out.append(r)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- eval
+@dataclass(frozen=True)
+class EvalSettings:
+    """``eval:`` — what the eval stage measures, before extension (``base_`` lengths) and after."""
+
+    enabled: bool = True
+    base: bool = True  # also evaluate (and analyse attention of) the pretrained model
+    tasks: list[str] | None = None  # an explicit task list (instead of suites)
+    suites: list[str] | None = None  # default: tiny, or none when tasks are listed
+    modes: list[str] = field(default_factory=lambda: ["ll"])
+    n_samples: int = study.EVAL_SAMPLES
+    seed: int = study.EVAL_SEED
+    task_params: dict[str, Any] = field(default_factory=dict)
+    lengths: list[int] | None = None  # tokens, after extension
+    length_ratios: list[float] | None = None  # × the pool's long context, after extension (default 1, 2, 4)
+    base_lengths: list[int] | None = None
+    base_length_ratios: list[float] | None = None  # before extension (default 1)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None, prefix: str = "eval") -> EvalSettings:
+        d = dict(d or {})
+        _known_keys(cls, d, prefix)
+        s = cls(**d)
+        check_types(s, prefix)
+        s.validate(prefix)
+        return s
+
+    def validate(self, prefix: str = "eval") -> None:
+        for name in self.tasks or []:
+            try:
+                get_task(name)
+            except ConfigError as e:
+                raise ConfigError(f"{prefix}.tasks", str(e).split(": ", 1)[-1]) from None
+        for suite in self.suites or []:
+            if suite not in SUITE_NAMES:
+                raise ConfigError(f"{prefix}.suites", f"unknown suite {suite!r}; allowed: {', '.join(SUITE_NAMES)}")
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ConfigError(f"{prefix}.modes", f"unknown mode {mode!r}; allowed: {', '.join(MODES)}")
+        if self.n_samples < 1:
+            raise ConfigError(f"{prefix}.n_samples", f"must be >= 1, got {self.n_samples}")
+        for key in ("lengths", "base_lengths", "length_ratios", "base_length_ratios"):
+            values = getattr(self, key)
+            if values is not None and (not values or not all(v > 0 for v in values)):
+                raise ConfigError(f"{prefix}.{key}", f"a non-empty list of positive numbers, got {values!r}")
+
+    def lengths_at(self, base: bool, long_ctx: int) -> list[int]:
+        """The lengths of one phase: explicit ``[base_]lengths`` (tokens), else ``[base_]length_ratios``
+        × the pool's long context (at least 16 tokens)."""
+        explicit = self.base_lengths if base else self.lengths
+        if explicit:
+            return sorted({int(x) for x in explicit})
+        ratios = (self.base_length_ratios if base else self.length_ratios) or ([1.0] if base else [1.0, 2.0, 4.0])
+        return sorted({max(16, int(round(r * long_ctx))) for r in ratios})
+
+    def suite_list(self) -> list[str]:
+        return list(self.suites) if self.suites is not None else ([] if self.tasks else ["tiny"])
+
+
+# ---------------------------------------------------------------------------------------------- attention
+def attention_settings(d: dict[str, Any] | None, prefix: str = "attention") -> tuple[bool, AttentionSettings]:
+    """``attention:`` — (enabled, the attention stage's settings)."""
+    d = dict(d or {})
+    enabled = d.pop("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{prefix}.enabled", f"expected true/false, got {enabled!r}")
+    return enabled, AttentionSettings.from_dict(d)
+
+
+# ---------------------------------------------------------------------------------------------- report
+@dataclass(frozen=True)
+class ReportSettings:
+    """``report:`` — the metric the analysis explains, the short-context threshold, covariates, findings."""
+
+    target: str | None = None
+    short_ctx: int | None = None  # default: half the pool's long context
+    covariates: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None, prefix: str = "report") -> ReportSettings:
+        d = dict(d or {})
+        _known_keys(cls, d, prefix)
+        s = cls(**d)
+        check_types(s, prefix)
+        if s.short_ctx is not None and s.short_ctx < 1:
+            raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {s.short_ctx}")
+        if s.target is not None and not s.target.strip():
+            raise ConfigError(f"{prefix}.target", "an empty metric name")
+        return s

@@ -1,0 +1,98 @@
+"""Strict types for config dataclasses: every field's value must be of its annotated type.
+
+No truthy strings for booleans (``tie_embeddings: "no"`` is an error, not ``True``), no floats or
+booleans for integers, no numbers for strings. One deliberate acceptance: a float field takes a
+numeric string such as ``"3e-4"``, because YAML 1.1 (PyYAML) reads ``3e-4`` without a dot as a string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from typing import Any
+
+from archpool.errors import ConfigError
+
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def check_types(obj: Any, prefix: str = "") -> None:
+    """Check (and where deliberate, convert) every field of the dataclass ``obj`` in place."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        name = f"{prefix}.{f.name}" if prefix else f.name
+        value = getattr(obj, f.name)
+        checked = _check(value, hints[f.name], name)
+        if checked is not value:
+            object.__setattr__(obj, f.name, checked)
+
+
+def describe(tp: Any) -> str:
+    """A type as a user reads it: ``an integer or null``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(a) for a in args)
+    names = {bool: "true/false", int: "an integer", float: "a number", str: "a string", type(None): "null",
+             list: "a list", dict: "a mapping", tuple: "a list"}
+    if tp in names:
+        return names[tp]
+    if origin in names:
+        return names[origin]
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return str(tp)
+
+
+def _fail(value: Any, tp: Any, name: str) -> typing.NoReturn:
+    raise ConfigError(name, f"expected {describe(tp)}, got {value!r} ({type(value).__name__})")
+
+
+def _check(value: Any, tp: Any, name: str) -> Any:
+    if tp is Any:
+        return value
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check(value, arg, name)
+            except ConfigError:
+                continue
+        _fail(value, tp, name)
+    if tp is bool:
+        return value if isinstance(value, bool) else _fail(value, tp, name)
+    if tp is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _fail(value, tp, name)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+            return float(value)
+        _fail(value, tp, name)
+    if tp is str:
+        return value if isinstance(value, str) else _fail(value, tp, name)
+    if origin is list or tp is list:
+        if not isinstance(value, list):
+            _fail(value, tp, name)
+        return [_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)] if args else value
+    if origin is tuple or tp is tuple:
+        if not isinstance(value, (list, tuple)) or (args and args[-1] is not Ellipsis and len(value) != len(args)):
+            _fail(value, tp, name)
+        if args and args[-1] is Ellipsis:
+            return tuple(_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value))
+        if args:
+            return tuple(_check(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(value)
+    if origin is dict or tp is dict:
+        return value if isinstance(value, dict) else _fail(value, tp, name)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, tp):
+            _fail(value, tp, name)
+        check_types(value, name)
+        return value
+    return value
