@@ -221,11 +221,18 @@ class _Layout:
         rng.shuffle(self.keys)
         self.free_values = list(vocab.values)
         self.chain_mid: set[int] = set()  # chains' middle values: bound by no other pair
+        self._plain: list[int] | None = None  # values outside chain_mid (cached until a chain is placed)
         self.answers: list[tuple[int, int, int, int, int]] = []  # (pos, gold, distance, hop, chain)
         self.n_chains = 0
 
     def free(self, *ss: int) -> bool:
         return all(0 <= s < len(self.slots) and self.slots[s] is None for s in ss)
+
+    def plain_values(self) -> list[int]:
+        """Values a plain binding may use: any but a chain's middle (all of them if none is left)."""
+        if self._plain is None:
+            self._plain = [x for x in self.vocab.values if x not in self.chain_mid] or list(self.vocab.values)
+        return self._plain
 
     def binding(self, key: int, value: int, hop: bool = False) -> list[int]:
         """A binding's slot: one composite token (+ filler) or the two tokens ``key value``."""
@@ -240,12 +247,12 @@ class _Layout:
         d = d1 + (d1 % 2)
         if d > 2 * (n - 1):
             d -= 2
-        q = self.rng.randint(d // 2, n - 1)
-        b = q - d // 2
-        if not self.free(q, b):
+        q = self.rng.randrange(d // 2, n)  # = randint(d // 2, n - 1), one call less (the hot loop)
+        b = q - d // 2  # 0 <= b <= q < n: both slots exist
+        if self.slots[q] is not None or self.slots[b] is not None:
             return False
         k = self.keys.pop()
-        v = self.rng.choice([x for x in self.vocab.values if x not in self.chain_mid] or self.vocab.values)
+        v = self.rng.choice(self.plain_values())
         self.slots[b] = self.binding(k, v)
         self.slots[q] = [k, v]
         self.answers.append((2 * q, v, 2 * q - 2 * b, 1, -1))
@@ -265,6 +272,7 @@ class _Layout:
         k = self.keys.pop()
         v = self.free_values.pop(self.rng.randrange(len(self.free_values)))
         self.chain_mid.add(v)
+        self._plain = None
         w = self.rng.choice(self.vocab.hops)
         self.slots[a] = self.binding(k, v)
         self.slots[b] = self.binding(v, w, hop=True)
@@ -288,7 +296,7 @@ class _Layout:
 
     def fill(self, n_distract: int) -> list[int]:
         """Unqueried distractor bindings in ``n_distract`` random empty slots, filler elsewhere."""
-        plain_values = [v for v in self.vocab.values if v not in self.chain_mid] or list(self.vocab.values)
+        plain_values = self.plain_values()
         empty = [s for s in range(len(self.slots)) if self.slots[s] is None]
         self.rng.shuffle(empty)
         for s in empty[:n_distract]:

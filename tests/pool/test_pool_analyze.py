@@ -6,7 +6,7 @@ import json
 import pytest
 
 from archpool.cli import main
-from conftest import run_cli, toy_pool
+from poolhelpers import run_cli, toy_pool
 
 pytest.importorskip("archpool.analysis")
 

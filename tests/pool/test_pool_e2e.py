@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from archpool.pool.graph import read_events
-from conftest import REPO, child_env, pool_cmd, run_cli
+from poolhelpers import REPO, child_env, pool_cmd, run_cli
 
 pytestmark = pytest.mark.slow
 

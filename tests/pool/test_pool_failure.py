@@ -7,7 +7,7 @@ import json
 import yaml
 
 from archpool.pool.graph import read_events
-from conftest import run_cli, toy_pool
+from poolhelpers import run_cli, toy_pool
 
 
 def test_injected_failure_is_isolated_reported_and_retried(tmp_path):

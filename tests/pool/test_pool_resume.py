@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from archpool.pool.graph import read_events
-from conftest import REPO, child_env, pool_cmd, run_cli, toy_pool
+from poolhelpers import REPO, child_env, pool_cmd, run_cli, toy_pool
 
 
 def _steps_log(out: Path) -> list[tuple[str, str, int]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_cli, toy_pool
+from poolhelpers import run_cli, toy_pool
 
 pytest.importorskip("submitit")
 

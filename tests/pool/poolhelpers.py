@@ -1,0 +1,43 @@
+"""Shared helpers for the pool tests: toy pools (no training) and a CLI runner in a child process."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent  # holds toy_backend, the pool's stage test double
+
+
+def toy_pool(tmp_path: Path, **over) -> Path:
+    """A 2x2 factorial (qk_norm x swa) toy pool, 2 seeds, one milestone, two recipes."""
+    spec = dict(
+        name="toy",
+        backend="toy_backend",
+        seeds=[0, 1],
+        milestones=[0.5],
+        train=dict(steps=4, step_seconds=0.0),
+        extension=[dict(name="ntk", steps=2), dict(name="yarn", steps=2)],
+        factorial=dict(axes=dict(qk_norm=["none", "layerwise"], swa=[False, True])),
+    )
+    spec.update(over)
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def pool_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "archpool", *args]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child `archpool` process: this checkout and the toy backend importable."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]), **extra)
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    full_env = child_env(**(env or {}))
+    return subprocess.run(pool_cmd(*args), cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
