@@ -1,4 +1,5 @@
 """archpool: controlled architecture pools."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from archpool.model.model import Decoder
 
 
-def load(path: str | Path, device: str = "cpu") -> "Decoder":
+def load(path: str | Path, device: str = "cpu") -> Decoder:
     """Our ``Decoder`` from an archpool checkpoint directory or a Hugging Face model directory
     (llama, mistral, ministral, qwen2, qwen3, olmo2, olmo3; needs ``archpool[hf]``).
     ``load(path)(input_ids)`` returns logits (B, T, vocab)."""

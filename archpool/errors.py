@@ -1,4 +1,5 @@
 """Errors that name what is wrong, so a user can fix a config without reading code."""
+
 from __future__ import annotations
 
 

@@ -1,13 +1,15 @@
 """Small filesystem helpers shared by every stage: atomic writes, content hashes, config files."""
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from archpool.errors import ConfigError
 

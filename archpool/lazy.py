@@ -1,8 +1,10 @@
 """Lazy package exports (PEP 562): ``import archpool.cli.<stage>`` stays cheap (no torch, no statsmodels)."""
+
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:

@@ -2,9 +2,10 @@
 
 Dependency-free on purpose: config loaders and CLIs import it before anything heavy.
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from archpool.errors import ConfigError
 

@@ -1,4 +1,5 @@
 """Facts about the running process that several stages ask for."""
+
 from __future__ import annotations
 
 import os

@@ -14,7 +14,7 @@ Pure Python on plain values: no torch, no pandas, nothing from the pipeline's st
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from archpool.errors import ConfigError
 
@@ -84,8 +84,9 @@ def table_short_ctx(contexts: Iterable[int]) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- features
-def feature_flags(*, qk_norm: str, n_kv_heads: int, n_heads: int, swa: bool | int, pretrain_ctx: int,
-                  short_ctx: int) -> dict[str, int]:
+def feature_flags(
+    *, qk_norm: str, n_kv_heads: int, n_heads: int, swa: bool | int, pretrain_ctx: int, short_ctx: int
+) -> dict[str, int]:
     """The four binary features of one model (study.md §1)."""
     return dict(
         qk_norm=int(canonical_qk_norm(qk_norm) != "none"),

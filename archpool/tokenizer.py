@@ -5,14 +5,15 @@ explicitly) and treats special-token strings found in the text as ordinary text,
 never inject an EOS. ``hash`` is the sha256 of the canonical ``tokenizer.json`` content: a run
 records it, and a run whose store carries another hash refuses to start (``require_tokenizer``).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
@@ -64,14 +65,17 @@ class Tokenizer:
                 found.append((int(m.group(1)), tid))
         return [tid for _, tid in sorted(found)]
 
-    def with_task_tokens(self, n: int) -> "Tokenizer":
+    def with_task_tokens(self, n: int) -> Tokenizer:
         """A copy with ``n`` reserved task tokens added as special tokens after the vocabulary."""
         from tokenizers import Tokenizer as HFTokenizer
 
         hf = HFTokenizer.from_str(self._json)
         hf.add_special_tokens([f"<|t{i}|>" for i in range(n)])
-        names = {"bos": self._tok.id_to_token(self.bos_id), "eos": self._tok.id_to_token(self.eos_id),
-                 "pad": self._tok.id_to_token(self.pad_id)}
+        names = {
+            "bos": self._tok.id_to_token(self.bos_id),
+            "eos": self._tok.id_to_token(self.eos_id),
+            "pad": self._tok.id_to_token(self.pad_id),
+        }
         return Tokenizer(hf, **names)
 
     # -- encoding ---------------------------------------------------------------------------------
@@ -114,7 +118,7 @@ class Tokenizer:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Tokenizer":
+    def load(cls, path: str | os.PathLike) -> Tokenizer:
         """A ``tokenizer.json`` file, or a directory holding one (a HF tokenizer directory)."""
         from tokenizers import Tokenizer as HFTokenizer
 
@@ -173,17 +177,26 @@ def _special_names_from_config(directory: Path) -> dict[str, str | None]:
     return names
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2,
-                    special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS), show_progress: bool = False) -> Tokenizer:
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int,
+    *,
+    min_frequency: int = 2,
+    special_tokens: Sequence[str] = tuple(SPECIAL_TOKENS),
+    show_progress: bool = False,
+) -> Tokenizer:
     """Train a byte-level BPE of ``vocab_size`` (special tokens included) on ``texts``.
 
     Deterministic for the same texts in the same order. Tiny inputs are fine: the vocabulary then
     simply stops short of ``vocab_size``.
     """
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
 
     if vocab_size < 256 + len(special_tokens):
-        raise DataError(f"vocab_size: must be at least {256 + len(special_tokens)} (256 bytes + special tokens), got {vocab_size}")
+        raise DataError(
+            f"vocab_size: must be at least {256 + len(special_tokens)} (256 bytes + special tokens), got {vocab_size}"
+        )
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     hf.decoder = decoders.ByteLevel()
@@ -198,7 +211,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, *, min_frequency: int
     return Tokenizer(hf)
 
 
-def require_tokenizer(expected_hash: str | None, tokenizer_or_hash: "Tokenizer | str", where: str = "run") -> None:
+def require_tokenizer(expected_hash: str | None, tokenizer_or_hash: Tokenizer | str, where: str = "run") -> None:
     """Refuse to go on when a run recorded ``expected_hash`` and the data now uses another tokenizer."""
     actual = tokenizer_or_hash if isinstance(tokenizer_or_hash, str) else tokenizer_or_hash.hash
     if expected_hash and expected_hash != actual:

@@ -34,8 +34,16 @@ def describe(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(describe(a) for a in args)
-    names = {bool: "true/false", int: "an integer", float: "a number", str: "a string", type(None): "null",
-             list: "a list", dict: "a mapping", tuple: "a list"}
+    names = {
+        bool: "true/false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        type(None): "null",
+        list: "a list",
+        dict: "a mapping",
+        tuple: "a list",
+    }
     if tp in names:
         return names[tp]
     if origin in names:

@@ -9,6 +9,7 @@ stage's ``pretrain`` (same seed, data order and schedule for both members). Anal
 ``archpool attention RUN_A RUN_B`` prints. The numbers are reported as they come out: nothing here
 assumes the paper's direction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,14 +45,32 @@ def main(argv=None) -> int:
 
     out = Path(args.out)
     t0 = time.time()
-    data_cfg = DataConfig(vocab_size=args.vocab, max_chars=args.max_chars, long_doc_tokens=4 * args.seq_len,
-                          cache_dir=str(out / "cache"))
+    data_cfg = DataConfig(
+        vocab_size=args.vocab, max_chars=args.max_chars, long_doc_tokens=4 * args.seq_len, cache_dir=str(out / "cache")
+    )
     store = prepare(data_cfg, progress=False, log=lambda *a: None)
     print(f"data: {store} in {time.time() - t0:.0f}s", file=sys.stderr)
-    base = dict(vocab_size=store.tokenizer.vocab_size, d_model=64, n_layers=4, n_heads=4, n_kv_heads=4,
-                max_seq_len=args.seq_len, norm=args.norm)
-    train = TrainConfig(lr=3e-3, warmup_steps=20, global_batch_tokens=args.batch_tokens, micro_batch_size=16,
-                        seq_len=args.seq_len, max_steps=args.steps, log_every=50, ckpt_every=10_000, seed=0, progress=False)
+    base = dict(
+        vocab_size=store.tokenizer.vocab_size,
+        d_model=64,
+        n_layers=4,
+        n_heads=4,
+        n_kv_heads=4,
+        max_seq_len=args.seq_len,
+        norm=args.norm,
+    )
+    train = TrainConfig(
+        lr=3e-3,
+        warmup_steps=20,
+        global_batch_tokens=args.batch_tokens,
+        micro_batch_size=16,
+        seq_len=args.seq_len,
+        max_steps=args.steps,
+        log_every=50,
+        ckpt_every=10_000,
+        seed=0,
+        progress=False,
+    )
     runs, timings, losses = [], {}, {}
     for qk in args.qk_norms:
         run_dir = out / f"qk_{qk}"
@@ -65,7 +84,9 @@ def main(argv=None) -> int:
     results = []
     for run_dir in runs:
         t = time.time()
-        results.append(analyze_target(run_dir, {"seq_len": args.seq_len, "queries": 64}, log=lambda *a: print(*a, file=sys.stderr)))
+        results.append(
+            analyze_target(run_dir, {"seq_len": args.seq_len, "queries": 64}, log=lambda *a: print(*a, file=sys.stderr))
+        )
         timings[f"attention {run_dir.name}"] = time.time() - t
     table = summaries_table(results)
     print(table)
@@ -86,7 +107,8 @@ def write_report(path, cmd, args, base, train, store, results, table, timings, l
         f"- Model: {json.dumps(base)}; the pair differs only in `qk_norm` ({' vs '.join(args.qk_norms)}).",
         f"- Training: {train.max_steps} steps × {train.global_batch_tokens} tokens at T = {train.seq_len}, "
         f"lr {train.lr}, cosine, seed {train.seed}; final loss (mean of last 20 steps): "
-        + ", ".join(f"{k}: {v:.3f}" for k, v in losses.items()) + ".",
+        + ", ".join(f"{k}: {v:.3f}" for k, v in losses.items())
+        + ".",
         "- Analysis: `archpool attention` defaults (sink rate at T = 64 over 32 held-out samples; "
         "last 64 queries of 4 samples at T × 1, 2, 4; needle test at 4 lengths × 10 depths; ablation masks 3 % of heads).",
         "",

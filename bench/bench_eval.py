@@ -9,6 +9,7 @@
 
     .venv/bin/python bench/bench_eval.py --steps 1500 --ext-steps 300 --out bench/results/eval_run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,45 +111,60 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    logf = open(out / "log.txt", "w")
+    logf = open(out / "log.txt", "w")  # noqa: SIM115 - the benchmark's log, open for its whole run
 
     def log(msg):
         print(msg, flush=True)
         logf.write(msg + "\n")
         logf.flush()
 
-    from archpool.tokenizer import train_tokenizer
     from archpool.eval.api import evaluate
     from archpool.eval.lm import lm_from_decoder
     from archpool.eval.target import Target
     from archpool.model import Decoder, ModelConfig
     from archpool.model.config import RopeConfig
     from archpool.tasks import training_documents
+    from archpool.tokenizer import train_tokenizer
 
     L0 = args.ctx
     texts = texts_for_bench()
-    tok_corpus = texts[:200] + list(training_documents(["kv_recall"], 300, seed=99, length_range=(32, L0), tokenizer=None or _ByteTok()))
+    tok_corpus = texts[:200] + list(
+        training_documents(["kv_recall"], 300, seed=99, length_range=(32, L0), tokenizer=None or _ByteTok())
+    )
     tok = train_tokenizer(tok_corpus, 512)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=64, n_layers=2, n_heads=4, max_seq_len=L0, rope={"theta": 10_000.0})
     torch.manual_seed(args.seed)
     model = Decoder(cfg, seed=args.seed)
-    log(f"model {model.num_params()/1e6:.2f}M params, ctx {L0}, vocab {tok.vocab_size}")
+    log(f"model {model.num_params() / 1e6:.2f}M params, ctx {L0}, vocab {tok.vocab_size}")
     rows = make_rows(tok, texts, L0, args.steps * args.batch // 4, args.share, args.seed, (24, L0))
     t_train = train(model, rows, args.steps, args.batch, args.lr, tok.pad_id, log)
     tokens = args.steps * args.batch * L0
-    log(f"pretrain {t_train:.1f}s, {tokens/1e6:.2f}M tokens")
+    log(f"pretrain {t_train:.1f}s, {tokens / 1e6:.2f}M tokens")
     lengths = [L0, 2 * L0, 4 * L0, 8 * L0]
     before = recall_curve(model, tok, lengths, args.n)
     log(f"before extension: {json.dumps(before)}")
 
     # timed default suite on the pretrained model
-    target = Target("checkpoint", out, out, lm_from_decoder(model, name="bench"), tok, "bench-" + str(args.seed), tok.hash, L0, model)
+    target = Target(
+        "checkpoint", out, out, lm_from_decoder(model, name="bench"), tok, "bench-" + str(args.seed), tok.hash, L0, model
+    )
     t0 = time.perf_counter()
-    res = evaluate(target, suites=["tiny", "ruler", "helmet"], lengths=lengths, modes=["gen", "ll"], n_samples=args.suite_n,
-                   out_dir=out / "suite", cache_dir=None, haystack_texts=texts[:50], progress=False)
+    res = evaluate(
+        target,
+        suites=["tiny", "ruler", "helmet"],
+        lengths=lengths,
+        modes=["gen", "ll"],
+        n_samples=args.suite_n,
+        out_dir=out / "suite",
+        cache_dir=None,
+        haystack_texts=texts[:50],
+        progress=False,
+    )
     t_eval = time.perf_counter() - t0
-    log(f"default suite (tiny+ruler+helmet, gen+ll, {args.suite_n} samples, lengths {lengths}): {t_eval:.1f}s "
-        f"= {t_eval / t_train:.2f} x training time")
+    log(
+        f"default suite (tiny+ruler+helmet, gen+ll, {args.suite_n} samples, lengths {lengths}): {t_eval:.1f}s "
+        f"= {t_eval / t_train:.2f} x training time"
+    )
 
     # extension: theta x16, 4 x L0, same mix
     ext_len = 4 * L0
@@ -157,9 +173,17 @@ def main() -> None:
     t_ext = train(model, ext_rows, args.ext_steps, max(4, args.batch // 4), args.lr / 3, tok.pad_id, log)
     after = recall_curve(model, tok, lengths, args.n)
     log(f"extension {t_ext:.1f}s; after extension: {json.dumps(after)}")
-    summary = {"args": vars(args), "params": model.num_params(), "train_s": t_train, "ext_s": t_ext, "eval_suite_s": t_eval,
-               "eval_fraction_of_training": t_eval / t_train, "before": before, "after": after,
-               "suite_aggregate": res["aggregate"]}
+    summary = {
+        "args": vars(args),
+        "params": model.num_params(),
+        "train_s": t_train,
+        "ext_s": t_ext,
+        "eval_suite_s": t_eval,
+        "eval_fraction_of_training": t_eval / t_train,
+        "before": before,
+        "after": after,
+        "suite_aggregate": res["aggregate"],
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     log(json.dumps({k: summary[k] for k in ("train_s", "eval_suite_s", "eval_fraction_of_training")}))
 

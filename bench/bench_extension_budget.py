@@ -10,6 +10,7 @@ pre-extension accuracy at the pretraining length (the mastery rule's number).
     python bench/bench_extension_budget.py --budgets 20480,51200,102400,204800,409600 --seeds 0 1 2 \\
         --out out/extension-budget --json bench/results/extension_budget.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,16 +57,28 @@ def summarise(out: Path, budgets: list[int], recipe: str, length: int, pre_len: 
 
     pre = col(f"base_mqar_acc@{pre_len}")
     # 0 tokens: the pretrained model at the extended length, RoPE unchanged
-    table = [{"tokens": 0, "seeds": col(f"base_mqar_acc@{length}")[2], "acc": col(f"base_mqar_acc@{length}")[:2],
-              "acc_far": col(f"base_mqar_acc@{length}[d>{far}]")[:2], "chain": col(f"base_mqar_chain_chain@{length}")[:2],
-              "pre_acc": pre[:2]}]
+    table = [
+        {
+            "tokens": 0,
+            "seeds": col(f"base_mqar_acc@{length}")[2],
+            "acc": col(f"base_mqar_acc@{length}")[:2],
+            "acc_far": col(f"base_mqar_acc@{length}[d>{far}]")[:2],
+            "chain": col(f"base_mqar_chain_chain@{length}")[:2],
+            "pre_acc": pre[:2],
+        }
+    ]
     for i, t in enumerate(budgets):
         prefix = "" if i == 0 else f"{recipe}_{t}_"
-        table.append({
-            "tokens": t, "seeds": col(f"{prefix}mqar_acc@{length}")[2],
-            "acc": col(f"{prefix}mqar_acc@{length}")[:2], "acc_far": col(f"{prefix}mqar_acc@{length}[d>{far}]")[:2],
-            "chain": col(f"{prefix}mqar_chain_chain@{length}")[:2], "pre_acc": pre[:2],
-        })
+        table.append(
+            {
+                "tokens": t,
+                "seeds": col(f"{prefix}mqar_acc@{length}")[2],
+                "acc": col(f"{prefix}mqar_acc@{length}")[:2],
+                "acc_far": col(f"{prefix}mqar_acc@{length}[d>{far}]")[:2],
+                "chain": col(f"{prefix}mqar_chain_chain@{length}")[:2],
+                "pre_acc": pre[:2],
+            }
+        )
     return table
 
 
@@ -73,15 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pool", default="demo")
     p.add_argument("--arch", default="base")
-    p.add_argument("--budgets", default="20480,51200,102400,204800,409600",
-                   help="extension tokens, comma-separated (each at least a few optimizer steps)")
+    p.add_argument(
+        "--budgets",
+        default="20480,51200,102400,204800,409600",
+        help="extension tokens, comma-separated (each at least a few optimizer steps)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", default="out/extension-budget")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", help="write the table here")
     a = p.parse_args(argv)
-    from archpool.pool.sections import extension_length
     from archpool.pool.run import run_pool
+    from archpool.pool.sections import extension_length
     from archpool.pool.spec import parse_pool
 
     budgets = [int(x) for x in a.budgets.split(",")]
@@ -99,15 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     def f(x):
         return "—" if x[0] is None else f"{x[0]:.3f} ± {x[1]:.3f}"
 
-    print(f"{a.pool}/{a.arch}, seeds {a.seeds}: MQAR accuracy at {length} after extension (mean ± sd over seeds); wall {wall:.0f} s")
-    print(f"| extension tokens | acc@{length} | acc@{length}, d>{spec.long_ctx} | two-hop chains | acc@{spec.runs[0].pretrain_ctx} before |")
+    print(
+        f"{a.pool}/{a.arch}, seeds {a.seeds}: MQAR accuracy at {length} after extension (mean ± sd over seeds); wall {wall:.0f} s"
+    )
+    print(
+        f"| extension tokens | acc@{length} | acc@{length}, d>{spec.long_ctx} | two-hop chains | acc@{spec.runs[0].pretrain_ctx} before |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for r in table:
         print(f"| {r['tokens']:,} | {f(r['acc'])} | {f(r['acc_far'])} | {f(r['chain'])} | {f(r['pre_acc'])} |")
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"pool": a.pool, "arch": a.arch, "seeds": a.seeds, "length": length,
-                                            "wall_s": wall, "rows": table}, indent=2))
+        Path(a.json).write_text(
+            json.dumps(
+                {"pool": a.pool, "arch": a.arch, "seeds": a.seeds, "length": length, "wall_s": wall, "rows": table}, indent=2
+            )
+        )
     return rc
 
 

@@ -15,6 +15,7 @@ attends to, averaged over positions: causal, and capped by the window on sliding
     python bench/bench_gpu.py --json bench/results/gpu.json                      # CUDA machine
     python bench/bench_gpu.py --device cpu --size tiny --seq-lens 64 --steps 2   # smoke run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,9 @@ def model_config(size: str, seq_len: int, swa: bool, window_ratio: float) -> Mod
     """The llama2 family (MHA, pre-norm, no QK-norm) at ``size``; SWA: Olmo 3's 3 sliding : 1 full
     pattern with a window of ``window_ratio`` x the context (the presets' ratio is 0.5)."""
     fields = preset_dict("llama2", size)
-    fields.update(max_seq_len=seq_len, window=max(1, int(seq_len * window_ratio)) if swa else None,
-                  swa_pattern="olmo3" if swa else "none")
+    fields.update(
+        max_seq_len=seq_len, window=max(1, int(seq_len * window_ratio)) if swa else None, swa_pattern="olmo3" if swa else "none"
+    )
     return ModelConfig(**fields)
 
 
@@ -127,11 +129,22 @@ def run_case(case: Case, args, device: torch.device) -> dict:
     achieved = tok_s * flops_per_token(cfg, case.seq_len)
     peak = peak_flops(device, args.peak_tflops)
     return {
-        "case": case.name, "seq_len": case.seq_len, "swa": case.swa, "window": cfg.window, "attn_impl": case.attn_impl,
-        "compile": case.compile, "params": cfg.num_params(), "batch": batch, "tokens_per_step": tokens,
-        "tokens_per_s": tok_s, "model_tflops": achieved / 1e12, "mfu": achieved / peak if peak else None,
+        "case": case.name,
+        "seq_len": case.seq_len,
+        "swa": case.swa,
+        "window": cfg.window,
+        "attn_impl": case.attn_impl,
+        "compile": case.compile,
+        "params": cfg.num_params(),
+        "batch": batch,
+        "tokens_per_step": tokens,
+        "tokens_per_s": tok_s,
+        "model_tflops": achieved / 1e12,
+        "mfu": achieved / peak if peak else None,
         "peak_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-        "warmup_s": warmup_s, "loss": float(last), "step_s": times,
+        "warmup_s": warmup_s,
+        "loss": float(last),
+        "step_s": times,
     }
 
 
@@ -180,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
         mem = f"{r['peak_mem_gib']:.1f}" if r["peak_mem_gib"] is not None else "n/a"
-        print(f"| {r['case']} | {r['params'] / 1e6:.0f} M | {r['tokens_per_s']:,.0f} | {r['model_tflops']:.1f} | {mfu} | {mem} | {r['warmup_s']:.0f} |")
+        print(
+            f"| {r['case']} | {r['params'] / 1e6:.0f} M | {r['tokens_per_s']:,.0f} | {r['model_tflops']:.1f} | {mfu} | {mem} | {r['warmup_s']:.0f} |"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "torch": torch.__version__, "args": vars(args), "results": results}, f, indent=2)

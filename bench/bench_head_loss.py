@@ -6,6 +6,7 @@ time. Also the fused path at other chunk sizes, which is how ``MIN_CHUNK_ROWS`` 
 
     .venv/bin/python bench/bench_head_loss.py
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,11 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     print(f"LM head + cross-entropy, forward + backward, float32, {args.threads} threads, median of {args.calls} calls\n")
     extra = [int(c) for c in args.chunks.split(",") if c]
-    print("| tokens x d x vocab | logits MB | reference ms | fused ms (rows/chunk) | ratio | " + " | ".join(f"fused @{c} rows ms" for c in extra) + " |")
+    print(
+        "| tokens x d x vocab | logits MB | reference ms | fused ms (rows/chunk) | ratio | "
+        + " | ".join(f"fused @{c} rows ms" for c in extra)
+        + " |"
+    )
     print("|---|---:|---:|---:|---:|" + "---:|" * len(extra))
     for n, d, v in SHAPES:
         g = torch.Generator().manual_seed(0)
@@ -39,10 +44,10 @@ def main() -> int:
         w = (0.02 * torch.randn(v, d, generator=g)).requires_grad_()
         y = torch.randint(0, v, (n,), generator=g)
 
-        def reference():
+        def reference(h=h, w=w, y=y):
             F.cross_entropy(F.linear(h, w).float(), y, reduction="sum").backward()
 
-        def fused(rows=None):
+        def fused(rows=None, h=h, w=w, y=y):
             return lambda: linear_cross_entropy(h, w, y, chunk_rows=rows).backward()
 
         fns = {"reference": reference, "fused": fused()} | {f"@{c}": fused(c) for c in extra}
@@ -56,8 +61,10 @@ def main() -> int:
                     times[k].append(time.perf_counter() - t)
         ms = {k: 1e3 * statistics.median(t) for k, t in times.items()}
         cols = " | ".join(f"{ms[f'@{c}']:.1f}" for c in extra)
-        print(f"| {n} x {d} x {v} | {n * v * 4 / 2**20:.0f} | {ms['reference']:.1f} | {ms['fused']:.1f} ({default_chunk_rows(n, v)}) "
-              f"| **{ms['reference'] / ms['fused']:.2f}x** | {cols} |")
+        print(
+            f"| {n} x {d} x {v} | {n * v * 4 / 2**20:.0f} | {ms['reference']:.1f} | {ms['fused']:.1f} ({default_chunk_rows(n, v)}) "
+            f"| **{ms['reference'] / ms['fused']:.2f}x** | {cols} |"
+        )
     return 0
 
 

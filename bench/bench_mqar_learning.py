@@ -8,6 +8,7 @@ steps, overall and beyond half the context. One JSON line per evaluation.
     python bench/bench_mqar_learning.py --format composite --steps 300
     python bench/bench_mqar_learning.py --format tokens --steps 1500 --seq-len 64
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     else:  # two-token bindings: 64 keys, 64 values (signal.md's probes)
         vocab = TaskVocab.from_ids(list(range(100, 1000)), n_keys=64, n_values=64, n_hops=64, n_filler=128)
         params = dict(n_keys=64, n_values=64, pair_every=a.pair_every)
-    cfg = ModelConfig(vocab_size=1024, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads, max_seq_len=a.seq_len,
-                      init_std=a.init_std)
+    cfg = ModelConfig(
+        vocab_size=1024, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads, max_seq_len=a.seq_len, init_std=a.init_std
+    )
     model = Decoder(cfg, seed=0)
     step_fn = torch.compile(model) if a.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -74,8 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             top = model(x).argmax(-1)
         rows = [(ans.distance, int(top[i, ans.pos]) == ans.gold) for i, d in enumerate(docs) for ans in d.answers]
         far = [ok for dist, ok in rows if dist > a.seq_len // 2]
-        return {"acc": round(sum(ok for _, ok in rows) / len(rows), 4), "acc_far": round(sum(far) / max(1, len(far)), 4),
-                "n": len(rows)}
+        return {
+            "acc": round(sum(ok for _, ok in rows) / len(rows), 4),
+            "acc_far": round(sum(far) / max(1, len(far)), 4),
+            "n": len(rows),
+        }
 
     t0 = time.time()
     for step in range(a.steps):
@@ -89,8 +94,19 @@ def main(argv: list[str] | None = None) -> int:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if (step + 1) % a.every == 0 or step + 1 == a.steps:
-            print(json.dumps({"format": a.format, "seq_len": a.seq_len, "step": step + 1, "s": round(time.time() - t0, 1),
-                              "loss": round(loss.item(), 4), **evaluate()}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "format": a.format,
+                        "seq_len": a.seq_len,
+                        "step": step + 1,
+                        "s": round(time.time() - t0, 1),
+                        "loss": round(loss.item(), 4),
+                        **evaluate(),
+                    }
+                ),
+                flush=True,
+            )
     return 0
 
 

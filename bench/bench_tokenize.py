@@ -6,6 +6,7 @@ Reads the first ``--mb`` MB of the default corpus (hash-ranked sample, as ``prep
 the tokenizer once, then times: whole documents with ``encode_batch`` (HF's own thread pool), the
 exact pre-token split (``encode_documents``) in one process, and the process pool of ``prepare``.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -9,6 +9,7 @@ RSS before the model was built).
     .venv/bin/python bench/bench_train.py                      # all configs, markdown table
     .venv/bin/python bench/bench_train.py --configs tiny --steps 10 --repeats 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,16 @@ def build(impl: str, name: str):
         from archpool.model.config import ModelConfig
         from archpool.model.model import Decoder
 
-        cfg = ModelConfig(vocab_size=c["vocab_size"], d_model=c["d_model"], n_layers=c["n_layers"], n_heads=c["n_heads"],
-                          n_kv_heads=c["n_kv_heads"], d_ff=d_ff, max_seq_len=c["seq_len"], norm_eps=1e-5)
+        cfg = ModelConfig(
+            vocab_size=c["vocab_size"],
+            d_model=c["d_model"],
+            n_layers=c["n_layers"],
+            n_heads=c["n_heads"],
+            n_kv_heads=c["n_kv_heads"],
+            d_ff=d_ff,
+            max_seq_len=c["seq_len"],
+            norm_eps=1e-5,
+        )
         model = Decoder(cfg)
         if impl == "archpool+compile":  # what the trainer does with train.compile: true
             from archpool.train.distributed import DistInfo, parallelize
@@ -63,16 +72,26 @@ def build(impl: str, name: str):
     else:
         from transformers import LlamaConfig, LlamaForCausalLM
 
-        cfg = LlamaConfig(vocab_size=c["vocab_size"], hidden_size=c["d_model"], num_hidden_layers=c["n_layers"],
-                          num_attention_heads=c["n_heads"], num_key_value_heads=c["n_kv_heads"], intermediate_size=d_ff,
-                          max_position_embeddings=c["seq_len"], rms_norm_eps=1e-5, tie_word_embeddings=False,
-                          attention_bias=False, mlp_bias=False)
+        cfg = LlamaConfig(
+            vocab_size=c["vocab_size"],
+            hidden_size=c["d_model"],
+            num_hidden_layers=c["n_layers"],
+            num_attention_heads=c["n_heads"],
+            num_key_value_heads=c["n_kv_heads"],
+            intermediate_size=d_ff,
+            max_position_embeddings=c["seq_len"],
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            mlp_bias=False,
+        )
         cfg._attn_implementation = "sdpa"
         model = LlamaForCausalLM(cfg)
 
         def loss_of(x, y):  # what transformers' ForCausalLMLoss computes: float32 logits, cross-entropy
             logits = model(input_ids=x, use_cache=False).logits
             return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=-100, reduction="sum")
+
     model.train()
     return model, loss_of
 
@@ -117,9 +136,17 @@ def worker(impl: str, name: str, steps: int, warmup: int, threads: int) -> dict:
     losses = [step(data[warmup + i]) for i in range(steps)]
     dt = time.perf_counter() - t0
     tokens = steps * c["batch"] * c["seq_len"]
-    return {"impl": impl, "config": name, "tokens_per_s": tokens / dt, "seconds": dt,
-            "params": sum(p.numel() for p in model.parameters()), "peak_rss_mb": _rss_mb(),
-            "rss_before_model_mb": before, "first_loss": losses[0], "torch": torch.__version__}
+    return {
+        "impl": impl,
+        "config": name,
+        "tokens_per_s": tokens / dt,
+        "seconds": dt,
+        "params": sum(p.numel() for p in model.parameters()),
+        "peak_rss_mb": _rss_mb(),
+        "rss_before_model_mb": before,
+        "first_loss": losses[0],
+        "torch": torch.__version__,
+    }
 
 
 def interleaved(name: str, steps: int, warmup: int, threads: int, compile: bool = False) -> dict:
@@ -140,7 +167,7 @@ def interleaved(name: str, steps: int, warmup: int, threads: int, compile: bool 
     data = _data(name, warmup + steps)
     times: dict[str, list[float]] = {i: [] for i in impls}
     for k in range(warmup + steps):
-        order = impls[k % len(impls):] + impls[:k % len(impls)]  # rotate who goes first
+        order = impls[k % len(impls) :] + impls[: k % len(impls)]  # rotate who goes first
         for i in order:
             t0 = time.perf_counter()
             steppers[i](data[k])
@@ -166,34 +193,55 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         impl, name = args.worker
-        fn = interleaved(name, args.steps, args.warmup, args.threads, args.compile) if impl == "both" else worker(impl, name, args.steps, args.warmup, args.threads)
+        fn = (
+            interleaved(name, args.steps, args.warmup, args.threads, args.compile)
+            if impl == "both"
+            else worker(impl, name, args.steps, args.warmup, args.threads)
+        )
         print(json.dumps(fn))
         return 0
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     results: dict[tuple[str, str], list[dict]] = {}
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(
+        os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    )
 
     def run(impl: str, name: str, steps: int) -> dict:
-        cmd = [sys.executable, __file__, "--worker", impl, name, "--steps", str(steps),
-               "--warmup", str(args.warmup), "--threads", str(args.threads)] + (["--compile"] if args.compile else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            impl,
+            name,
+            "--steps",
+            str(steps),
+            "--warmup",
+            str(args.warmup),
+            "--threads",
+            str(args.threads),
+        ] + (["--compile"] if args.compile else [])
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         return json.loads(out.strip().splitlines()[-1])
 
     for name in names:
         for impl in ("archpool", "transformers"):  # memory: each alone in a fresh process
             results.setdefault((impl, name), []).append(run(impl, name, 2))
-        for r in range(args.repeats):  # throughput: interleaved in one process
+        for _ in range(args.repeats):  # throughput: interleaved in one process
             both = run("both", name, args.steps)
             for impl, res in both.items():
                 results.setdefault(("speed", impl, name), []).append(res["tokens_per_s"])  # type: ignore[arg-type]
                 if "compile_s" in res:
                     results.setdefault(("compile_s", name), []).append(res["compile_s"])  # type: ignore[arg-type]
-    print(f"CPU training throughput, float32, {args.threads} threads, median step time of {args.steps} timed steps "
-          f"(+{args.warmup} warmup) with archpool and transformers steps interleaved in one process; tokens/s are "
-          f"medians over {args.repeats} processes, ratios the median of the per-process ratios; peak RSS from a separate fresh process per implementation\n")
-    print("| config | shapes (d, L, H/KV, V, T x B) | params | archpool tok/s | transformers tok/s | ratio (eager / eager) "
-          + ("| archpool + compile tok/s | ratio (compiled / eager) " if args.compile else "")
-          + "| peak RSS MB archpool / transformers (growth) |")
+    print(
+        f"CPU training throughput, float32, {args.threads} threads, median step time of {args.steps} timed steps "
+        f"(+{args.warmup} warmup) with archpool and transformers steps interleaved in one process; tokens/s are "
+        f"medians over {args.repeats} processes, ratios the median of the per-process ratios; peak RSS from a separate fresh process per implementation\n"
+    )
+    print(
+        "| config | shapes (d, L, H/KV, V, T x B) | params | archpool tok/s | transformers tok/s | ratio (eager / eager) "
+        + ("| archpool + compile tok/s | ratio (compiled / eager) " if args.compile else "")
+        + "| peak RSS MB archpool / transformers (growth) |"
+    )
     print("|---|---|---:|---:|---:|---:|" + ("---:|---:|" if args.compile else "") + "---|")
     summary = []
     for name in names:
@@ -202,20 +250,34 @@ def main() -> int:
         speed = {k[1]: v for k, v in results.items() if k[0] == "speed" and k[2] == name}  # type: ignore[index]
         ta, th = statistics.median(speed["archpool"]), statistics.median(speed["transformers"])
 
-        def ratio(impl: str) -> float:  # each process timed both sides under the same load
+        def ratio(impl: str, speed=speed) -> float:  # each process timed both sides under the same load
             return statistics.median(x / y for x, y in zip(speed[impl], speed["transformers"]))
+
         ra, rh = max(x["peak_rss_mb"] for x in a), max(x["peak_rss_mb"] for x in h)
         ga, gh = ra - a[0]["rss_before_model_mb"], rh - h[0]["rss_before_model_mb"]
-        shapes = f"{c['d_model']}, {c['n_layers']}, {c['n_heads']}/{c['n_kv_heads']}, {c['vocab_size']}, {c['seq_len']} x {c['batch']}"
+        shapes = (
+            f"{c['d_model']}, {c['n_layers']}, {c['n_heads']}/{c['n_kv_heads']}, {c['vocab_size']}, {c['seq_len']} x {c['batch']}"
+        )
         comp = ""
         if args.compile:
             tc = statistics.median(speed["archpool+compile"])
             comp = f"{tc:,.0f} | **{ratio('archpool+compile'):.2f}x** | "
-        print(f"| {name} | {shapes} | {a[0]['params'] / 1e6:.2f} M | {ta:,.0f} | {th:,.0f} | **{ratio('archpool'):.2f}x** | {comp}"
-              f"{ra:.0f} / {rh:.0f} (+{ga:.0f} / +{gh:.0f}) |")
-        summary.append({"config": name, "archpool": ta, "transformers": th, "ratio": ratio("archpool"),
-                        "ratio_compiled": ratio("archpool+compile") if args.compile else None,
-                        "compile_s": results.get(("compile_s", name)), "memory_runs": a + h, "speed_runs": speed})
+        print(
+            f"| {name} | {shapes} | {a[0]['params'] / 1e6:.2f} M | {ta:,.0f} | {th:,.0f} | **{ratio('archpool'):.2f}x** | {comp}"
+            f"{ra:.0f} / {rh:.0f} (+{ga:.0f} / +{gh:.0f}) |"
+        )
+        summary.append(
+            {
+                "config": name,
+                "archpool": ta,
+                "transformers": th,
+                "ratio": ratio("archpool"),
+                "ratio_compiled": ratio("archpool+compile") if args.compile else None,
+                "compile_s": results.get(("compile_s", name)),
+                "memory_runs": a + h,
+                "speed_runs": speed,
+            }
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)

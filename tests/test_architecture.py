@@ -1,5 +1,6 @@
 """The architecture as a test: no import cycles anywhere in the package (function-local imports
 included), and the layering contracts of pyproject.toml (`lint-imports`, also run by `make test`)."""
+
 from __future__ import annotations
 
 import shutil
@@ -56,8 +57,11 @@ def test_the_package_has_no_import_cycles():
 
 def test_every_package_is_a_regular_package():
     """A directory without __init__.py is a namespace package, invisible to the import contracts."""
-    missing = [str(d.relative_to(REPO)) for d in (REPO / "archpool").rglob("*") if d.is_dir()
-               and any(d.glob("*.py")) and not (d / "__init__.py").is_file()]
+    missing = [
+        str(d.relative_to(REPO))
+        for d in (REPO / "archpool").rglob("*")
+        if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").is_file()
+    ]
     assert missing == []
 
 

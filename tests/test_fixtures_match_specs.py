@@ -1,4 +1,5 @@
 """The test copy of the paper's 26-run table equals the spec it came from (when shared/ is beside the repo)."""
+
 from pathlib import Path
 
 import pytest

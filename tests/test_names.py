@@ -1,4 +1,5 @@
 """Names that become path components, and extension names that would write outside the run (issue 13)."""
+
 import argparse
 
 import pytest
@@ -13,12 +14,23 @@ def test_plain_names_pass(name):
     assert check_name("pool.name", name) == name
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("", "is empty"), ("  ", "is empty"), (" x", "leading or trailing whitespace"),
-    ("../../escape", "is an absolute path|contains a path separator"), ("/abs", "is an absolute path"),
-    ("a/b", "contains a path separator"), ("a\\b", "contains a path separator"), ("..", "contains '..'"),
-    ("x..y", "contains '..'"), (".hidden", "starts with '.'"), ("a\nb", "control character"), ("x" * 256, "longer than 255"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("", "is empty"),
+        ("  ", "is empty"),
+        (" x", "leading or trailing whitespace"),
+        ("../../escape", "is an absolute path|contains a path separator"),
+        ("/abs", "is an absolute path"),
+        ("a/b", "contains a path separator"),
+        ("a\\b", "contains a path separator"),
+        ("..", "contains '..'"),
+        ("x..y", "contains '..'"),
+        (".hidden", "starts with '.'"),
+        ("a\nb", "control character"),
+        ("x" * 256, "longer than 255"),
+    ],
+)
 def test_bad_names_are_config_errors_naming_the_field(name, reason):
     with pytest.raises(ConfigError, match=rf"^extension\.name: .*({reason})") as e:
         check_name("extension.name", name)
@@ -35,7 +47,13 @@ def test_reserved_and_non_string_names():
 
 def test_cli_number_types():
     assert positive_int("3") == 3 and non_negative_int("0") == 0
-    for f, text in ((positive_int, "0"), (positive_int, "-1"), (positive_int, "1.5"), (non_negative_int, "-1"), (positive_int, "abc")):
+    for f, text in (
+        (positive_int, "0"),
+        (positive_int, "-1"),
+        (positive_int, "1.5"),
+        (non_negative_int, "-1"),
+        (positive_int, "abc"),
+    ):
         with pytest.raises(argparse.ArgumentTypeError):
             f(text)
 
@@ -60,9 +78,12 @@ def test_train_extend_checks_extension_names_before_pretraining(tmp_path, capsys
 
     from archpool.cli import main
 
-    cfg = {"model": {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32},
-           "data": {"synthetic": {}}, "train": {"max_steps": 2, "global_batch_tokens": 128, "micro_batch_size": 4},
-           "extension": [{"recipe": "ntk", "name": "base"}]}
+    cfg = {
+        "model": {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32},
+        "data": {"synthetic": {}},
+        "train": {"max_steps": 2, "global_batch_tokens": 128, "micro_batch_size": 4},
+        "extension": [{"recipe": "ntk", "name": "base"}],
+    }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["train", str(tmp_path / "run.yaml"), "--out", str(tmp_path / "run"), "--extend", "--no-progress"]) == 2
     assert "extension.name: 'base' is reserved" in capsys.readouterr().err

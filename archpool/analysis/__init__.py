@@ -3,6 +3,7 @@
 Imports nothing from training or model code: it reads tables only. Names resolve lazily so that
 building the CLI parser does not import statsmodels.
 """
+
 from __future__ import annotations
 
 from archpool.lazy import lazy_exports

@@ -7,6 +7,7 @@ paper's "remove QK-norm from Olmo" lever, reported as axis ``qk_norm+norm``. Its
 ``mean(to) − mean(from)``, oriented from the feature-off side (no SWA, no / layerwise QK-norm, pre-norm,
 more KV heads, longer pretraining context) to the feature-on side.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,7 @@ def cells(df: pd.DataFrame, target: str, short_ctx: int, match: tuple[str, ...] 
         y = g[target].astype(float)
         row = dict(zip(key, values))
         row.update({f"f_{f}": int(g[f"f_{f}"].iloc[0]) for f in FEATURES})
-        row.update(runs=list(g["run"]), n=len(g), mean=float(y.mean()),
-                   sd=float(y.std(ddof=1)) if len(g) > 1 else float("nan"))
+        row.update(runs=list(g["run"]), n=len(g), mean=float(y.mean()), sd=float(y.std(ddof=1)) if len(g) > 1 else float("nan"))
         rows.append(row)
     out = pd.DataFrame(rows)
     out.attrs["key"] = key
@@ -102,14 +102,24 @@ def pairs(c: pd.DataFrame, seed_sd: float | None) -> list[dict[str, Any]]:
             a, b = b, a
         flipped = [f for f in FEATURES if a[f"f_{f}"] != b[f"f_{f}"]]
         effect = b["mean"] - a["mean"]
-        out.append({
-            "axis": axis, "from": _label(axis, a), "to": _label(axis, b),
-            "feature": flipped[0] if len(flipped) == 1 else None,
-            "context": {f: int(a[f"f_{f}"]) for f in FEATURES if f not in flipped},
-            "runs_from": list(a["runs"]), "runs_to": list(b["runs"]), "n_from": int(a["n"]), "n_to": int(b["n"]),
-            "mean_from": _f(a["mean"]), "mean_to": _f(b["mean"]), "effect": _f(effect),
-            "seed_sd": seed_sd, "below_seed_sd": bool(seed_sd is not None and abs(effect) < seed_sd),
-        })
+        out.append(
+            {
+                "axis": axis,
+                "from": _label(axis, a),
+                "to": _label(axis, b),
+                "feature": flipped[0] if len(flipped) == 1 else None,
+                "context": {f: int(a[f"f_{f}"]) for f in FEATURES if f not in flipped},
+                "runs_from": list(a["runs"]),
+                "runs_to": list(b["runs"]),
+                "n_from": int(a["n"]),
+                "n_to": int(b["n"]),
+                "mean_from": _f(a["mean"]),
+                "mean_to": _f(b["mean"]),
+                "effect": _f(effect),
+                "seed_sd": seed_sd,
+                "below_seed_sd": bool(seed_sd is not None and abs(effect) < seed_sd),
+            }
+        )
     return out
 
 
@@ -117,9 +127,16 @@ def summarise(effects: list[float], seed_sd: float | None, **fields: Any) -> dic
     """Mean, sd and range of a set of pair effects, next to the seed sd (flagged when smaller)."""
     e = np.asarray(effects, float)
     mean = _f(e.mean()) if len(e) else None
-    return {**fields, "n": int(len(e)), "mean": mean, "sd": _f(e.std(ddof=1)) if len(e) > 1 else None,
-            "min": _f(e.min()) if len(e) else None, "max": _f(e.max()) if len(e) else None,
-            "seed_sd": seed_sd, "below_seed_sd": bool(mean is not None and seed_sd is not None and abs(mean) < seed_sd)}
+    return {
+        **fields,
+        "n": len(e),
+        "mean": mean,
+        "sd": _f(e.std(ddof=1)) if len(e) > 1 else None,
+        "min": _f(e.min()) if len(e) else None,
+        "max": _f(e.max()) if len(e) else None,
+        "seed_sd": seed_sd,
+        "below_seed_sd": bool(mean is not None and seed_sd is not None and abs(mean) < seed_sd),
+    }
 
 
 def axis_effects(ps: list[dict[str, Any]], seed_sd: float | None) -> list[dict[str, Any]]:
@@ -132,8 +149,11 @@ def axis_effects(ps: list[dict[str, Any]], seed_sd: float | None) -> list[dict[s
 
 def feature_effects(ps: list[dict[str, Any]], seed_sd: float | None) -> list[dict[str, Any]]:
     """Pair effects grouped by the count feature they switch on (all pairs that change the count by one)."""
-    return [summarise([p["effect"] for p in ps if p["feature"] == f], seed_sd, feature=f) for f in FEATURES
-            if any(p["feature"] == f for p in ps)]
+    return [
+        summarise([p["effect"] for p in ps if p["feature"] == f], seed_sd, feature=f)
+        for f in FEATURES
+        if any(p["feature"] == f for p in ps)
+    ]
 
 
 def interactions(ps: list[dict[str, Any]], seed_sd: float | None) -> list[dict[str, Any]]:
@@ -147,11 +167,20 @@ def interactions(ps: list[dict[str, Any]], seed_sd: float | None) -> list[dict[s
         with_ = summarise([p["effect"] for p in sel if p["context"][b] == 1], seed_sd)
         without = summarise([p["effect"] for p in sel if p["context"][b] == 0], seed_sd)
         diff = (with_["mean"] - without["mean"]) if with_["n"] and without["n"] else None
-        out.append({
-            "effect_of": a, "given": b, "stressed": (a, b) == STRESSED,
-            "with": with_["mean"], "n_with": with_["n"], "sd_with": with_["sd"],
-            "without": without["mean"], "n_without": without["n"], "sd_without": without["sd"],
-            "difference": _f(diff) if diff is not None else None, "seed_sd": seed_sd,
-            "below_seed_sd": bool(diff is not None and seed_sd is not None and abs(diff) < seed_sd),
-        })
+        out.append(
+            {
+                "effect_of": a,
+                "given": b,
+                "stressed": (a, b) == STRESSED,
+                "with": with_["mean"],
+                "n_with": with_["n"],
+                "sd_with": with_["sd"],
+                "without": without["mean"],
+                "n_without": without["n"],
+                "sd_without": without["sd"],
+                "difference": _f(diff) if diff is not None else None,
+                "seed_sd": seed_sd,
+                "below_seed_sd": bool(diff is not None and seed_sd is not None and abs(diff) < seed_sd),
+            }
+        )
     return out

@@ -3,6 +3,7 @@
 LOO R² is ``1 − Σ(y − ŷ_loo)² / Σ(y − ȳ)²`` where ``ŷ_loo`` are the leave-one-out predictions of the same
 linear model and ``ȳ`` is the full-sample mean; it can be negative when the model predicts worse than the mean.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import LeaveOneOut, cross_val_predict
+from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
 ALPHA = 0.05
 
@@ -52,26 +53,33 @@ def ols(X: pd.DataFrame, y: pd.Series):
         return sm.OLS(y.to_numpy(float), sm.add_constant(X.astype(float), has_constant="add")).fit()
 
 
-def terms(res, names: list[str]) -> dict[str, dict[str, float | None | list]]:
+def terms(res, names: list[str]) -> dict[str, dict[str, float | list | None]]:
     """Coefficient, standard error, 95% CI and p-value of each term (``const`` included)."""
     ci = np.asarray(res.conf_int(ALPHA))
     coef, se, p = (np.asarray(a) for a in (res.params, res.bse, res.pvalues))
-    return {n: {"coef": _num(coef[i]), "se": _num(se[i]), "ci95": [_num(ci[i, 0]), _num(ci[i, 1])], "p": _num(p[i])}
-            for i, n in enumerate(["const", *names])}
+    return {
+        n: {"coef": _num(coef[i]), "se": _num(se[i]), "ci95": [_num(ci[i, 0]), _num(ci[i, 1])], "p": _num(p[i])}
+        for i, n in enumerate(["const", *names])
+    }
 
 
 def fit(X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
     """In-sample and LOO R² plus coefficient table of one linear model; drops constant predictors."""
     keep = [c for c in X.columns if X[c].nunique() > 1]
     dropped = [c for c in X.columns if c not in keep]
-    out: dict[str, Any] = {"n": int(len(y)), "predictors": keep, "dropped_constant": dropped}
+    out: dict[str, Any] = {"n": len(y), "predictors": keep, "dropped_constant": dropped}
     if not keep or len(y) < len(keep) + 2:
         return {**out, "r2": None, "loo_r2": None, "note": "not identifiable (constant predictors or too few runs)"}
     X = X[keep]
     res = ols(X, y)
     rank = int(np.linalg.matrix_rank(sm.add_constant(X.astype(float), has_constant="add").to_numpy()))
-    out.update(r2=_num(res.rsquared), adj_r2=_num(res.rsquared_adj), loo_r2=loo_r2(X, y),
-               df_resid=_num(res.df_resid), terms=terms(res, keep))
+    out.update(
+        r2=_num(res.rsquared),
+        adj_r2=_num(res.rsquared_adj),
+        loo_r2=loo_r2(X, y),
+        df_resid=_num(res.df_resid),
+        terms=terms(res, keep),
+    )
     if rank < len(keep) + 1:
         out["note"] = f"collinear predictors (rank {rank} < {len(keep) + 1}): coefficients are not unique"
     return out
@@ -83,8 +91,14 @@ def fit_single(x: pd.Series, y: pd.Series, name: str) -> dict[str, Any]:
     r = fit(pd.DataFrame({name: x[ok]}), y[ok])
     t = r.pop("terms", None)
     if t and name in t:
-        r.update(coef=t[name]["coef"], se=t[name]["se"], ci95=t[name]["ci95"], p=t[name]["p"],
-                 intercept=t["const"]["coef"], intercept_ci95=t["const"]["ci95"])
+        r.update(
+            coef=t[name]["coef"],
+            se=t[name]["se"],
+            ci95=t[name]["ci95"],
+            p=t[name]["p"],
+            intercept=t["const"]["coef"],
+            intercept_ci95=t["const"]["ci95"],
+        )
     return r
 
 
@@ -124,16 +138,30 @@ def confound_check(count: pd.Series, y: pd.Series, covars: pd.DataFrame) -> dict
 
     def pick(r: dict[str, Any]) -> dict[str, Any]:
         t = (r.get("coefs") or {}).get("feature_count")
-        return {"coef": t["coef"], "ci95": t["ci95"], "p": t["p"], "r2": r["r2"], "loo_r2": r["loo_r2"],
-                "note": r.get("note")} if t else {"coef": None, "ci95": [None, None], "p": None,
-                                                  "r2": r.get("r2"), "loo_r2": r.get("loo_r2"), "note": r.get("note")}
+        return (
+            {"coef": t["coef"], "ci95": t["ci95"], "p": t["p"], "r2": r["r2"], "loo_r2": r["loo_r2"], "note": r.get("note")}
+            if t
+            else {
+                "coef": None,
+                "ci95": [None, None],
+                "p": None,
+                "r2": r.get("r2"),
+                "loo_r2": r.get("loo_r2"),
+                "note": r.get("note"),
+            }
+        )
 
     a, b = pick(without), pick(with_)
 
     def excludes_zero(ci: list) -> bool:
         return ci[0] is not None and ci[1] is not None and (ci[0] > 0 or ci[1] < 0)
 
-    return {"covariates": list(covars.columns), "without": a, "with": b,
-            "covariate_terms": {k: v for k, v in (with_.get("coefs") or {}).items() if k != "feature_count"},
-            "residualised_r2": r_resid.get("r2"), "residualised_loo_r2": r_resid.get("loo_r2"),
-            "survives": bool(excludes_zero(a["ci95"]) and excludes_zero(b["ci95"]))}
+    return {
+        "covariates": list(covars.columns),
+        "without": a,
+        "with": b,
+        "covariate_terms": {k: v for k, v in (with_.get("coefs") or {}).items() if k != "feature_count"},
+        "residualised_r2": r_resid.get("r2"),
+        "residualised_loo_r2": r_resid.get("loo_r2"),
+        "survives": bool(excludes_zero(a["ci95"]) and excludes_zero(b["ci95"])),
+    }

@@ -10,10 +10,12 @@ Models (all OLS with an intercept, 95% CIs from statsmodels, LOO R² from scikit
 
 Constant predictors are dropped from a model (listed in ``dropped_constant``).
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +23,14 @@ import pandas as pd
 from archpool.analysis import effects as fx
 from archpool.analysis import stats
 from archpool.analysis.table import (
-    ENTROPY_COLUMNS, SINK_COLUMNS, TableError, default_short_ctx, features, find_column, is_design, metric_columns,
+    ENTROPY_COLUMNS,
+    SINK_COLUMNS,
+    TableError,
+    default_short_ctx,
+    features,
+    find_column,
+    is_design,
+    metric_columns,
 )
 from archpool.columns import LENGTH_RE, is_pre_extension
 from archpool.study import FEATURES
@@ -43,9 +52,19 @@ def phase(column: str) -> str:
 def pre_extension(predictors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Pre-extension single predictors of the (post-extension) target, best leave-one-out R² first:
     "can I tell before paying for extension?"."""
-    rows = [{"predictor": k, "n": p["n"], "r2": p.get("r2"), "loo_r2": p.get("loo_r2"), "coef": p.get("coef"),
-             "ci95": p.get("ci95"), "p": p.get("p")}
-            for k, p in predictors.items() if p.get("kind") == "metric" and p.get("phase") == "pre"]
+    rows = [
+        {
+            "predictor": k,
+            "n": p["n"],
+            "r2": p.get("r2"),
+            "loo_r2": p.get("loo_r2"),
+            "coef": p.get("coef"),
+            "ci95": p.get("ci95"),
+            "p": p.get("p"),
+        }
+        for k, p in predictors.items()
+        if p.get("kind") == "metric" and p.get("phase") == "pre"
+    ]
     return sorted(rows, key=lambda r: -(r["loo_r2"] if r["loo_r2"] is not None else float("-inf")))
 
 
@@ -65,11 +84,14 @@ def choose_target(df: pd.DataFrame, target: str | None) -> str:
     metrics = metric_columns(df)
     if target is not None:
         if target not in df.columns:
-            raise TableError(f"column {target!r}: target not in the table; metric columns: "
-                             f"{', '.join(metrics) or '(none)'}", column=target)
+            raise TableError(
+                f"column {target!r}: target not in the table; metric columns: {', '.join(metrics) or '(none)'}", column=target
+            )
         if is_design(target):
-            raise TableError(f"column {target!r}: a design column, not a metric; choose one of: "
-                             f"{', '.join(metrics) or '(none)'}", column=target)
+            raise TableError(
+                f"column {target!r}: a design column, not a metric; choose one of: {', '.join(metrics) or '(none)'}",
+                column=target,
+            )
         if target not in metrics:
             raise TableError(f"column {target!r}: target is not numeric", column=target)
         return target
@@ -78,22 +100,29 @@ def choose_target(df: pd.DataFrame, target: str | None) -> str:
             return t
     if len(metrics) == 1:
         return metrics[0]
-    raise TableError(f"no default target column ({', '.join(DEFAULT_TARGETS)}); pass --target one of: "
-                     f"{', '.join(metrics) or '(no metric columns)'}", column="target")
+    raise TableError(
+        f"no default target column ({', '.join(DEFAULT_TARGETS)}); pass --target one of: "
+        f"{', '.join(metrics) or '(no metric columns)'}",
+        column="target",
+    )
 
 
 def _usable(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, list[dict[str, str]]]:
     failed = df["state"] == "failed"
     missing = df[target].isna() & ~failed
-    excluded = [{"run": r, "reason": f"failed: {e}" if e else "failed"}
-                for r, e in zip(df.loc[failed, "run"], df.loc[failed, "error"])]
-    excluded += [{"run": r, "reason": f"no value in {target!r} (state {s})"}
-                 for r, s in zip(df.loc[missing, "run"], df.loc[missing, "state"])]
+    excluded = [
+        {"run": r, "reason": f"failed: {e}" if e else "failed"} for r, e in zip(df.loc[failed, "run"], df.loc[failed, "error"])
+    ]
+    excluded += [
+        {"run": r, "reason": f"no value in {target!r} (state {s})"}
+        for r, s in zip(df.loc[missing, "run"], df.loc[missing, "state"])
+    ]
     return df[~failed & ~missing].reset_index(drop=True), excluded
 
 
-def analyze(df: pd.DataFrame, target: str | None = None, short_ctx: int | None = None,
-            covariates: Iterable[str] = ()) -> dict[str, Any]:
+def analyze(
+    df: pd.DataFrame, target: str | None = None, short_ctx: int | None = None, covariates: Iterable[str] = ()
+) -> dict[str, Any]:
     """The full analysis of a validated results table (see :func:`archpool.analysis.table.load_results`)."""
     target = choose_target(df, target)
     covariates = [c.strip() for c in covariates if c.strip()]
@@ -103,8 +132,11 @@ def analyze(df: pd.DataFrame, target: str | None = None, short_ctx: int | None =
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
     d, excluded = _usable(df, target)
     if len(d) < MIN_RUNS:
-        raise TableError(f"column {target!r}: need at least {MIN_RUNS} runs with a value to fit, got {len(d)}"
-                         + (f" (excluded: {', '.join(e['run'] for e in excluded)})" if excluded else ""), column=target)
+        raise TableError(
+            f"column {target!r}: need at least {MIN_RUNS} runs with a value to fit, got {len(d)}"
+            + (f" (excluded: {', '.join(e['run'] for e in excluded)})" if excluded else ""),
+            column=target,
+        )
     y = d[target].astype(float)
     if y.nunique() < 2:
         raise TableError(f"column {target!r}: the target is constant over the {len(d)} runs", column=target)
@@ -126,8 +158,7 @@ def analyze(df: pd.DataFrame, target: str | None = None, short_ctx: int | None =
         x = d[c].astype(float)
         ok = x.notna()
         if ok.sum() < MIN_RUNS or x[ok].nunique() < 2 or y[ok].nunique() < 2:
-            skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS
-                            else "constant"})
+            skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS else "constant"})
             continue
         predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c)}
     order = sorted(predictors, key=lambda k: -(predictors[k].get("r2") if predictors[k].get("r2") is not None else -1))
@@ -146,14 +177,25 @@ def analyze(df: pd.DataFrame, target: str | None = None, short_ctx: int | None =
             it["regression"] = (interaction_fit.get("coefs") or {}).get("swa_x_gqa")
 
     result: dict[str, Any] = {
-        "n": int(len(d)), "target": target, "short_ctx": short, "source": df.attrs.get("source"),
-        "predictors": predictors, "skipped_predictors": skipped, "pre_extension": pre_extension(predictors),
+        "n": len(d),
+        "target": target,
+        "short_ctx": short,
+        "source": df.attrs.get("source"),
+        "predictors": predictors,
+        "skipped_predictors": skipped,
+        "pre_extension": pre_extension(predictors),
         "interaction_model": interaction_fit,
-        "pairs": ps, "axis_effects": fx.axis_effects(ps, sd), "feature_effects": fx.feature_effects(ps, sd),
-        "interactions": inter, "spread": noise,
+        "pairs": ps,
+        "axis_effects": fx.axis_effects(ps, sd),
+        "feature_effects": fx.feature_effects(ps, sd),
+        "interactions": inter,
+        "spread": noise,
         "runs": _run_rows(d, f, target, predictors["feature_count"]),
-        "excluded": excluded, "failed": list(df.attrs.get("failed", [])),
-        "confounds": None, "attention": _attention(d, f, y, target), "by_length": length_columns(df),
+        "excluded": excluded,
+        "failed": list(df.attrs.get("failed", [])),
+        "confounds": None,
+        "attention": _attention(d, f, y, target),
+        "by_length": length_columns(df),
         "notes": _notes(d, f, noise, ps),
     }
     if covariates:
@@ -166,31 +208,56 @@ def design_summary(df: pd.DataFrame, short_ctx: int | None = None) -> dict[str, 
     """Feature count per run of a table without metrics (e.g. olmpool-architectures.csv): nothing to fit."""
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
     f = features(df, short)
-    runs = [{"run": r, **{k: int(f[k][i]) for k in (*FEATURES, "feature_count")}, "kv_ratio": float(f["kv_ratio"][i])}
-            for i, r in enumerate(df["run"])]
-    return {"n": int(len(df)), "target": None, "short_ctx": short, "runs": runs,
-            "notes": ["no metric columns: feature counts only, nothing to fit"]}
+    runs = [
+        {"run": r, **{k: int(f[k][i]) for k in (*FEATURES, "feature_count")}, "kv_ratio": float(f["kv_ratio"][i])}
+        for i, r in enumerate(df["run"])
+    ]
+    return {
+        "n": len(df),
+        "target": None,
+        "short_ctx": short,
+        "runs": runs,
+        "notes": ["no metric columns: feature counts only, nothing to fit"],
+    }
 
 
 def format_design(r: dict[str, Any]) -> str:
     rows = [[x["run"], *(str(x[k]) for k in (*FEATURES, "feature_count")), f"{x['kv_ratio']:.3g}"] for x in r["runs"]]
-    return "\n".join([f"{r['n']} runs (short context ≤ {r['short_ctx']})",
-                      *_table(["run", *FEATURES, "count", "kv_ratio"], rows), *(f"note: {n}" for n in r["notes"])])
+    return "\n".join(
+        [
+            f"{r['n']} runs (short context ≤ {r['short_ctx']})",
+            *_table(["run", *FEATURES, "count", "kv_ratio"], rows),
+            *(f"note: {n}" for n in r["notes"]),
+        ]
+    )
 
 
 def _run_rows(d: pd.DataFrame, f: pd.DataFrame, target: str, count_fit: dict[str, Any]) -> list[dict[str, Any]]:
     """Per run: design, feature count, target, and the count model's in-sample and leave-one-out predictions."""
     count = f[["feature_count"]]
     loo = stats.loo_predictions(count, d[target]) if f["feature_count"].nunique() > 1 else [None] * len(d)
-    fitted = (count_fit["intercept"] + count_fit["coef"] * f["feature_count"]) if count_fit.get("coef") is not None \
+    fitted = (
+        (count_fit["intercept"] + count_fit["coef"] * f["feature_count"])
+        if count_fit.get("coef") is not None
         else [None] * len(d)
-    cols = [c for c in ("run", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8")
-            if c in d.columns]
+    )
+    cols = [
+        c
+        for c in ("run", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8")
+        if c in d.columns
+    ]
     rows = []
     for i in range(len(d)):
         r = {c: _plain(d[c][i]) for c in cols}
-        r.update({"feature_count": int(f["feature_count"][i]), "kv_ratio": float(f["kv_ratio"][i]),
-                  "target": float(d[target][i]), "fit_count": _plain(fitted[i]), "loo_count": _plain(loo[i])})
+        r.update(
+            {
+                "feature_count": int(f["feature_count"][i]),
+                "kv_ratio": float(f["kv_ratio"][i]),
+                "target": float(d[target][i]),
+                "fit_count": _plain(fitted[i]),
+                "loo_count": _plain(loo[i]),
+            }
+        )
         rows.append(r)
     return rows
 
@@ -225,8 +292,10 @@ def _notes(d: pd.DataFrame, f: pd.DataFrame, noise: dict[str, Any], ps: list[dic
     if "feature_count" in d.columns:
         differ = int((pd.to_numeric(d["feature_count"], errors="coerce") != f["feature_count"]).sum())
         if differ:
-            notes.append(f"the table's feature_count differs from the recomputed one for {differ} runs "
-                         "(different short-context threshold? see --short-ctx); the recomputed count is used")
+            notes.append(
+                f"the table's feature_count differs from the recomputed one for {differ} runs "
+                "(different short-context threshold? see --short-ctx); the recomputed count is used"
+            )
     if noise["seed_sd"] is None:
         notes.append("no seed replicates: effects have no measured noise floor (critique §5)")
     if not ps:
@@ -256,13 +325,14 @@ def to_json(r: dict[str, Any], indent: int | None = 2) -> str:
 # ---------------------------------------------------------------------------------------------
 # terminal output
 
+
 def _n(v: Any, fmt: str = "{:+.3f}") -> str:
     return "—" if v is None else fmt.format(v)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))  # noqa: E731
+    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
     return [line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]]
 
 
@@ -276,62 +346,125 @@ def format_text(r: dict[str, Any]) -> str:
     if r["excluded"]:
         out.append("excluded: " + "; ".join(f"{e['run']} ({e['reason']})" for e in r["excluded"]))
     out += ["", "Runs by target (feature count; count model's fit and leave-one-out prediction)"]
-    out += _table(["run", "count", r["target"], "fit", "LOO"],
-                  [[x["run"], str(x["feature_count"]), _n(x["target"], "{:.3f}"), _n(x["fit_count"], "{:.3f}"),
-                    _n(x["loo_count"], "{:.3f}")] for x in sorted(r["runs"], key=lambda x: -x["target"])])
+    out += _table(
+        ["run", "count", r["target"], "fit", "LOO"],
+        [
+            [
+                x["run"],
+                str(x["feature_count"]),
+                _n(x["target"], "{:.3f}"),
+                _n(x["fit_count"], "{:.3f}"),
+                _n(x["loo_count"], "{:.3f}"),
+            ]
+            for x in sorted(r["runs"], key=lambda x: -x["target"])
+        ],
+    )
     out += ["", "Predictors of the target (sorted by R²)"]
     rows = []
     for name, p in r["predictors"].items():
         coef = p.get("coef") if p["kind"] != "axes" else None
-        rows.append([name, p["kind"] + (f"/{p['phase']}" if p.get("phase") else ""), str(p["n"]), _n(p.get("r2"), "{:.3f}"),
-                     _n(p.get("loo_r2"), "{:.3f}"), _n(coef), _ci(p.get("ci95")), _n(p.get("p"), "{:.2g}")])
+        rows.append(
+            [
+                name,
+                p["kind"] + (f"/{p['phase']}" if p.get("phase") else ""),
+                str(p["n"]),
+                _n(p.get("r2"), "{:.3f}"),
+                _n(p.get("loo_r2"), "{:.3f}"),
+                _n(coef),
+                _ci(p.get("ci95")),
+                _n(p.get("p"), "{:.2g}"),
+            ]
+        )
     out += _table(["predictor", "kind", "n", "R²", "LOO R²", "coef", "95% CI", "p"], rows)
     if r.get("pre_extension"):
-        out += ["", "Before extension: how well each pre-extension measurement predicts the post-extension target "
-                "(best leave-one-out R² first)"]
-        out += _table(["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
-                      [[x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]),
-                        _ci(x["ci95"])] for x in r["pre_extension"]])
+        out += [
+            "",
+            "Before extension: how well each pre-extension measurement predicts the post-extension target "
+            "(best leave-one-out R² first)",
+        ]
+        out += _table(
+            ["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
+            [
+                [x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]), _ci(x["ci95"])]
+                for x in r["pre_extension"]
+            ],
+        )
     for name in ("four_axes", "four_axes_kv_ratio"):
         p = r["predictors"][name]
         if p.get("coefs"):
             out += ["", f"{name}: coefficients (intercept {_n(p['intercept'])})"]
-            out += _table(["term", "coef", "se", "95% CI", "p"],
-                          [[t, _n(v["coef"]), _n(v["se"], "{:.3f}"), _ci(v["ci95"]), _n(v["p"], "{:.2g}")]
-                           for t, v in p["coefs"].items()])
+            out += _table(
+                ["term", "coef", "se", "95% CI", "p"],
+                [[t, _n(v["coef"]), _n(v["se"], "{:.3f}"), _ci(v["ci95"]), _n(v["p"], "{:.2g}")] for t, v in p["coefs"].items()],
+            )
     s = r["spread"]
-    out += ["", f"Seed sd: {_n(s['seed_sd'], '{:.3f}')} (df {s['seed_df']}, {s['replicated_configs']} replicated configs)"
-            + (f"; init sd: {_n(s.get('init_sd'), '{:.3f}')} (df {s.get('init_df')})" if "init_sd" in s else "")]
+    out += [
+        "",
+        f"Seed sd: {_n(s['seed_sd'], '{:.3f}')} (df {s['seed_df']}, {s['replicated_configs']} replicated configs)"
+        + (f"; init sd: {_n(s.get('init_sd'), '{:.3f}')} (df {s.get('init_df')})" if "init_sd" in s else ""),
+    ]
     if r["axis_effects"]:
         out += ["", "Matched-pair effects by axis (flag * = |effect| < seed sd)"]
-        out += _table(["axis", "from → to", "n", "mean", "sd", "min", "max", "flag"],
-                      [[e["axis"], f"{e['from']} → {e['to']}", str(e["n"]), _n(e["mean"]), _n(e["sd"], "{:.3f}"),
-                        _n(e["min"]), _n(e["max"]), "*" if e["below_seed_sd"] else ""] for e in r["axis_effects"]])
+        out += _table(
+            ["axis", "from → to", "n", "mean", "sd", "min", "max", "flag"],
+            [
+                [
+                    e["axis"],
+                    f"{e['from']} → {e['to']}",
+                    str(e["n"]),
+                    _n(e["mean"]),
+                    _n(e["sd"], "{:.3f}"),
+                    _n(e["min"]),
+                    _n(e["max"]),
+                    "*" if e["below_seed_sd"] else "",
+                ]
+                for e in r["axis_effects"]
+            ],
+        )
     if r["interactions"]:
         out += ["", "Interactions: effect of A with vs without B (from matched pairs)"]
-        out += _table(["A", "B", "with B", "n", "without B", "n", "difference", "flag"],
-                      [[i["effect_of"] + (" (paper)" if i["stressed"] else ""), i["given"], _n(i["with"]), str(i["n_with"]),
-                        _n(i["without"]), str(i["n_without"]), _n(i["difference"]), "*" if i["below_seed_sd"] else ""]
-                       for i in r["interactions"]])
+        out += _table(
+            ["A", "B", "with B", "n", "without B", "n", "difference", "flag"],
+            [
+                [
+                    i["effect_of"] + (" (paper)" if i["stressed"] else ""),
+                    i["given"],
+                    _n(i["with"]),
+                    str(i["n_with"]),
+                    _n(i["without"]),
+                    str(i["n_without"]),
+                    _n(i["difference"]),
+                    "*" if i["below_seed_sd"] else "",
+                ]
+                for i in r["interactions"]
+            ],
+        )
     reg = (r["interaction_model"].get("coefs") or {}).get("swa_x_gqa")
     if reg:
         out.append(f"regression swa×gqa term: {_n(reg['coef'])} {_ci(reg['ci95'])} p={_n(reg['p'], '{:.2g}')}")
     if r["confounds"]:
         c = r["confounds"]
         out += ["", f"Confounds ({', '.join(c['covariates'])}): does the count effect survive?"]
-        out += _table(["model", "coef", "95% CI", "p", "R²"],
-                      [[k, _n(c[k]["coef"]), _ci(c[k]["ci95"]), _n(c[k]["p"], "{:.2g}"), _n(c[k]["r2"], "{:.3f}")]
-                       for k in ("without", "with")])
-        out.append(f"survives: {'yes' if c['survives'] else 'no'}; R² of count on the residualised target: "
-                   f"{_n(c['residualised_r2'], '{:.3f}')}")
+        out += _table(
+            ["model", "coef", "95% CI", "p", "R²"],
+            [
+                [k, _n(c[k]["coef"]), _ci(c[k]["ci95"]), _n(c[k]["p"], "{:.2g}"), _n(c[k]["r2"], "{:.3f}")]
+                for k in ("without", "with")
+            ],
+        )
+        out.append(
+            f"survives: {'yes' if c['survives'] else 'no'}; R² of count on the residualised target: "
+            f"{_n(c['residualised_r2'], '{:.3f}')}"
+        )
     a = r["attention"]
     if a:
         out += [""]
         if a.get("sink_vs_target"):
             out.append(f"attention sink ({a['sink_column']}) vs target: R² {_n(a['sink_vs_target'].get('r2'), '{:.3f}')}")
         if a.get("entropy_vs_target"):
-            out.append(f"attention entropy ({a['entropy_column']}) vs target: R² "
-                       f"{_n(a['entropy_vs_target'].get('r2'), '{:.3f}')}")
+            out.append(
+                f"attention entropy ({a['entropy_column']}) vs target: R² {_n(a['entropy_vs_target'].get('r2'), '{:.3f}')}"
+            )
     if r["failed"]:
         out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
     out += [f"note: {n}" for n in r["notes"]]

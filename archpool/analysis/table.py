@@ -32,6 +32,7 @@ A run whose status.json says ``failed`` is marked failed (``state``/``error`` co
 says otherwise; a failed run without a row is kept in ``df.attrs["failed"]`` so the report still lists it.
 Failed runs are never fitted.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,9 +50,30 @@ AXES = ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
 NORMS = ("pre", "post")
 # Columns that describe a run rather than measure it; never used as single predictors.
 DESIGN = {
-    "run", "name", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init",
-    "fp8", "window", "d_ff", "n_layers", "d_model", "params_b", "d_ff_ratio", "short_ctx", "feature_count", "state", "error",
-    "stage", "node",
+    "run",
+    "name",
+    "arch",
+    "swa",
+    "qk_norm",
+    "norm",
+    "n_kv_heads",
+    "n_heads",
+    "pretrain_ctx",
+    "seed",
+    "init",
+    "fp8",
+    "window",
+    "d_ff",
+    "n_layers",
+    "d_model",
+    "params_b",
+    "d_ff_ratio",
+    "short_ctx",
+    "feature_count",
+    "state",
+    "error",
+    "stage",
+    "node",
 }
 TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
 # Confounds that must match for two runs to count as a matched pair (critique §5: init, fp8, depth).
@@ -125,8 +147,9 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
         raw = raw.rename(columns={"name": "run"})
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
-        raise TableError(f"{label}: missing column {missing[0]!r}; a results table needs "
-                         f"{', '.join(REQUIRED)}", column=missing[0])
+        raise TableError(
+            f"{label}: missing column {missing[0]!r}; a results table needs {', '.join(REQUIRED)}", column=missing[0]
+        )
     dup = [c for c in raw.columns if list(raw.columns).count(c) > 1]
     if dup:
         raise TableError(f"{label}: column {dup[0]!r} appears twice", column=dup[0])
@@ -147,8 +170,11 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
     df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
     for i in np.flatnonzero(df["n_kv_heads"] > df["n_heads"]):
-        raise TableError(f"{label}: {_where('n_kv_heads', i, runs[i])}: {df['n_kv_heads'][i]} KV heads "
-                         f"> {df['n_heads'][i]} query heads", column="n_kv_heads", row=int(i) + 1)
+        raise TableError(
+            f"{label}: {_where('n_kv_heads', i, runs[i])}: {df['n_kv_heads'][i]} KV heads > {df['n_heads'][i]} query heads",
+            column="n_kv_heads",
+            row=int(i) + 1,
+        )
     more: dict[str, object] = {}  # built apart and joined once (a wide pool table has hundreds of metrics)
     for c in raw.columns:
         if c in df.columns:
@@ -185,8 +211,11 @@ def _choice(v: str, column: str, allowed: tuple[str, ...], aliases: dict[str, st
     s = aliases.get(s, s)
     if s not in allowed:
         alias = f" (aliases: {', '.join(aliases)})" if aliases else ""
-        raise TableError(f"{label}: {_where(column, i, run)}: unknown value {v!r}; allowed: {', '.join(allowed)}{alias}",
-                         column=column, row=i + 1)
+        raise TableError(
+            f"{label}: {_where(column, i, run)}: unknown value {v!r}; allowed: {', '.join(allowed)}{alias}",
+            column=column,
+            row=i + 1,
+        )
     return s
 
 
@@ -198,8 +227,7 @@ def _ints(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Series
         except ValueError:
             x = float("nan")
         if not np.isfinite(x) or x != int(x) or x < 1:
-            raise TableError(f"{label}: {_where(column, i, runs[i])}: {v!r} is not a positive integer",
-                             column=column, row=i + 1)
+            raise TableError(f"{label}: {_where(column, i, runs[i])}: {v!r} is not a positive integer", column=column, row=i + 1)
         out.append(int(x))
     return pd.Series(out, dtype="int64")
 
@@ -210,13 +238,21 @@ def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Ser
     bad = np.flatnonzero(num.isna() & ~col.isin(["", "nan", "NaN"]))
     if len(bad):
         i = int(bad[0])
-        raise TableError(f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is not a number; this column must be "
-                         f"numeric like every metric column (leave the cell empty for a missing value)", column=column, row=i + 1)
+        raise TableError(
+            f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is not a number; this column must be "
+            f"numeric like every metric column (leave the cell empty for a missing value)",
+            column=column,
+            row=i + 1,
+        )
     inf = np.flatnonzero(np.isinf(num.to_numpy(dtype=float)))
     if len(inf):
         i = int(inf[0])
-        raise TableError(f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is infinite; a measurement must be finite "
-                         f"(leave the cell empty for a missing value)", column=column, row=i + 1)
+        raise TableError(
+            f"{label}: {_where(column, i, runs[i])}: {col[i]!r} is infinite; a measurement must be finite "
+            f"(leave the cell empty for a missing value)",
+            column=column,
+            row=i + 1,
+        )
     return num.astype(float)
 
 
@@ -240,7 +276,9 @@ def default_short_ctx(df: pd.DataFrame) -> int:
     if "short_ctx" in df.columns:
         values = sorted(set(int(v) for v in pd.to_numeric(df["short_ctx"], errors="coerce").dropna()))
         if len(values) > 1:
-            raise TableError(f"column 'short_ctx' holds several values {values}; one table has one short context", column="short_ctx")
+            raise TableError(
+                f"column 'short_ctx' holds several values {values}; one table has one short context", column="short_ctx"
+            )
         if values:
             return values[0]
     return table_short_ctx(df["pretrain_ctx"])
@@ -248,8 +286,10 @@ def default_short_ctx(df: pd.DataFrame) -> int:
 
 def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
     """The four binary features (study.md §1), their count, and the underlying KV-head ratio."""
-    flags = [feature_flags(qk_norm=q, n_kv_heads=kv, n_heads=h, swa=s, pretrain_ctx=c, short_ctx=short_ctx)
-             for q, kv, h, s, c in zip(df["qk_norm"], df["n_kv_heads"], df["n_heads"], df["swa"], df["pretrain_ctx"])]
+    flags = [
+        feature_flags(qk_norm=q, n_kv_heads=kv, n_heads=h, swa=s, pretrain_ctx=c, short_ctx=short_ctx)
+        for q, kv, h, s, c in zip(df["qk_norm"], df["n_kv_heads"], df["n_heads"], df["swa"], df["pretrain_ctx"])
+    ]
     out = pd.DataFrame(flags, index=df.index, columns=list(FEATURES)).astype(int)
     out["feature_count"] = out[list(FEATURES)].sum(axis=1)
     out["kv_ratio"] = df["n_kv_heads"] / df["n_heads"]
@@ -279,8 +319,14 @@ def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[di
             df.loc[index[run], "state"] = "failed"
             if error:
                 df.loc[index[run], "error"] = error
-        failed.append({"run": run, "error": error or str(df["error"][index[run]] if run in index else ""),
-                       "stage": stage, "in_table": run in index})
+        failed.append(
+            {
+                "run": run,
+                "error": error or str(df["error"][index[run]] if run in index else ""),
+                "stage": stage,
+                "in_table": run in index,
+            }
+        )
     listed = {f["run"] for f in failed}
     failed += [dict(f, in_table=True) for f in _failed_rows(df) if f["run"] not in listed]
     return df, failed

@@ -9,6 +9,7 @@ computes everything for a target and caches the JSON, ``figures.py`` draws the p
 
 Names resolve lazily (PEP 562) so that ``import archpool.cli.attention`` does not import torch.
 """
+
 from __future__ import annotations
 
 from archpool.lazy import lazy_exports

@@ -78,7 +78,7 @@ class Probe:
 
     # ---------------------------------------------------------------- incremental decoding
     @torch.no_grad()
-    def start(self, ids: torch.Tensor) -> "DecodeState":
+    def start(self, ids: torch.Tensor) -> DecodeState:
         """Prefill ``ids`` (1, T) and return the decoding state (logits of the last position)."""
         cache = self._new_cache()
         logits, slots = self._forward(ids, 1, cache=cache)

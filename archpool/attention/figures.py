@@ -6,18 +6,20 @@ Each function takes a list of *summaries*: attention results (``runner.analyze``
 ``attn_*`` columns). Scores are a list aligned with the summaries, a ``{run: score}`` mapping, or the
 name of a column / metric. Each returns a ``Figure``; ``png(fig)`` gives the bytes.
 """
+
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 QK_COLORS = {"none": "#d62728", "layerwise": "#1f77b4", "headwise": "#2ca02c"}
 
@@ -25,10 +27,18 @@ QK_COLORS = {"none": "#d62728", "layerwise": "#1f77b4", "headwise": "#2ca02c"}
 def _norm(s: Mapping[str, Any]) -> dict[str, Any]:
     if "metrics" in s:
         name = s.get("name") or Path(str(s.get("target", "?"))).name
-        return {"name": name, "qk_norm": s.get("model", {}).get("qk_norm", s.get("qk_norm", "none")),
-                "metrics": dict(s["metrics"]), "per_layer": s.get("per_layer", {})}
-    return {"name": str(s.get("run", s.get("name", "?"))), "qk_norm": str(s.get("qk_norm", "none")),
-            "metrics": {k: v for k, v in s.items() if isinstance(v, (int, float))}, "per_layer": s.get("per_layer", {})}
+        return {
+            "name": name,
+            "qk_norm": s.get("model", {}).get("qk_norm", s.get("qk_norm", "none")),
+            "metrics": dict(s["metrics"]),
+            "per_layer": s.get("per_layer", {}),
+        }
+    return {
+        "name": str(s.get("run", s.get("name", "?"))),
+        "qk_norm": str(s.get("qk_norm", "none")),
+        "metrics": {k: v for k, v in s.items() if isinstance(v, (int, float))},
+        "per_layer": s.get("per_layer", {}),
+    }
 
 
 def _scores(sums: list[dict], scores: Sequence[float] | Mapping[str, float] | str | None) -> list[float | None]:
@@ -52,11 +62,18 @@ def linear_fit(x: Sequence[float], y: Sequence[float]) -> dict[str, float] | Non
     from scipy.stats import linregress
 
     fit = linregress(x, y)
-    return {"slope": float(fit.slope), "intercept": float(fit.intercept), "r2": float(fit.rvalue**2), "p": float(fit.pvalue), "n": len(x)}
+    return {
+        "slope": float(fit.slope),
+        "intercept": float(fit.intercept),
+        "r2": float(fit.rvalue**2),
+        "p": float(fit.pvalue),
+        "n": len(x),
+    }
 
 
-def sink_vs_score(summaries: Sequence[Mapping[str, Any]], scores, *, sink: str = "attn_sink_rate",
-                  score_label: str = "long-context score") -> Figure:
+def sink_vs_score(
+    summaries: Sequence[Mapping[str, Any]], scores, *, sink: str = "attn_sink_rate", score_label: str = "long-context score"
+) -> Figure:
     sums = [_norm(s) for s in summaries]
     ys = _scores(sums, scores)
     pts = [(s["metrics"].get(sink), y, s) for s, y in zip(sums, ys) if _ok(s["metrics"].get(sink), y)]
@@ -78,7 +95,9 @@ def sink_vs_score(summaries: Sequence[Mapping[str, Any]], scores, *, sink: str =
     return fig
 
 
-def entropy_vs_sink(summaries: Sequence[Mapping[str, Any]], *, sink: str = "attn_sink_rate", entropy: str = "attn_entropy_norm") -> Figure:
+def entropy_vs_sink(
+    summaries: Sequence[Mapping[str, Any]], *, sink: str = "attn_sink_rate", entropy: str = "attn_entropy_norm"
+) -> Figure:
     sums = [_norm(s) for s in summaries]
     fig, ax = plt.subplots(figsize=(5, 4))
     seen = set()
@@ -97,7 +116,9 @@ def entropy_vs_sink(summaries: Sequence[Mapping[str, Any]], *, sink: str = "attn
     return fig
 
 
-def per_layer_profiles(summaries: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ("sink_rate", "first_token_mass", "entropy_norm")) -> Figure:
+def per_layer_profiles(
+    summaries: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ("sink_rate", "first_token_mass", "entropy_norm")
+) -> Figure:
     sums = [_norm(s) for s in summaries]
     fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.2), squeeze=False)
     for ax, m in zip(axes[0], metrics):

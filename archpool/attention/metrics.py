@@ -12,6 +12,7 @@
 
 ``RowStats`` accumulates all of them from ``rows.RowChunk``s, so nothing needs a full map.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,7 +78,9 @@ def distance_bucket(q_pos: torch.Tensor, k_pos: torch.Tensor, n_buckets: int) ->
     return b.clamp(max=n_buckets - 1)
 
 
-def copy_paste_scores(top1: torch.Tensor, prompt_ids: torch.Tensor, generated: torch.Tensor, span: tuple[int, int]) -> torch.Tensor:
+def copy_paste_scores(
+    top1: torch.Tensor, prompt_ids: torch.Tensor, generated: torch.Tensor, span: tuple[int, int]
+) -> torch.Tensor:
     """Retrieval score per head for one trial (Wu et al.).
 
     ``top1`` (steps, L, H): the key position each head attends to most at each decoding step;
@@ -108,7 +111,7 @@ class RowStats:
     def __init__(self, n_layers: int, n_heads: int, max_len: int):
         self.L, self.H = n_layers, n_heads
         self.nb = n_distance_buckets(max_len)
-        z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64)
         self.first = z(n_layers, n_heads)
         self.ent, self.ent_norm = z(n_layers, n_heads), z(n_layers, n_heads)
         self.ent_sl, self.ent_sl_norm = z(n_layers, n_heads), z(n_layers, n_heads)
@@ -157,11 +160,16 @@ class RowStats:
         dist = self._mean(self.dist, self.n)  # (L, H, nb)
         out = {
             "first_token_mass": _f(first.mean()),
-            "entropy": _f(ent.mean()), "entropy_norm": _f(ent_n.mean()),
-            "entropy_sinkless": _f(sl.mean()), "entropy_sinkless_norm": _f(sl_n.mean()),
+            "entropy": _f(ent.mean()),
+            "entropy_norm": _f(ent_n.mean()),
+            "entropy_sinkless": _f(sl.mean()),
+            "entropy_sinkless_norm": _f(sl_n.mean()),
             "per_layer": {
-                "first_token_mass": _l(first.mean(1)), "entropy": _l(ent.mean(1)), "entropy_norm": _l(ent_n.mean(1)),
-                "entropy_sinkless": _l(sl.mean(1)), "entropy_sinkless_norm": _l(sl_n.mean(1)),
+                "first_token_mass": _l(first.mean(1)),
+                "entropy": _l(ent.mean(1)),
+                "entropy_norm": _l(ent_n.mean(1)),
+                "entropy_sinkless": _l(sl.mean(1)),
+                "entropy_sinkless_norm": _l(sl_n.mean(1)),
             },
             "per_head": {"first_token_mass": _l(first), "entropy": _l(ent), "entropy_norm": _l(ent_n)},
             "n_queries": int(self.n[0]),
@@ -180,5 +188,8 @@ def _f(x: torch.Tensor) -> float:
 
 
 def _l(x: torch.Tensor) -> list:
-    return [[round(float(v), 6) for v in row] for row in x.tolist()] if x.dim() == 2 else (
-        [round(float(v), 6) for v in x.tolist()] if x.dim() == 1 else [_l(r) for r in x])
+    return (
+        [[round(float(v), 6) for v in row] for row in x.tolist()]
+        if x.dim() == 2
+        else ([round(float(v), 6) for v in x.tolist()] if x.dim() == 1 else [_l(r) for r in x])
+    )

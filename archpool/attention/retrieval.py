@@ -15,12 +15,13 @@ Masking a head zeroes its slice of the attention output before ``o_proj`` (a for
 the model code is untouched; NIAH accuracy is re-measured with the top-k heads masked and with k
 random other heads masked.
 """
+
 from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 
@@ -41,8 +42,16 @@ class NeedleTrial:
     depth: int
 
 
-def make_trials(haystack: Sequence[int], lengths: Sequence[int], *, depths: Sequence[int] = DEPTHS, key_len: int = 3,
-                value_len: int = 6, exclude: Sequence[int] = (), seed: int = 0) -> list[NeedleTrial]:
+def make_trials(
+    haystack: Sequence[int],
+    lengths: Sequence[int],
+    *,
+    depths: Sequence[int] = DEPTHS,
+    key_len: int = 3,
+    value_len: int = 6,
+    exclude: Sequence[int] = (),
+    seed: int = 0,
+) -> list[NeedleTrial]:
     """One trial per (length, depth); prompt length = ``length`` tokens exactly."""
     hay = [int(t) for t in haystack]
     pool = sorted(set(hay) - set(int(e) for e in exclude))
@@ -58,7 +67,7 @@ def make_trials(haystack: Sequence[int], lengths: Sequence[int], *, depths: Sequ
             picked = rng.sample(pool, key_len + value_len)
             key, value = picked[:key_len], picked[key_len:]
             start = rng.randrange(0, max(1, len(hay) - n_hay))
-            segment = (hay[start:start + n_hay] * (n_hay // max(1, len(hay)) + 2))[:n_hay]
+            segment = (hay[start : start + n_hay] * (n_hay // max(1, len(hay)) + 2))[:n_hay]
             pos = round(d / 100 * n_hay)
             prompt = segment[:pos] + key + value + segment[pos:] + key
             lo = pos + key_len
@@ -107,10 +116,11 @@ def masked_heads(probe: Probe, heads: Sequence[tuple[int, int]]) -> Iterator[Non
     hd = probe.head_dim
     handles = []
     for layer, hs in by_layer.items():
+
         def hook(_module, args, hs=tuple(hs)):
             x = args[0].clone()
             for h in hs:
-                x[..., h * hd:(h + 1) * hd] = 0
+                x[..., h * hd : (h + 1) * hd] = 0
             return (x, *args[1:])
 
         handles.append(probe.o_proj(layer).register_forward_pre_hook(hook))
@@ -126,8 +136,16 @@ def niah_accuracy(probe: Probe, trials: Sequence[NeedleTrial]) -> dict:
     return {"accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)), "mean_recall": sum(recalls) / max(1, len(recalls))}
 
 
-def retrieval_heads(probe: Probe, trials: Sequence[NeedleTrial], *, threshold: float = THRESHOLD, top_k: int = 10,
-                    mask_k: int | None = None, seed: int = 0, log=lambda *a: None) -> dict:
+def retrieval_heads(
+    probe: Probe,
+    trials: Sequence[NeedleTrial],
+    *,
+    threshold: float = THRESHOLD,
+    top_k: int = 10,
+    mask_k: int | None = None,
+    seed: int = 0,
+    log=lambda *a: None,
+) -> dict:
     """Per-head retrieval scores over ``trials``; optional masking ablation with ``mask_k`` heads."""
     L, H = probe.n_layers, probe.n_heads
     total = torch.zeros(L, H, dtype=torch.float64)
@@ -142,31 +160,42 @@ def retrieval_heads(probe: Probe, trials: Sequence[NeedleTrial], *, threshold: f
         if (i + 1) % 10 == 0:
             log(f"retrieval: {i + 1}/{len(trials)} trials, {n_ok} successful")
     scores = total / max(1, n_ok)
-    flat = sorted(((float(scores[l, h]), l, h) for l in range(L) for h in range(H)), reverse=True)
+    flat = sorted(((float(scores[layer, h]), layer, h) for layer in range(L) for h in range(H)), reverse=True)
     k = min(top_k, L * H)
-    top = [{"layer": l, "head": h, "score": round(s, 6)} for s, l, h in flat[:k]]
+    top = [{"layer": layer, "head": h, "score": round(s, 6)} for s, layer, h in flat[:k]]
     out = {
-        "n_trials": len(trials), "n_successful": n_ok,
-        "accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)), "mean_recall": sum(recalls) / max(1, len(recalls)),
-        "lengths": sorted({t.length for t in trials}), "depths": sorted({t.depth for t in trials}),
-        "threshold": threshold, "scores": [[round(float(v), 6) for v in row] for row in scores.tolist()],
-        "n_heads_above": int((scores > threshold).sum()), "frac_heads_above": float((scores > threshold).float().mean()),
-        "top_k": k, "top": top, "topk_mean": sum(x["score"] for x in top) / max(1, k), "topk_sum": sum(x["score"] for x in top),
+        "n_trials": len(trials),
+        "n_successful": n_ok,
+        "accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)),
+        "mean_recall": sum(recalls) / max(1, len(recalls)),
+        "lengths": sorted({t.length for t in trials}),
+        "depths": sorted({t.depth for t in trials}),
+        "threshold": threshold,
+        "scores": [[round(float(v), 6) for v in row] for row in scores.tolist()],
+        "n_heads_above": int((scores > threshold).sum()),
+        "frac_heads_above": float((scores > threshold).float().mean()),
+        "top_k": k,
+        "top": top,
+        "topk_mean": sum(x["score"] for x in top) / max(1, k),
+        "topk_sum": sum(x["score"] for x in top),
     }
     if n_ok == 0:
         out["note"] = "no successful trial: scores are zero by definition (the model never recalled the needle)"
     if mask_k:
         mk = min(mask_k, L * H // 2) or 1
-        top_heads = [(l, h) for _, l, h in flat[:mk]]
-        others = [(l, h) for l in range(L) for h in range(H) if (l, h) not in set(top_heads)]
+        top_heads = [(layer, h) for _, layer, h in flat[:mk]]
+        others = [(layer, h) for layer in range(L) for h in range(H) if (layer, h) not in set(top_heads)]
         rand_heads = random.Random(f"mask:{seed}").sample(others, min(mk, len(others)))
         with masked_heads(probe, top_heads):
             top_res = niah_accuracy(probe, trials)
         with masked_heads(probe, rand_heads):
             rand_res = niah_accuracy(probe, trials)
         out["ablation"] = {
-            "k": mk, "heads_top": [list(x) for x in top_heads], "heads_random": [list(x) for x in rand_heads],
+            "k": mk,
+            "heads_top": [list(x) for x in top_heads],
+            "heads_random": [list(x) for x in rand_heads],
             "baseline": {"accuracy": out["accuracy"], "mean_recall": out["mean_recall"]},
-            "top_masked": top_res, "random_masked": rand_res,
+            "top_masked": top_res,
+            "random_masked": rand_res,
         }
     return out

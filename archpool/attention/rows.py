@@ -5,11 +5,12 @@ grouping query heads over their shared key head (no repeated keys) and, for slid
 only the keys some query of the block can see. A full T×T map is never built unless asked for
 (``full_attention``, for short inputs and tests).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
@@ -75,14 +76,21 @@ def attention_rows(
         yield RowChunk(slice(s, e), qp, kp, torch.softmax(scores, dim=-1))
 
 
-def full_attention(q: torch.Tensor, k: torch.Tensor, *, window: int | None = None, scale: float | None = None,
-                   q_pos: torch.Tensor | None = None, k_pos: torch.Tensor | None = None) -> torch.Tensor:
+def full_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    window: int | None = None,
+    scale: float | None = None,
+    q_pos: torch.Tensor | None = None,
+    k_pos: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The whole map (B, H, Tq, Tk) for short inputs; by default queries are the last Tq of the keys."""
     Tq, Tk = q.shape[2], k.shape[2]
     k_pos = torch.arange(Tk) if k_pos is None else k_pos
-    q_pos = k_pos[Tk - Tq:] if q_pos is None else q_pos
+    q_pos = k_pos[Tk - Tq :] if q_pos is None else q_pos
     out = torch.zeros(q.shape[0], q.shape[1], Tq, Tk)
     for c in attention_rows(q, k, q_pos, k_pos, window=window, scale=scale):
         lo = int(torch.searchsorted(k_pos, c.k_pos[0])) if len(c.k_pos) else 0
-        out[:, :, c.q_index, lo:lo + c.probs.shape[-1]] = c.probs
+        out[:, :, c.q_index, lo : lo + c.probs.shape[-1]] = c.probs
     return out

@@ -19,22 +19,24 @@ every document follows in pretraining):
 
 ``metrics`` holds the flat scalars the pool puts into results.csv (``attn_*``).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from archpool.attention.capture import Probe, probe_for
 from archpool.attention.metrics import RowStats, sink_rate
-from archpool.attention.settings import SINK_EPS, Settings
 from archpool.attention.rows import attention_rows
+from archpool.attention.settings import SINK_EPS, Settings
 from archpool.errors import CheckpointError, DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
 
@@ -63,7 +65,7 @@ class Corpus:
         packed = len(picked) < n
         if packed:
             stream = self.stream()
-            picked = [stream[i * need:(i + 1) * need] for i in range(min(n, len(stream) // need))]
+            picked = [stream[i * need : (i + 1) * need] for i in range(min(n, len(stream) // need))]
             if not picked:
                 raise DataError(f"held-out text has {len(stream)} tokens; a {T}-token sample needs more")
         if bos:
@@ -87,8 +89,14 @@ def corpus_from_store(store_path: str | Path, tokenizer_dir: str | Path | None =
         raise DataError(f"{store.path}: no held-out documents (val_short / val_long) in this store")
     idx = idx[:max_docs]
     tok = store.tokenizer
-    info = {"source": "store", "store": str(store.path), "store_key": store.key, "split": ["val_short", "val_long"],
-            "n_docs": int(len(idx)), "tokenizer_hash": store.tokenizer_hash}
+    info = {
+        "source": "store",
+        "store": str(store.path),
+        "store_key": store.key,
+        "split": ["val_short", "val_long"],
+        "n_docs": len(idx),
+        "tokenizer_hash": store.tokenizer_hash,
+    }
     other = None
     if tokenizer_dir is not None and (Path(tokenizer_dir) / "tokenizer.json").is_file():
         from archpool.tokenizer import Tokenizer
@@ -141,10 +149,14 @@ def sink_stats(probe: Probe, samples: Sequence[np.ndarray], eps: float = SINK_EP
     types = probe.layer_types
     by_type = {t: sink_rate(a[:, [i for i, x in enumerate(types) if x == t]], eps) for t in sorted(set(types))}
     return {
-        "rate": sink_rate(a, eps), "per_layer": [sink_rate(a[:, i], eps) for i in range(a.shape[1])],
-        "by_layer_type": by_type, "alpha1_mean": float(a.mean()),
+        "rate": sink_rate(a, eps),
+        "per_layer": [sink_rate(a[:, i], eps) for i in range(a.shape[1])],
+        "by_layer_type": by_type,
+        "alpha1_mean": float(a.mean()),
         "alpha1_per_head": [[round(float(v), 6) for v in row] for row in a.mean(0).tolist()],
-        "n_samples": int(a.shape[0]), "T": int(len(samples[0])), "eps": eps,
+        "n_samples": int(a.shape[0]),
+        "T": len(samples[0]),
+        "eps": eps,
     }
 
 
@@ -165,7 +177,9 @@ def long_stats(probe: Probe, samples: Sequence[np.ndarray], queries: int) -> dic
     return out
 
 
-def analyze(model_or_probe, corpus: Corpus, settings: Settings | None = None, log: Callable[..., None] = lambda *a: None) -> dict[str, Any]:
+def analyze(
+    model_or_probe, corpus: Corpus, settings: Settings | None = None, log: Callable[..., None] = lambda *a: None
+) -> dict[str, Any]:
     """All attention statistics of a model (archpool ``Decoder`` or transformers causal LM) on ``corpus``."""
     s = settings or Settings()
     probe = model_or_probe if isinstance(model_or_probe, Probe) else probe_for(model_or_probe)
@@ -176,10 +190,17 @@ def analyze(model_or_probe, corpus: Corpus, settings: Settings | None = None, lo
     corpus = dataclasses.replace(corpus, bos_id=bos_id)
     for d in corpus.docs[:50]:
         if len(d) and int(d.max()) >= probe.vocab_size:
-            raise DataError(f"held-out text has token id {int(d.max())} >= the model's vocabulary ({probe.vocab_size}): wrong tokenizer?")
+            raise DataError(
+                f"held-out text has token id {int(d.max())} >= the model's vocabulary ({probe.vocab_size}): wrong tokenizer?"
+            )
     t0 = time.time()
-    result: dict[str, Any] = {"schema": SCHEMA, "version": VERSION, "settings": {**s.to_dict(), "seq_len": seq_len, "bos_id": bos_id},
-                              "model": {**probe.describe(), **_model_axes(probe)}, "text": corpus.info}
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "settings": {**s.to_dict(), "seq_len": seq_len, "bos_id": bos_id},
+        "model": {**probe.describe(), **_model_axes(probe)},
+        "text": corpus.info,
+    }
     result["sink"], result["long"], packed = {}, {}, {}
     lengths = _long_lengths(s, seq_len)
     for v in VARIANTS:
@@ -192,7 +213,9 @@ def analyze(model_or_probe, corpus: Corpus, settings: Settings | None = None, lo
             samples, packed[f"{T}_{v}"] = corpus.first_tokens(T, s.long_samples, bos)
             result["long"][v][str(T)] = long_stats(probe, samples, s.queries)
             r = result["long"][v][str(T)]
-            log(f"T={T} ({v}): first-token mass {r['first_token_mass']:.3f}, entropy {r['entropy']:.3f} (norm {r['entropy_norm']:.3f})")
+            log(
+                f"T={T} ({v}): first-token mass {r['first_token_mass']:.3f}, entropy {r['entropy']:.3f} (norm {r['entropy_norm']:.3f})"
+            )
     result["text"] = {**corpus.info, "packed": packed}
     if s.retrieval:
         from archpool.attention.retrieval import make_trials, retrieval_heads
@@ -200,13 +223,16 @@ def analyze(model_or_probe, corpus: Corpus, settings: Settings | None = None, lo
         long_ctx = int(s.long_ctx or max(max_seq, seq_len))
         r_lengths = s.retrieval_lengths or tuple(sorted({int(round(x)) for x in np.linspace(long_ctx / 4, long_ctx, 4)}))
         hay = corpus.stream()[: 2 * max(r_lengths) + 16]
-        trials = make_trials(hay, r_lengths, key_len=s.key_len, value_len=s.value_len,
-                             exclude=corpus.special_ids + [bos_id], seed=s.seed)
+        trials = make_trials(
+            hay, r_lengths, key_len=s.key_len, value_len=s.value_len, exclude=corpus.special_ids + [bos_id], seed=s.seed
+        )
         n_heads = probe.n_layers * probe.n_heads
         mask_k = s.mask_k if s.mask_k is not None else max(1, round(0.03 * n_heads))
         result["retrieval"] = retrieval_heads(probe, trials, top_k=s.top_k, mask_k=mask_k, seed=s.seed, log=log)
-        log(f"retrieval: {result['retrieval']['n_successful']}/{len(trials)} successful, "
-            f"{result['retrieval']['n_heads_above']} heads > {result['retrieval']['threshold']}")
+        log(
+            f"retrieval: {result['retrieval']['n_successful']}/{len(trials)} successful, "
+            f"{result['retrieval']['n_heads_above']} heads > {result['retrieval']['threshold']}"
+        )
     result["metrics"] = flat_metrics(result)
     result["per_layer"] = per_layer(result)
     result["seconds"] = round(time.time() - t0, 2)
@@ -216,14 +242,24 @@ def analyze(model_or_probe, corpus: Corpus, settings: Settings | None = None, lo
 def _model_axes(probe: Probe) -> dict[str, Any]:
     cfg = getattr(probe.model, "cfg", None)
     if cfg is not None:
-        return {"qk_norm": cfg.qk_norm, "norm": cfg.norm, "window": cfg.window, "max_seq_len": cfg.max_seq_len, "family": cfg.family}
+        return {
+            "qk_norm": cfg.qk_norm,
+            "norm": cfg.norm,
+            "window": cfg.window,
+            "max_seq_len": cfg.max_seq_len,
+            "family": cfg.family,
+        }
     c = probe.model.config
     from archpool.model.hf import FAMILIES
 
     fam = FAMILIES.get(getattr(c, "model_type", ""))
-    return {"qk_norm": fam.qk_norm if fam else "unknown", "norm": fam.norm if fam else "unknown",
-            "window": getattr(c, "sliding_window", None), "max_seq_len": getattr(c, "max_position_embeddings", None),
-            "family": getattr(c, "model_type", None)}
+    return {
+        "qk_norm": fam.qk_norm if fam else "unknown",
+        "norm": fam.norm if fam else "unknown",
+        "window": getattr(c, "sliding_window", None),
+        "max_seq_len": getattr(c, "max_position_embeddings", None),
+        "family": getattr(c, "model_type", None),
+    }
 
 
 def flat_metrics(r: dict[str, Any]) -> dict[str, float]:
@@ -247,7 +283,9 @@ def flat_metrics(r: dict[str, Any]) -> dict[str, float]:
                     m[f"attn_first_token_mass_{t.split('_')[0]}{sfx}"] = d["first_token_mass"]
     if "attn_entropy" not in m:  # no length equal to seq_len: the shortest is the headline
         base = r["long"]["no_bos"][lengths[0]]
-        m.update(attn_first_token_mass=base["first_token_mass"], attn_entropy=base["entropy"], attn_entropy_norm=base["entropy_norm"])
+        m.update(
+            attn_first_token_mass=base["first_token_mass"], attn_entropy=base["entropy"], attn_entropy_norm=base["entropy_norm"]
+        )
     if "retrieval" in r:
         rt = r["retrieval"]
         m.update(attn_retrieval_heads=rt["n_heads_above"], attn_retrieval_topk=rt["topk_mean"], attn_niah_acc=rt["accuracy"])
@@ -261,8 +299,11 @@ def per_layer(r: dict[str, Any]) -> dict[str, list[float]]:
     """Per-layer arrays at the pretraining length (no BOS), for the report's profiles."""
     seq = str(r["settings"]["seq_len"])
     x = r["long"]["no_bos"].get(seq) or r["long"]["no_bos"][sorted(r["long"]["no_bos"], key=int)[0]]
-    out = {"sink_rate": [round(v, 4) for v in r["sink"]["no_bos"]["per_layer"]],
-           "layer_types": r["model"]["layer_types"], **x["per_layer"]}
+    out = {
+        "sink_rate": [round(v, 4) for v in r["sink"]["no_bos"]["per_layer"]],
+        "layer_types": r["model"]["layer_types"],
+        **x["per_layer"],
+    }
     if "retrieval" in r:
         out["retrieval_score_max"] = [max(row) for row in r["retrieval"]["scores"]]
     return out
@@ -299,7 +340,9 @@ def resolve_target(path: str | Path) -> Target:
         return Target(p, "checkpoint", p, data, name=name)
     if (p / "config.json").is_file():
         return Target(p, "hf", p, None, name=p.name)
-    raise CheckpointError(f"{p}: not a run directory (run_config.json + milestones/final), an archpool checkpoint or an HF model directory")
+    raise CheckpointError(
+        f"{p}: not a run directory (run_config.json + milestones/final), an archpool checkpoint or an HF model directory"
+    )
 
 
 def _read_data_cfg(path: Path) -> dict[str, Any] | None:
@@ -358,9 +401,18 @@ def load_model(target: Target, backend: str = "auto", device: str = "cpu", verif
     return load_hf_for_capture(target.model_dir, device=device, dtype=torch.float32 if device == "cpu" else None)
 
 
-def analyze_target(path: str | Path, settings: Settings | dict | None = None, *, store: str | Path | None = None,
-                   texts: Sequence[str | Path] | None = None, out: str | Path | None = None, use_cache: bool = True,
-                   backend: str = "auto", device: str = "cpu", log: Callable[..., None] = lambda *a: None) -> dict[str, Any]:
+def analyze_target(
+    path: str | Path,
+    settings: Settings | dict | None = None,
+    *,
+    store: str | Path | None = None,
+    texts: Sequence[str | Path] | None = None,
+    out: str | Path | None = None,
+    use_cache: bool = True,
+    backend: str = "auto",
+    device: str = "cpu",
+    log: Callable[..., None] = lambda *a: None,
+) -> dict[str, Any]:
     """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
@@ -368,15 +420,27 @@ def analyze_target(path: str | Path, settings: Settings | dict | None = None, *,
     store_path_ = store_for(target, store)
     tok_dir = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
     if store_path_ is not None:
-        text_id: dict[str, Any] = {"store": _store_key(store_path_), "tokenizer_dir": None if tok_dir is None else _tok_hash(tok_dir)}
+        text_id: dict[str, Any] = {
+            "store": _store_key(store_path_),
+            "tokenizer_dir": None if tok_dir is None else _tok_hash(tok_dir),
+        }
     elif texts:
         if tok_dir is None:
             raise DataError(f"{target.path}: --text needs the model's tokenizer.json beside it")
         text_id = {"files": [sha256_file(t) for t in texts]}
     else:
-        raise DataError(f"{target.path}: no held-out text: the target names no data store; pass --store STORE_DIR (or --text FILES)")
-    key = sha256_json({"version": VERSION, "weights": digest, "text": text_id,
-                       "settings": s.to_dict(), "backend": backend if target.kind == "hf" else "archpool"})[:20]
+        raise DataError(
+            f"{target.path}: no held-out text: the target names no data store; pass --store STORE_DIR (or --text FILES)"
+        )
+    key = sha256_json(
+        {
+            "version": VERSION,
+            "weights": digest,
+            "text": text_id,
+            "settings": s.to_dict(),
+            "backend": backend if target.kind == "hf" else "archpool",
+        }
+    )[:20]
     cached = cache_dir() / f"{key}.json"
     if use_cache and cached.is_file():
         result = json.loads(cached.read_text())
@@ -403,13 +467,22 @@ def _tok_hash(d: Path) -> str:
     return sha256_file(d / "tokenizer.json")
 
 
-def pool_stage(model_dir: str | Path, out_dir: str | Path, *, store: str | Path | None, settings: Settings | None = None,
-               seq_len: int | None = None, long_ctx: int | None = None, log: Callable[..., None] = print) -> dict[str, Any]:
+def pool_stage(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    store: str | Path | None,
+    settings: Settings | None = None,
+    seq_len: int | None = None,
+    long_ctx: int | None = None,
+    log: Callable[..., None] = print,
+) -> dict[str, Any]:
     """For the pool's attention node: analyse ``model_dir`` and write ``OUT/attention.json``;
     returns ``{"metrics": {attn_*: …}, "json": path}``. ``seq_len`` / ``long_ctx`` fill settings left unset."""
     s = settings or Settings()
-    s = dataclasses.replace(s, seq_len=s.seq_len if s.seq_len is not None else seq_len,
-                            long_ctx=s.long_ctx if s.long_ctx is not None else long_ctx)
+    s = dataclasses.replace(
+        s, seq_len=s.seq_len if s.seq_len is not None else seq_len, long_ctx=s.long_ctx if s.long_ctx is not None else long_ctx
+    )
     out = Path(out_dir) / RESULT_NAME
     r = analyze_target(model_dir, s, store=store, out=out, log=log)
     return {"metrics": r["metrics"], "json": str(out)}
@@ -425,23 +498,44 @@ ROWS = [
 def summaries_table(results: Sequence[dict[str, Any]]) -> str:
     """A side-by-side text table of several results (one column per target)."""
     names = [r.get("name") or Path(str(r.get("target", "?"))).name for r in results]
-    rows: list[tuple[str, list[str]]] = [("qk_norm", [str(r["model"].get("qk_norm")) for r in results]),
-                                         ("norm", [str(r["model"].get("norm")) for r in results])]
+    rows: list[tuple[str, list[str]]] = [
+        ("qk_norm", [str(r["model"].get("qk_norm")) for r in results]),
+        ("norm", [str(r["model"].get("norm")) for r in results]),
+    ]
     for label, path in ROWS:
         rows.append((label, [_fmt(_get(r, path)) for r in results]))
     lengths = sorted({T for r in results for T in r["long"]["no_bos"]}, key=int)
     for T in lengths:
         for v in VARIANTS:
-            rows.append((f"first-token mass, T={T}, {v.replace('_', ' ')}", [_fmt(_get(r, ("long", v, T, "first_token_mass"))) for r in results]))
-        for key, label in (("entropy", "entropy (nats)"), ("entropy_norm", "entropy / log i"),
-                           ("entropy_sinkless", "entropy, sink excluded"), ("entropy_sinkless_norm", "entropy / log, sink excl.")):
+            rows.append(
+                (
+                    f"first-token mass, T={T}, {v.replace('_', ' ')}",
+                    [_fmt(_get(r, ("long", v, T, "first_token_mass"))) for r in results],
+                )
+            )
+        for key, label in (
+            ("entropy", "entropy (nats)"),
+            ("entropy_norm", "entropy / log i"),
+            ("entropy_sinkless", "entropy, sink excluded"),
+            ("entropy_sinkless_norm", "entropy / log, sink excl."),
+        ):
             rows.append((f"{label}, T={T}", [_fmt(_get(r, ("long", "no_bos", T, key))) for r in results]))
     if any("retrieval" in r for r in results):
         rows.append(("NIAH accuracy (needle test)", [_fmt(_get(r, ("retrieval", "accuracy"))) for r in results]))
         rows.append(("retrieval heads (score > 0.1)", [_fmt(_get(r, ("retrieval", "n_heads_above"))) for r in results]))
         rows.append(("top-k retrieval score (mean)", [_fmt(_get(r, ("retrieval", "topk_mean"))) for r in results]))
-        rows.append(("NIAH acc., top-k heads masked", [_fmt(_get(r, ("retrieval", "ablation", "top_masked", "accuracy"))) for r in results]))
-        rows.append(("NIAH acc., k random masked", [_fmt(_get(r, ("retrieval", "ablation", "random_masked", "accuracy"))) for r in results]))
+        rows.append(
+            (
+                "NIAH acc., top-k heads masked",
+                [_fmt(_get(r, ("retrieval", "ablation", "top_masked", "accuracy"))) for r in results],
+            )
+        )
+        rows.append(
+            (
+                "NIAH acc., k random masked",
+                [_fmt(_get(r, ("retrieval", "ablation", "random_masked", "accuracy"))) for r in results],
+            )
+        )
     w = max(len(label) for label, _ in rows)
     cw = [max(10, len(n)) for n in names]
     lines = [" " * w + "  " + "  ".join(n.rjust(c) for n, c in zip(names, cw))]

@@ -1,4 +1,5 @@
 """The attention stage's settings (light: no torch), validated where a pool or a command is loaded."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,7 +33,7 @@ class Settings:
     seed: int = 0
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Settings":
+    def from_dict(cls, d: dict[str, Any] | None) -> Settings:
         d = dict(d or {})
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)

@@ -3,6 +3,7 @@
 error boundary: archpool's own errors (a config field, an input file, a checkpoint) end as
 one line naming what is wrong and exit code 2; anything else is a bug and keeps its traceback.
 ``--debug`` (or ``ARCHPOOL_DEBUG=1``) shows the traceback of every error."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """``python -m archpool.cli``: the `archpool` command."""
+
 import sys
 
 from archpool.cli import main

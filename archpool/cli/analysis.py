@@ -1,4 +1,5 @@
 """``archpool analyze`` and ``archpool report``: statistics and an HTML report from a results table or pool."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,24 +7,42 @@ import argparse
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
-    p.add_argument("--target", metavar="METRIC", help="the metric to explain (default: a pool directory's report.target, "
-                   "else a long-context column such as helmet / long_score, or the only metric)")
-    p.add_argument("--short-ctx", type=int, metavar="N", help="pretraining contexts ≤ N count as short (default: the "
-                   "table's short_ctx column, which pools write; else the smallest context when there are several, else 4096)")
-    p.add_argument("--covariates", default="", metavar="COLS",
-                   help="comma-separated confound columns (e.g. init,fp8,n_layers): does the count effect survive them?")
+    p.add_argument(
+        "--target",
+        metavar="METRIC",
+        help="the metric to explain (default: a pool directory's report.target, "
+        "else a long-context column such as helmet / long_score, or the only metric)",
+    )
+    p.add_argument(
+        "--short-ctx",
+        type=int,
+        metavar="N",
+        help="pretraining contexts ≤ N count as short (default: the "
+        "table's short_ctx column, which pools write; else the smallest context when there are several, else 4096)",
+    )
+    p.add_argument(
+        "--covariates",
+        default="",
+        metavar="COLS",
+        help="comma-separated confound columns (e.g. init,fp8,n_layers): does the count effect survive them?",
+    )
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("analyze", help="the study's statistics from a results table or pool directory",
-                              description="R² and leave-one-out R² of the feature count, the four axes and every metric; "
-                              "coefficients with 95%% CIs; matched-pair effects, interactions and seed spread; confounds.")
+    p = subparsers.add_parser(
+        "analyze",
+        help="the study's statistics from a results table or pool directory",
+        description="R² and leave-one-out R² of the feature count, the four axes and every metric; "
+        "coefficients with 95%% CIs; matched-pair effects, interactions and seed spread; confounds.",
+    )
     _common(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.set_defaults(func=analyze_command)
-    p = subparsers.add_parser("report", help="a self-contained HTML report (+ PNG figures, CSV tables)",
-                              description="Write DIR/report.html (figures embedded), DIR/figures/*.png, "
-                              "DIR/tables/*.csv and DIR/analysis.json.")
+    p = subparsers.add_parser(
+        "report",
+        help="a self-contained HTML report (+ PNG figures, CSV tables)",
+        description="Write DIR/report.html (figures embedded), DIR/figures/*.png, DIR/tables/*.csv and DIR/analysis.json.",
+    )
     _common(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=report_command)
@@ -59,12 +78,10 @@ def analyze_command(args) -> int:
 
 
 def report_command(args) -> int:
+    from archpool.analysis.table import pool_report_settings
     from archpool.report import write_report
 
-    from archpool.analysis.table import pool_report_settings
-
     findings = pool_report_settings(args.source).get("findings") or ()
-    page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args),
-                        findings_targets=list(findings))
+    page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args), findings_targets=list(findings))
     print(f"wrote {page}")
     return 0

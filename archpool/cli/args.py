@@ -1,4 +1,5 @@
 """Typed argparse ``type=`` helpers shared by the CLIs: a bad number is a usage error (exit 2) before any work."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """``archpool data prepare CONFIG`` and ``archpool data inspect STORE``."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,9 @@ def register(subparsers) -> None:
     prep.set_defaults(func=prepare_handler)
     ins = sub.add_parser("inspect", help="documents, tokens, length histogram and a decoded sample of a store")
     ins.add_argument("store", help="a store directory, or the config / preset it was prepared from")
-    ins.add_argument("--context", type=int, help="pretraining context for the long-document counts (default: the config's reference_context)")
+    ins.add_argument(
+        "--context", type=int, help="pretraining context for the long-document counts (default: the config's reference_context)"
+    )
     ins.add_argument("--sample-tokens", type=int, default=120)
     ins.add_argument("--json", action="store_true", help="print the summary as JSON")
     ins.add_argument("--cache", help="cache root when STORE is a config")
@@ -45,7 +48,9 @@ def prepare_handler(args: argparse.Namespace) -> int:
     c, t = store.manifest["counts"], store.manifest["timing"]
     print(f"store: {store.path}")
     print(f"tokenizer: {store.tokenizer_hash} (vocab {store.manifest['vocab_size']})")
-    print(f"documents: {c['docs']}, tokens: {c['tokens']:,}; encoded at {t['encode_MB_per_s']} MB/s, prepared in {t['total_s']} s")
+    print(
+        f"documents: {c['docs']}, tokens: {c['tokens']:,}; encoded at {t['encode_MB_per_s']} MB/s, prepared in {t['total_s']} s"
+    )
     return 0
 
 
@@ -61,8 +66,11 @@ def summarize(store, context: int | None = None, sample_tokens: int = 120) -> di
     parents = np.bincount(store.index["parent"], weights=lengths).astype(np.int64)
     bins = [0] + [2**k for k in range(5, 21)] + [np.inf]
     hist, _ = np.histogram(lengths, bins=bins)
-    histogram = [{"min": int(bins[i]), "max": (None if np.isinf(bins[i + 1]) else int(bins[i + 1])), "docs": int(h)}
-                 for i, h in enumerate(hist) if h]
+    histogram = [
+        {"min": int(bins[i]), "max": (None if np.isinf(bins[i + 1]) else int(bins[i + 1])), "docs": int(h)}
+        for i, h in enumerate(hist)
+        if h
+    ]
     train = store.docs("train")
     sample = ""
     if len(train):
@@ -70,11 +78,14 @@ def summarize(store, context: int | None = None, sample_tokens: int = 120) -> di
         sample = store.tokenizer.decode(store.doc(i)[:sample_tokens])
     return {
         "store": str(store.path),
-        "sources": [{k: s.get(k) for k in ("name", "kind", "route", "packages", "n_documents")} | {"files": len(s["files"])} for s in m["sources"]],
+        "sources": [
+            {k: s.get(k) for k in ("name", "kind", "route", "packages", "n_documents")} | {"files": len(s["files"])}
+            for s in m["sources"]
+        ],
         "tokenizer_hash": m["tokenizer_hash"],
         "vocab_size": m["vocab_size"],
         "dtype": m["dtype"],
-        "documents": int(len(lengths)),
+        "documents": len(lengths),
         "tokens": int(lengths.sum()),
         "text_MB": round(m["counts"].get("text_bytes", 0) / 1e6, 2),
         "splits": {name: m["counts"][name] for name in SPLITS},
@@ -113,8 +124,10 @@ def inspect_handler(args: argparse.Namespace) -> int:
     for name, c in s["splits"].items():
         print(f"  {name:<10} {c['docs']:>7,} docs {c['tokens']:>13,} tokens")
     ctx = s["context"]
-    print(f"long docs  > 4x context ({4 * ctx}): {s['docs_over_4x_context']:,}   > 16x context ({16 * ctx}): {s['docs_over_16x_context']:,}"
-          f"   (source documents before splitting: {s['source_docs_over_4x_context']:,} / {s['source_docs_over_16x_context']:,}); longest {s['longest_doc_tokens']:,}")
+    print(
+        f"long docs  > 4x context ({4 * ctx}): {s['docs_over_4x_context']:,}   > 16x context ({16 * ctx}): {s['docs_over_16x_context']:,}"
+        f"   (source documents before splitting: {s['source_docs_over_4x_context']:,} / {s['source_docs_over_16x_context']:,}); longest {s['longest_doc_tokens']:,}"
+    )
     print("length histogram (tokens per document)")
     peak = max(h["docs"] for h in s["length_histogram"]) if s["length_histogram"] else 1
     for h in s["length_histogram"]:

@@ -1,4 +1,5 @@
 """``archpool eval TARGET``: task suites, LongPPL and short-context metrics of a run, checkpoint or HF model."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,14 +10,26 @@ from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "eval", help="evaluate a run / checkpoint / HF model on long-context suites",
+        "eval",
+        help="evaluate a run / checkpoint / HF model on long-context suites",
         description="Evaluate TARGET (a run directory, an archpool checkpoint, or a Hugging Face model directory) on "
-                    "RULER- and HELMET-style synthetic suites, LongPPL and short-context metrics. Results: OUT/results.json, "
-                    "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json.")
+        "RULER- and HELMET-style synthetic suites, LongPPL and short-context metrics. Results: OUT/results.json, "
+        "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json.",
+    )
     p.add_argument("target")
-    p.add_argument("--suite", action="append", default=None,
-                   help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)")
-    p.add_argument("--lengths", type=positive_int, nargs="+", default=None, help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)")
+    p.add_argument(
+        "--suite",
+        action="append",
+        default=None,
+        help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=positive_int,
+        nargs="+",
+        default=None,
+        help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)",
+    )
     p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
     p.add_argument("--n", type=positive_int, default=EVAL_SAMPLES, help=f"samples per task × length (default {EVAL_SAMPLES})")
     p.add_argument("--seed", type=int, default=EVAL_SEED)
@@ -26,12 +39,27 @@ def register(subparsers) -> None:
     p.add_argument("--data", default=None, help="prepared data store: held-out text for haystacks, LongPPL and validation ppl")
     p.add_argument("--texts", default=None, help="held-out texts (.txt or .jsonl) for haystacks and LongPPL, without a store")
     p.add_argument("--evaluator", default=None, help="LongPPL evaluator model (default: the target itself)")
-    p.add_argument("--longppl-k", type=positive_int, default=None, metavar="K",
-                   help="LongPPL's short-context window in tokens (default: the pretraining context)")
-    p.add_argument("--longppl-alpha", type=float, default=None, metavar="A",
-                   help="LongPPL key-token threshold on the long-short log-prob gain (default 2, as the longppl package)")
-    p.add_argument("--longppl-beta", type=float, default=None, metavar="B",
-                   help="LongPPL key-token threshold on the long-context log-prob (default -2, as the longppl package)")
+    p.add_argument(
+        "--longppl-k",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="LongPPL's short-context window in tokens (default: the pretraining context)",
+    )
+    p.add_argument(
+        "--longppl-alpha",
+        type=float,
+        default=None,
+        metavar="A",
+        help="LongPPL key-token threshold on the long-short log-prob gain (default 2, as the longppl package)",
+    )
+    p.add_argument(
+        "--longppl-beta",
+        type=float,
+        default=None,
+        metavar="B",
+        help="LongPPL key-token threshold on the long-context log-prob (default -2, as the longppl package)",
+    )
     p.add_argument("--categories", default=None, help="HELMET categories to average (default recall,rag,rerank,icl)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--prefill-chunk", type=positive_int, default=512, help="tokens per prefill chunk (bounds attention memory)")
@@ -42,7 +70,6 @@ def register(subparsers) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     from pathlib import Path
-
 
     import torch
 
@@ -57,15 +84,32 @@ def handler(args: argparse.Namespace) -> int:
     docs = None
     if texts:
         docs = [torch.tensor(target.tokenizer.encode(t), dtype=torch.long) for t in texts]
-    evaluator = load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
+    evaluator = (
+        load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
+    )
     out = Path(args.out) if args.out else Path(args.target) / "eval"
     cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
     modes = ["gen", "ll"] if args.mode == "both" else [args.mode]
     cats = args.categories.split(",") if args.categories else None
-    res = evaluate(target, suites=args.suite or ["all"], lengths=args.lengths, modes=modes, n_samples=args.n, seed=args.seed,
-                   out_dir=out, cache_dir=cache, haystack_texts=texts, store=store, evaluator=evaluator, categories=cats,
-                   longppl_docs=docs, longppl_K=args.longppl_k, longppl_alpha=args.longppl_alpha,
-                   longppl_beta=args.longppl_beta, progress=not args.no_progress)
+    res = evaluate(
+        target,
+        suites=args.suite or ["all"],
+        lengths=args.lengths,
+        modes=modes,
+        n_samples=args.n,
+        seed=args.seed,
+        out_dir=out,
+        cache_dir=cache,
+        haystack_texts=texts,
+        store=store,
+        evaluator=evaluator,
+        categories=cats,
+        longppl_docs=docs,
+        longppl_K=args.longppl_k,
+        longppl_alpha=args.longppl_alpha,
+        longppl_beta=args.longppl_beta,
+        progress=not args.no_progress,
+    )
     print((out / "report.md").read_text())
     print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
     return 0

@@ -2,6 +2,7 @@
 
 Handlers import torch / transformers only when they run, so ``archpool --help`` stays fast.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,32 +14,49 @@ from archpool.cli.args import positive_int
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "features", help="the paper's four features (QK-norm, GQA, SWA, short context) and their count",
+        "features",
+        help="the paper's four features (QK-norm, GQA, SWA, short context) and their count",
         description="TARGET: a preset (olmo3, olmo3:7b), an archpool config (YAML/JSON) or checkpoint dir, "
-                    "or a Hugging Face config.json / model dir (llama, mistral, ministral, qwen2, qwen3, olmo2, "
-                    "olmo3, gemma2, gemma3, gemma3_text).")
+        "or a Hugging Face config.json / model dir (llama, mistral, ministral, qwen2, qwen3, olmo2, "
+        "olmo3, gemma2, gemma3, gemma3_text).",
+    )
     p.add_argument("targets", nargs="+", metavar="TARGET")
     p.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several targets)")
-    p.add_argument("--short-ctx", type=positive_int, default=None, metavar="N",
-                   help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)")
+    p.add_argument(
+        "--short-ctx",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)",
+    )
     p.set_defaults(func=_features)
 
     p = subparsers.add_parser(
-        "export-hf", help="write a run's model (or a checkpoint) as a transformers model directory, tokenizer included",
+        "export-hf",
+        help="write a run's model (or a checkpoint) as a transformers model directory, tokenizer included",
         description="SOURCE: a run directory (archpool train, archpool extend, a pool's runs/<run>/ or "
-                    "stages/<stage>/<key>/), an archpool checkpoint or a milestone. For a run, the extended model is "
-                    "exported if there is one, else the final milestone. The tokenizer the model was trained with "
-                    "is always written (found beside the checkpoint or through the run record's data store); "
-                    "BOS/EOS/PAD are declared in config.json, generation_config.json and tokenizer_config.json.")
+        "stages/<stage>/<key>/), an archpool checkpoint or a milestone. For a run, the extended model is "
+        "exported if there is one, else the final milestone. The tokenizer the model was trained with "
+        "is always written (found beside the checkpoint or through the run record's data store); "
+        "BOS/EOS/PAD are declared in config.json, generation_config.json and tokenizer_config.json.",
+    )
     p.add_argument("checkpoint", metavar="SOURCE")
     p.add_argument("out_dir", metavar="OUT_DIR")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json (or its directory) to include instead of the run's")
-    p.add_argument("--pretrained", action="store_true", help="for a run: export the final pretraining milestone, "
-                   "not the extended model")
-    p.add_argument("--extension", default=None, metavar="NAME",
-                   help="for a run with several extensions: which one (its directory name, recipe or node id)")
-    p.add_argument("--no-tokenizer", action="store_true",
-                   help="write the weights without a tokenizer (e.g. a run on the synthetic token stream)")
+    p.add_argument(
+        "--pretrained", action="store_true", help="for a run: export the final pretraining milestone, not the extended model"
+    )
+    p.add_argument(
+        "--extension",
+        default=None,
+        metavar="NAME",
+        help="for a run with several extensions: which one (its directory name, recipe or node id)",
+    )
+    p.add_argument(
+        "--no-tokenizer",
+        action="store_true",
+        help="write the weights without a tokenizer (e.g. a run on the synthetic token stream)",
+    )
     p.set_defaults(func=_export_hf)
 
     p = subparsers.add_parser("import-hf", help="read a transformers model directory into an archpool checkpoint")
@@ -93,8 +111,13 @@ def _format_features(r: dict[str, Any]) -> str:
 def _export_hf(args: argparse.Namespace) -> int:
     from archpool.model.hf import export_hf, special_tokens, to_hf_config
 
-    src = resolve_export_source(args.checkpoint, tokenizer=args.tokenizer, pretrained=args.pretrained,
-                                extension=args.extension, require_tokenizer=not args.no_tokenizer)
+    src = resolve_export_source(
+        args.checkpoint,
+        tokenizer=args.tokenizer,
+        pretrained=args.pretrained,
+        extension=args.extension,
+        require_tokenizer=not args.no_tokenizer,
+    )
     out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
     cfg = json.loads((out / "archpool_config.json").read_text())
     from archpool.model.config import ModelConfig
@@ -160,8 +183,10 @@ def _pick(candidates: dict[str, Any], extension: str | None, where) -> tuple[str
     if not candidates:
         return None
     if len(candidates) > 1:
-        raise CheckpointError(f"{where}: several extended models ({', '.join(candidates)}); choose one with "
-                              "--extension NAME, or --pretrained for the pretraining checkpoint")
+        raise CheckpointError(
+            f"{where}: several extended models ({', '.join(candidates)}); choose one with "
+            "--extension NAME, or --pretrained for the pretraining checkpoint"
+        )
     return next(iter(candidates.items()))
 
 
@@ -169,8 +194,8 @@ def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     """A pool's ``runs/<run>/``: the stage directory of its extended model (or its pretraining)."""
     from archpool.errors import CheckpointError
     from archpool.pool.graph import is_done, node_dir
-    from archpool.pool.plan import read_plan
     from archpool.pool.job import run_nodes
+    from archpool.pool.plan import read_plan
 
     out, run = run_dir.parent.parent, run_dir.name
     _, nodes = read_plan(out)
@@ -185,11 +210,13 @@ def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     if not pre:
         raise CheckpointError(f"{run_dir}: pool run {run!r} has no finished pretraining stage yet")
     return node_dir(out, pre[0]), f"pool run {run!r}, final pretraining milestone (node {pre[0].id})" + (
-        "" if pretrained else "; no finished extension")
+        "" if pretrained else "; no finished extension"
+    )
 
 
-def resolve_export_source(path, tokenizer=None, pretrained: bool = False, extension: str | None = None,
-                          require_tokenizer: bool = True) -> ExportSource:
+def resolve_export_source(
+    path, tokenizer=None, pretrained: bool = False, extension: str | None = None, require_tokenizer: bool = True
+) -> ExportSource:
     """The checkpoint ``export-hf`` writes for ``path`` and the tokenizer it was trained with.
 
     ``path`` is a run directory (``archpool train``: the newest-format layout with ``extend/<name>/``; a
@@ -219,8 +246,11 @@ def resolve_export_source(path, tokenizer=None, pretrained: bool = False, extens
             ckpt = _final(path)
             what = what or ("extended model" if record.get("kind") == "extension" else "final pretraining milestone")
         else:
-            exts = {d.name: d for d in sorted((path / "extend").glob("*")) if (d / "run_config.json").is_file()
-                    and is_archpool_checkpoint(d / "milestones" / "final")}
+            exts = {
+                d.name: d
+                for d in sorted((path / "extend").glob("*"))
+                if (d / "run_config.json").is_file() and is_archpool_checkpoint(d / "milestones" / "final")
+            }
             chosen = _pick(exts, extension, path)
             if chosen is not None:
                 run_dir = chosen[1]
@@ -240,8 +270,10 @@ def resolve_export_source(path, tokenizer=None, pretrained: bool = False, extens
                 break
         what = f"checkpoint {path.name}" + (f" of run {run_dir}" if run_dir else "")
     else:
-        raise CheckpointError(f"{path}: neither a run directory (run_config.json), a pool run (runs/<run>/) "
-                              "nor an archpool checkpoint (config.json with archpool_format)")
+        raise CheckpointError(
+            f"{path}: neither a run directory (run_config.json), a pool run (runs/<run>/) "
+            "nor an archpool checkpoint (config.json with archpool_format)"
+        )
     if tokenizer is not None:
         return ExportSource(ckpt, what, Path(tokenizer), f"--tokenizer {tokenizer}")
     for d in filter(None, (ckpt, run_dir)):
@@ -258,8 +290,10 @@ def resolve_export_source(path, tokenizer=None, pretrained: bool = False, extens
         from archpool.model.hf import hf_family_for
 
         hf_family_for(load_config(ckpt))  # an unexportable architecture is the first thing to say
-        raise TokenizerNotFoundError(f"{path}: cannot find the tokenizer the model was trained with ({reason}); "
-                                     "pass --tokenizer TOKENIZER_JSON (or --no-tokenizer for weights only)")
+        raise TokenizerNotFoundError(
+            f"{path}: cannot find the tokenizer the model was trained with ({reason}); "
+            "pass --tokenizer TOKENIZER_JSON (or --no-tokenizer for weights only)"
+        )
     return ExportSource(ckpt, what, None, reason)
 
 
@@ -278,8 +312,11 @@ def _record_tokenizer(data: dict[str, Any]):
     from archpool.eval.target import _run_tokenizer
 
     tok = _run_tokenizer({"data": data})
-    return (tok, "the run's data store (re-located from its data config)") if tok is not None else (
-        None, "the run's data store is not prepared on this machine (archpool data prepare)")
+    return (
+        (tok, "the run's data store (re-located from its data config)")
+        if tok is not None
+        else (None, "the run's data store is not prepared on this machine (archpool data prepare)")
+    )
 
 
 def _import_hf(args: argparse.Namespace) -> int:
@@ -318,7 +355,11 @@ def resolve_config(target: str, size: str | None = None, overrides: dict[str, An
         cfg = load_config(path)
     elif path.is_file():
         data = json.loads(path.read_text()) if path.suffix == ".json" else None
-        cfg = ModelConfig.from_dict(data["model"]) if isinstance(data, dict) and "archpool_format" in data else ModelConfig.from_file(path)
+        cfg = (
+            ModelConfig.from_dict(data["model"])
+            if isinstance(data, dict) and "archpool_format" in data
+            else ModelConfig.from_file(path)
+        )
     else:
         name, _, preset_size = target.partition(":")
         if name not in FAMILIES:
@@ -346,9 +387,13 @@ def param_report(cfg) -> dict[str, Any]:
     mha = cfg.replace(n_kv_heads=cfg.n_heads, match_params=False)
     total, mha_total = cfg.num_params(), mha.num_params()
     return dict(
-        params=total, params_non_embedding=cfg.num_params(include_embeddings=False),
-        match_params=cfg.match_params, d_ff=cfg.d_ff, mlp_width=cfg.mlp_width,
-        mha_params=mha_total, params_vs_mha=(total - mha_total) / mha_total,
+        params=total,
+        params_non_embedding=cfg.num_params(include_embeddings=False),
+        match_params=cfg.match_params,
+        d_ff=cfg.d_ff,
+        mlp_width=cfg.mlp_width,
+        mha_params=mha_total,
+        params_vs_mha=(total - mha_total) / mha_total,
     )
 
 
@@ -368,6 +413,8 @@ def _model_show(args: argparse.Namespace) -> int:
         print(f"# match_params: {kv} (no GQA), nothing to match")
     else:
         state = "on" if cfg.match_params else "off"
-        print(f"# match_params {state}: {kv}, MLP width {report['mlp_width']} (d_ff {report['d_ff']}); "
-              f"{report['params']:,} vs {report['mha_params']:,} for the MHA model ({report['params_vs_mha']:+.2%})")
+        print(
+            f"# match_params {state}: {kv}, MLP width {report['mlp_width']} (d_ff {report['d_ff']}); "
+            f"{report['params']:,} vs {report['mha_params']:,} for the MHA model ({report['params_vs_mha']:+.2%})"
+        )
     return 0

@@ -1,4 +1,5 @@
 """``archpool run | status | pool``: run whole pools (the product's front door)."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,19 +12,33 @@ DEFAULT_POOL = "demo"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("run", help="run a pool end to end (default: the shipped demo pool)",
-                              description="Run every run of a pool: data → pretrain → extend → eval → attention → "
-                                          "report. Cached and resumable: re-running skips finished stages.")
+    p = subparsers.add_parser(
+        "run",
+        help="run a pool end to end (default: the shipped demo pool)",
+        description="Run every run of a pool: data → pretrain → extend → eval → attention → "
+        "report. Cached and resumable: re-running skips finished stages.",
+    )
     _pool_args(p, optional=True)
-    p.add_argument("--jobs", "-j", type=positive_int, help="runs in parallel (local executor; threads are split; default: the pool's `jobs`, else 1)")
-    p.add_argument("--executor", choices=["local", "slurm", "submitit-local"], default="local",
-                   help="local processes, SLURM jobs through submitit, or submitit's local executor")
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=positive_int,
+        help="runs in parallel (local executor; threads are split; default: the pool's `jobs`, else 1)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=["local", "slurm", "submitit-local"],
+        default="local",
+        help="local processes, SLURM jobs through submitit, or submitit's local executor",
+    )
     p.add_argument("--only", nargs="+", metavar="RUN", help="run only these runs (full names, e.g. A_s0)")
     p.add_argument("--threads", type=positive_int, help="threads per run (default: cores // jobs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("SLURM (with --executor slurm)")
     g.add_argument("--partition", help="SLURM partition")
-    g.add_argument("--gpus-per-run", type=non_negative_int, default=0, help="GPUs per run; >1 runs the run's stages under torchrun")
+    g.add_argument(
+        "--gpus-per-run", type=non_negative_int, default=0, help="GPUs per run; >1 runs the run's stages under torchrun"
+    )
     g.add_argument("--cpus-per-run", type=non_negative_int, default=0, help="CPUs per run's job")
     g.add_argument("--mem-gb", type=positive_int, help="memory per job")
     g.add_argument("--time-min", type=positive_int, default=24 * 60, help="time limit per job, minutes")
@@ -52,8 +67,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _pool_args(p: argparse.ArgumentParser, optional: bool) -> None:
-    p.add_argument("pool", nargs="?" if optional else None, default=DEFAULT_POOL if optional else None,
-                   help="a pool YAML, a shipped pool name (demo, smoke, olmpool) or a pool directory")
+    p.add_argument(
+        "pool",
+        nargs="?" if optional else None,
+        default=DEFAULT_POOL if optional else None,
+        help="a pool YAML, a shipped pool name (demo, smoke, olmpool) or a pool directory",
+    )
     p.add_argument("--size", help="model size for every run (tiny, small, base, 100m, 1b, 7b)")
     p.add_argument("--seeds", type=non_negative_int, nargs="+", help="override the pool's seeds")
     p.add_argument("--out", help="pool directory (default: out/<pool>[-<size>])")
@@ -80,15 +99,29 @@ def cmd_run(args) -> int:
 
     spec, out = _load(args)
     backend_module(spec.backend)
-    params = dict(partition=args.partition, gpus_per_run=args.gpus_per_run, cpus_per_run=args.cpus_per_run,
-                  mem_gb=args.mem_gb, timeout_min=args.time_min, account=args.account,
-                  array_parallelism=args.array_parallelism)
+    params = dict(
+        partition=args.partition,
+        gpus_per_run=args.gpus_per_run,
+        cpus_per_run=args.cpus_per_run,
+        mem_gb=args.mem_gb,
+        timeout_min=args.time_min,
+        account=args.account,
+        array_parallelism=args.array_parallelism,
+    )
     params = {k: v for k, v in params.items() if v not in (None, 0)}
     if "mem_gb" in params:
         params["slurm_mem"] = f"{params.pop('mem_gb')}G"
     print(f"pool {spec.name} ({len(spec.runs)} runs, size {spec.size}, backend {spec.backend}) -> {out}")
-    return run_pool(spec, out, jobs=args.jobs or spec.jobs, executor=args.executor, only=args.only,
-                    progress=not args.no_progress, executor_params=params, threads=args.threads)
+    return run_pool(
+        spec,
+        out,
+        jobs=args.jobs or spec.jobs,
+        executor=args.executor,
+        only=args.only,
+        progress=not args.no_progress,
+        executor_params=params,
+        threads=args.threads,
+    )
 
 
 def cmd_status(args) -> int:
@@ -105,7 +138,9 @@ def cmd_pool_list(args) -> int:
 
     for name in shipped_pools():
         spec = load_pool(name)
-        print(f"{name:<10} {len(spec.runs):>3} runs  size {spec.size:<6} {spec.description.splitlines()[0] if spec.description else ''}")
+        print(
+            f"{name:<10} {len(spec.runs):>3} runs  size {spec.size:<6} {spec.description.splitlines()[0] if spec.description else ''}"
+        )
     return 0
 
 
@@ -120,9 +155,11 @@ def cmd_pool_show(args) -> int:
     print(f"{'run':<34} feat swa qk_norm   norm kv/heads ctx   window d_ff layers init fp8 params")
     for r in spec.runs:
         a = r.axes
-        print(f"{r.name:<34} {r.feature_count(short):>4} {a['swa']:>3} {a['qk_norm']:<9} {a['norm']:<4} "
-              f"{a['n_kv_heads']:>2}/{a['n_heads']:<5} {a['pretrain_ctx']:<5} {r.model.window or '-':<6} "
-              f"{r.model.d_ff:<4} {r.model.n_layers:<6} {r.init:<4} {int(r.fp8):<3} {r.params / 1e6:.2f}M")
+        print(
+            f"{r.name:<34} {r.feature_count(short):>4} {a['swa']:>3} {a['qk_norm']:<9} {a['norm']:<4} "
+            f"{a['n_kv_heads']:>2}/{a['n_heads']:<5} {a['pretrain_ctx']:<5} {r.model.window or '-':<6} "
+            f"{r.model.d_ff:<4} {r.model.n_layers:<6} {r.init:<4} {int(r.fp8):<3} {r.params / 1e6:.2f}M"
+        )
     if args.plan:
         for n in build_plan(spec):
             print(f"  {n.key}  {n.id}  <- {', '.join(n.deps.values())}")
@@ -130,8 +167,8 @@ def cmd_pool_show(args) -> int:
 
 
 def cmd_pool_export(args) -> int:
-    from archpool.pool.plan import PLAN_FILE
     from archpool.errors import DataError
+    from archpool.pool.plan import PLAN_FILE
     from archpool.pool.results import results_rows, rows_to_csv
 
     ns = argparse.Namespace(pool=args.pool_dir, size=None, seeds=None, out=None)

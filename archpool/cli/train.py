@@ -1,4 +1,5 @@
 """``archpool train`` and ``archpool extend``: both resume when re-run with the same arguments."""
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--theta-ratio", type=float, help="ntk/abf: multiply theta (default 16)")
     e.add_argument("--new-theta", type=float, help="ntk/abf: set theta")
     e.add_argument("--factor", type=float, help="yarn/pi scaling factor (default length / pretraining context)")
-    e.add_argument("--full-layers-only", action="store_true", default=None, help="yarn/pi: scale full-attention layers only (Olmo 3)")
+    e.add_argument(
+        "--full-layers-only", action="store_true", default=None, help="yarn/pi: scale full-attention layers only (Olmo 3)"
+    )
     e.add_argument("--lr", type=float, help="peak LR (default: the pretraining LR)")
     e.add_argument("--warmup-steps", type=non_negative_int)
     e.add_argument("--global-batch-tokens", type=positive_int)
@@ -72,15 +75,30 @@ def _extend(args: argparse.Namespace) -> int:
     if args.name is not None:
         check_extension_name(args.name)
     run_cfg = load_run_config(args.run)
-    overrides = {k: v for k, v in {
-        "recipe": args.recipe, "source": args.source, "name": args.name, "length": args.length, "tokens": args.tokens,
-        "token_fraction": args.token_fraction, "theta_ratio": args.theta_ratio, "new_theta": args.new_theta,
-        "factor": args.factor, "full_layers_only": args.full_layers_only, "lr": args.lr, "warmup_steps": args.warmup_steps,
-        "global_batch_tokens": args.global_batch_tokens, "micro_batch_size": args.micro_batch_size,
-    }.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "recipe": args.recipe,
+            "source": args.source,
+            "name": args.name,
+            "length": args.length,
+            "tokens": args.tokens,
+            "token_fraction": args.token_fraction,
+            "theta_ratio": args.theta_ratio,
+            "new_theta": args.new_theta,
+            "factor": args.factor,
+            "full_layers_only": args.full_layers_only,
+            "lr": args.lr,
+            "warmup_steps": args.warmup_steps,
+            "global_batch_tokens": args.global_batch_tokens,
+            "micro_batch_size": args.micro_batch_size,
+        }.items()
+        if v is not None
+    }
     if args.config:
-        run_cfg.extension = RunConfig.from_dict({"model": run_cfg.model, "train": run_cfg.train.to_dict(),
-                                                 **_extension_section(args.config)}).extension
+        run_cfg.extension = RunConfig.from_dict(
+            {"model": run_cfg.model, "train": run_cfg.train.to_dict(), **_extension_section(args.config)}
+        ).extension
     if args.recipe:  # an explicit recipe replaces the config's sections
         exts = [ExtensionConfig.from_dict(overrides)]
     else:
@@ -89,8 +107,11 @@ def _extend(args: argparse.Namespace) -> int:
     if len(set(names)) != len(names):
         from archpool.errors import ConfigError
 
-        raise ConfigError("--name", f"{len(names)} extensions would share the directory name(s) {sorted(set(names))}; "
-                          "drop --name or use --recipe for a single extension")
+        raise ConfigError(
+            "--name",
+            f"{len(names)} extensions would share the directory name(s) {sorted(set(names))}; "
+            "drop --name or use --recipe for a single extension",
+        )
     try:
         for ext in exts:
             _report(extend(args.run, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
@@ -123,5 +144,8 @@ def _report(result, what: str) -> None:
     if process_rank() != 0:
         return
     status = "already complete" if result.already_complete else f"done ({result.steps} steps)"
-    print(f"[archpool] {what} {status}: final loss {result.final_loss:.4f}, stability score "
-          f"{result.stability.get('score', 0):.3f} ({result.stability.get('n_spikes', 0)} spikes) -> {result.run_dir}", flush=True)
+    print(
+        f"[archpool] {what} {status}: final loss {result.final_loss:.4f}, stability score "
+        f"{result.stability.get('score', 0):.3f} ({result.stability.get('n_spikes', 0)} spikes) -> {result.run_dir}",
+        flush=True,
+    )

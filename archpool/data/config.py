@@ -5,6 +5,7 @@ pretrained at 4K and at 8K read the same store and the same token stream. ``cont
 what the store is keyed on (with the inputs' file hashes), so any change that alters the tokens
 makes a new store, and a change that does not (the cache location, the progress bar) reuses it.
 """
+
 from __future__ import annotations
 
 import os
@@ -114,8 +115,15 @@ class DataConfig:
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(name, f"must be a positive integer{' or null' if allow_none else ''}, got {v!r}")
 
-        for n in ("vocab_size", "tokenizer_sample_chars", "long_doc_tokens", "min_doc_chars", "max_doc_chars",
-                  "shard_tokens", "reference_context"):
+        for n in (
+            "vocab_size",
+            "tokenizer_sample_chars",
+            "long_doc_tokens",
+            "min_doc_chars",
+            "max_doc_chars",
+            "shard_tokens",
+            "reference_context",
+        ):
             pos_int(n)
         for n in ("max_chars", "max_docs", "workers"):
             pos_int(n, allow_none=True)
@@ -124,8 +132,11 @@ class DataConfig:
         if not isinstance(self.task_tokens, int) or isinstance(self.task_tokens, bool) or self.task_tokens < 0:
             raise ConfigError("task_tokens", f"must be a non-negative integer, got {self.task_tokens!r}")
         if self.tokenizer is None and self.vocab_size - self.task_tokens < 259:
-            raise ConfigError("task_tokens", f"{self.task_tokens} reserved tokens leave {self.vocab_size - self.task_tokens} "
-                              "of vocab_size for the BPE (at least 259 needed)")
+            raise ConfigError(
+                "task_tokens",
+                f"{self.task_tokens} reserved tokens leave {self.vocab_size - self.task_tokens} "
+                "of vocab_size for the BPE (at least 259 needed)",
+            )
         for n in ("holdout_fraction", "long_holdout_fraction"):
             v = getattr(self, n)
             if not isinstance(v, (int, float)) or not 0 <= v < 1:
@@ -139,7 +150,7 @@ class DataConfig:
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DataConfig":
+    def from_dict(cls, d: dict[str, Any]) -> DataConfig:
         if not isinstance(d, dict):
             raise ConfigError("data", f"expected a mapping, got {type(d).__name__}")
         d = dict(d)
@@ -152,7 +163,7 @@ class DataConfig:
         return cls(**base)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "DataConfig":
+    def load(cls, path: str | os.PathLike) -> DataConfig:
         """A YAML/JSON file with the data fields at top level or under ``data:`` (a pool file)."""
         p = Path(path)
         obj = read_config_file(p)
@@ -172,7 +183,11 @@ class DataConfig:
             for s in srcs:
                 if isinstance(s, str) and s != "default":
                     s = {"kind": "files", "path": s}
-                if isinstance(s, dict) and s.get("path") and (s.get("kind") == "files" or (s.get("kind") == "hf" and _looks_local(s["path"], p.parent))):
+                if (
+                    isinstance(s, dict)
+                    and s.get("path")
+                    and (s.get("kind") == "files" or (s.get("kind") == "hf" and _looks_local(s["path"], p.parent)))
+                ):
                     s = {**s, "path": _resolve(s["path"], p.parent)}
                 fixed.append(s)
             obj["sources"] = fixed
@@ -183,12 +198,13 @@ class DataConfig:
         return cls.from_dict(obj)
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "DataConfig":
+    def preset(cls, name: str, **overrides: Any) -> DataConfig:
         """``demo`` (the default: capped, vocab 4096) or ``full`` (the whole corpus, vocab 8192)."""
         presets = {
             "demo": {},
-            "full": dict(max_chars=None, vocab_size=8192, tokenizer_sample_chars=50_000_000,
-                         reference_context=4096, long_doc_tokens=16384),
+            "full": dict(
+                max_chars=None, vocab_size=8192, tokenizer_sample_chars=50_000_000, reference_context=4096, long_doc_tokens=16384
+            ),
         }
         if name not in presets:
             raise ConfigError("preset", f"unknown data preset {name!r}; allowed: {', '.join(presets)}")

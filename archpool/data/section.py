@@ -74,7 +74,7 @@ class TaskMix:
     extension_mix_unit: int | None = None  # default: ``mix_unit``
 
     @classmethod
-    def from_dict(cls, d: Any, prefix: str = "data.tasks") -> "TaskMix":
+    def from_dict(cls, d: Any, prefix: str = "data.tasks") -> TaskMix:
         if not isinstance(d, dict):
             raise ConfigError(prefix, "must be a mapping with names, share, length_range, ...")
         known = [f.name for f in fields(cls)]
@@ -121,16 +121,19 @@ class SyntheticData:
     vocab_size: int | None = None
 
     @classmethod
-    def from_dict(cls, d: Any, prefix: str = "data.synthetic") -> "SyntheticData":
+    def from_dict(cls, d: Any, prefix: str = "data.synthetic") -> SyntheticData:
         d = d or {}
         if not isinstance(d, dict):
             raise ConfigError(prefix, "a mapping (seed, mean_doc_len, noise, vocab_size) or empty")
         unknown = sorted(set(d) - set(SYNTHETIC_KEYS))
         if unknown:
             raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(SYNTHETIC_KEYS)}")
-        return cls(seed=_int(d.get("seed"), f"{prefix}.seed"), mean_doc_len=_int(d.get("mean_doc_len"), f"{prefix}.mean_doc_len", 1),
-                   noise=_fraction(d.get("noise", 0.1), f"{prefix}.noise", optional=False),
-                   vocab_size=_int(d.get("vocab_size"), f"{prefix}.vocab_size", 2))
+        return cls(
+            seed=_int(d.get("seed"), f"{prefix}.seed"),
+            mean_doc_len=_int(d.get("mean_doc_len"), f"{prefix}.mean_doc_len", 1),
+            noise=_fraction(d.get("noise", 0.1), f"{prefix}.noise", optional=False),
+            vocab_size=_int(d.get("vocab_size"), f"{prefix}.vocab_size", 2),
+        )
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,7 @@ class DataSection:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, d: Any, prefix: str = "data") -> "DataSection":
+    def from_dict(cls, d: Any, prefix: str = "data") -> DataSection:
         if d is None:
             d = {}
         if not isinstance(d, dict):
@@ -157,8 +160,11 @@ class DataSection:
             extra = sorted(set(d) - {"synthetic", "seed"})
             if extra:
                 raise ConfigError(f"{prefix}.{extra[0]}", "the synthetic stream takes no data-stage or task settings")
-            return cls(synthetic=SyntheticData.from_dict(d["synthetic"], f"{prefix}.synthetic"),
-                       seed=_int(d.get("seed"), f"{prefix}.seed"), raw=raw)
+            return cls(
+                synthetic=SyntheticData.from_dict(d["synthetic"], f"{prefix}.synthetic"),
+                seed=_int(d.get("seed"), f"{prefix}.seed"),
+                raw=raw,
+            )
         try:
             data = DataConfig.from_dict({k: v for k, v in d.items() if k not in TRAIN_KEYS})
         except ConfigError as e:
@@ -180,7 +186,7 @@ class DataSection:
         """The section as written (run records and stage keys hash it)."""
         return copy.deepcopy(self.raw)
 
-    def with_store(self, path: str | Path) -> "DataSection":
+    def with_store(self, path: str | Path) -> DataSection:
         """This section, reading the prepared store at ``path``."""
         return DataSection.from_dict({**self.raw, "store": str(path)})
 

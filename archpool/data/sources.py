@@ -15,14 +15,16 @@ source that yields no documents at all.
 ``DocumentSource`` is the hook for documents *generated* at training time (synthetic tasks): any
 object with a ``name`` and ``documents(seed) -> Iterator[str]``; the streams mix it in at a share.
 """
+
 from __future__ import annotations
 
 import glob as globlib
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from archpool.errors import DataError
 from archpool.io import sha256_file
@@ -204,7 +206,9 @@ def _read_json(path: Path, text_field: str) -> Iterator[Document]:
                 yield from _read_jsonl_text(path, text, text_field)
                 return
             raise DataError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None
-        recs = obj if isinstance(obj, list) else obj.get("data", [obj]) if isinstance(obj, dict) and text_field not in obj else [obj]
+        recs = (
+            obj if isinstance(obj, list) else obj.get("data", [obj]) if isinstance(obj, dict) and text_field not in obj else [obj]
+        )
         for i, rec in enumerate(recs):
             yield Document(_field(rec, text_field, f"{path}[{i}]"), f"{path}[{i}]")
         return
@@ -291,7 +295,9 @@ class HFSource:
                 raise DataError(f"{self.path}: choose hf_split among {', '.join(ds)}")
             ds = ds[split]
         if self.text_field not in ds.column_names:
-            raise DataError(f"{self.path}: missing text column {self.text_field!r} (columns: {', '.join(ds.column_names)}); set text_field in the source")
+            raise DataError(
+                f"{self.path}: missing text column {self.text_field!r} (columns: {', '.join(ds.column_names)}); set text_field in the source"
+            )
         self._ds = ds
         return ds
 

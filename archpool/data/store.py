@@ -16,6 +16,7 @@ Everything is built in a temporary directory renamed into place, so a store eith
 or not at all. ``key`` hashes the content-relevant config and every input file's sha256: the same
 inputs reuse the store, a changed file makes a new one. ``Store(path)`` opens a prepared store.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,25 +26,34 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from archpool.data.config import DataConfig
 from archpool.data.corpus import DefaultCorpus
 from archpool.data.sources import FileSource, HFSource, Source
-from archpool.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
 from archpool.errors import DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
+from archpool.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "extension", "val_short", "val_long")  # codes 0..3 in index["split"]
 TRAIN, EXTENSION, VAL_SHORT, VAL_LONG = range(4)
 IN_MEMORY_CHARS = 2_000_000_000  # above this much text, pass 2 re-reads the sources instead
 _VAL = 255  # pass-1 marker: held out, short or long decided by the encoded length
-INDEX_DTYPE = np.dtype([("shard", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("split", "u1"),
-                        ("source", "<u2"), ("parent", "<i8"), ("hash", "<u8")])
+INDEX_DTYPE = np.dtype(
+    [
+        ("shard", "<i4"),
+        ("offset", "<i8"),
+        ("length", "<i8"),
+        ("split", "u1"),
+        ("source", "<u2"),
+        ("parent", "<i8"),
+        ("hash", "<u8"),
+    ]
+)
 
 
 # ------------------------------------------------------------------------------------------ Store
@@ -60,7 +70,9 @@ class Store:
         except json.JSONDecodeError as e:
             raise DataError(f"{mpath}: corrupt manifest ({e})") from None
         if self.manifest.get("format") != FORMAT_VERSION:
-            raise DataError(f"{self.path}: store format {self.manifest.get('format')} is not {FORMAT_VERSION}; re-run `archpool data prepare`")
+            raise DataError(
+                f"{self.path}: store format {self.manifest.get('format')} is not {FORMAT_VERSION}; re-run `archpool data prepare`"
+            )
         self.index = np.load(self.path / "index.npy")
         self.dtype = np.dtype(self.manifest["dtype"])
         self._shards: dict[int, np.memmap] = {}
@@ -132,12 +144,17 @@ def build_source(cfg) -> Source:
 
 
 def store_key(config: DataConfig, sources, records) -> str:
-    tok = sha256_file(Path(config.tokenizer) / "tokenizer.json" if Path(config.tokenizer).is_dir() else config.tokenizer) if config.tokenizer else None
+    tok = (
+        sha256_file(Path(config.tokenizer) / "tokenizer.json" if Path(config.tokenizer).is_dir() else config.tokenizer)
+        if config.tokenizer
+        else None
+    )
     inputs = [[s.name, [[r.path, r.sha256] for r in recs]] for s, recs in zip(sources, records)]
     from archpool.data.corpus import READER_VERSION
 
-    return sha256_json({"format": FORMAT_VERSION, "readers": READER_VERSION, "config": config.content_dict(),
-                        "inputs": inputs, "tokenizer": tok})[:20]
+    return sha256_json(
+        {"format": FORMAT_VERSION, "readers": READER_VERSION, "config": config.content_dict(), "inputs": inputs, "tokenizer": tok}
+    )[:20]
 
 
 def store_path(config: DataConfig) -> Path:
@@ -213,7 +230,13 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
             tokenizer = train_tokenizer(texts, config.vocab_size - config.task_tokens)
             if config.task_tokens:
                 tokenizer = tokenizer.with_task_tokens(config.task_tokens)
-            tok_source = {"kind": "trained", "vocab_size": config.vocab_size, "task_tokens": config.task_tokens, "sample_chars": sum(map(len, texts)), "sample_docs": len(texts)}
+            tok_source = {
+                "kind": "trained",
+                "vocab_size": config.vocab_size,
+                "task_tokens": config.task_tokens,
+                "sample_chars": sum(map(len, texts)),
+                "sample_docs": len(texts),
+            }
         del sample
         tokenizer.save(tmp)
         tok_s = time.perf_counter() - t0
@@ -250,7 +273,11 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
                 if split == _VAL:
                     split = VAL_LONG if len(ids) >= config.long_doc_tokens else VAL_SHORT
                 shard, offset = writer.write(ids)
-                ph = hv if piece_no == 0 else int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+                ph = (
+                    hv
+                    if piece_no == 0
+                    else int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+                )
                 rows.append((shard, offset, len(ids), split, si, parent - 1, ph))
                 n_bytes += len(text.encode("utf-8", "surrogatepass"))
                 bar.update(len(text))
@@ -266,19 +293,28 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
             "format": FORMAT_VERSION,
             "key": key,
             "config": config.to_dict(),
-            "sources": [dict(s.describe(), n_documents=per_source[i], files=[vars(r) for r in records[i]]) for i, s in enumerate(sources)],
+            "sources": [
+                dict(s.describe(), n_documents=per_source[i], files=[vars(r) for r in records[i]]) for i, s in enumerate(sources)
+            ],
             "tokenizer_hash": tokenizer.hash,
             "tokenizer": tok_source,
             "vocab_size": tokenizer.vocab_size,
             "special_ids": {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "pad": tokenizer.pad_id},
             "dtype": dtype.str,
-            "shards": [{"file": f"tokens-{i:05d}.bin", "tokens": n, "sha256": sha256_file(tmp / f"tokens-{i:05d}.bin")} for i, n in enumerate(writer.sizes)],
+            "shards": [
+                {"file": f"tokens-{i:05d}.bin", "tokens": n, "sha256": sha256_file(tmp / f"tokens-{i:05d}.bin")}
+                for i, n in enumerate(writer.sizes)
+            ],
             "index_sha256": sha256_file(tmp / "index.npy"),
             "counts": dict(counts, text_bytes=n_bytes, duplicates_dropped=dupes, input_documents=len(meta) + dupes),
             "timing": {
-                "read_s": round(read_s, 2), "tokenizer_s": round(tok_s, 2), "encode_write_s": round(write_s, 2),
-                "encode_s": round(enc_s, 2), "encode_MB_per_s": round(n_bytes / 1e6 / max(enc_s, 1e-9), 2),
-                "total_s": round(time.perf_counter() - t_start, 2), "workers": _n_workers(config.workers),
+                "read_s": round(read_s, 2),
+                "tokenizer_s": round(tok_s, 2),
+                "encode_write_s": round(write_s, 2),
+                "encode_s": round(enc_s, 2),
+                "encode_MB_per_s": round(n_bytes / 1e6 / max(enc_s, 1e-9), 2),
+                "total_s": round(time.perf_counter() - t_start, 2),
+                "workers": _n_workers(config.workers),
                 "cpus": os.cpu_count(),
             },
         }
@@ -446,7 +482,7 @@ class _ShardWriter:
     def _open(self):
         if self.f:
             self.f.close()
-        self.f = open(self.dir / f"tokens-{len(self.sizes):05d}.bin", "wb")
+        self.f = open(self.dir / f"tokens-{len(self.sizes):05d}.bin", "wb")  # noqa: SIM115 - one shard open at a time, closed by _open/close
         self.sizes.append(0)
 
     def write(self, ids) -> tuple[int, int]:
@@ -467,7 +503,7 @@ class _ShardWriter:
 
 
 def _counts(index: np.ndarray) -> dict:
-    out = {"docs": int(len(index)), "tokens": int(index["length"].sum()), "parents": int(len(np.unique(index["parent"])))}
+    out = {"docs": len(index), "tokens": int(index["length"].sum()), "parents": len(np.unique(index["parent"]))}
     for code, name in enumerate(SPLITS):
         m = index["split"] == code
         out[name] = {"docs": int(m.sum()), "tokens": int(index["length"][m].sum())}

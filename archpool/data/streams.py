@@ -32,11 +32,13 @@ same ``mix_unit`` (the shorter context).
 ordinary pretraining data, packed at the extension length. ``validation_set`` /
 ``validation_sequences`` give the held-out short and long documents, disjoint from training.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -202,8 +204,18 @@ class MixedStream:
 class _Batches:
     kind = "stream"
 
-    def __init__(self, stream, seq_len: int, batch_size: int, seed: int, rank: int, world_size: int,
-                 start_tokens: int, doc_ids: bool, settings: dict):
+    def __init__(
+        self,
+        stream,
+        seq_len: int,
+        batch_size: int,
+        seed: int,
+        rank: int,
+        world_size: int,
+        start_tokens: int,
+        doc_ids: bool,
+        settings: dict,
+    ):
         for name, v in (("seq_len", seq_len), ("batch_size", batch_size), ("world_size", world_size)):
             if not isinstance(v, (int, np.integer)) or v <= 0:
                 raise ConfigError(name, f"must be a positive integer, got {v!r}")
@@ -213,7 +225,9 @@ class _Batches:
             raise ConfigError("rank", f"must be in [0, {world_size}), got {rank}")
         per_batch = batch_size * seq_len
         if start_tokens < 0 or start_tokens % per_batch:
-            raise ConfigError("start_tokens", f"must be a multiple of batch_size*seq_len={per_batch} (a batch boundary), got {start_tokens}")
+            raise ConfigError(
+                "start_tokens", f"must be a multiple of batch_size*seq_len={per_batch} (a batch boundary), got {start_tokens}"
+            )
         self.stream, self.seq_len, self.batch_size, self.seed = stream, int(seq_len), int(batch_size), int(seed)
         self.rank, self.world_size = int(rank), int(world_size)
         self.local_batch = self.batch_size // self.world_size
@@ -227,8 +241,14 @@ class _Batches:
         return self.batch_index * self.batch_size * self.seq_len
 
     def state(self) -> dict:
-        return {"kind": self.kind, "tokens": self.position, "seq_len": self.seq_len,
-                "batch_size": self.batch_size, "seed": self.seed, **self.settings}
+        return {
+            "kind": self.kind,
+            "tokens": self.position,
+            "seq_len": self.seq_len,
+            "batch_size": self.batch_size,
+            "seed": self.seed,
+            **self.settings,
+        }
 
     def sequence(self, s: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Global sequence ``s``: ``seq_len + 1`` tokens, their document ids and target flags."""
@@ -285,21 +305,55 @@ class PretrainStream(_Batches):
 
     kind = "pretrain"
 
-    def __init__(self, store: Store, seq_len: int, batch_size: int, seed: int = 0, *, rank: int = 0,
-                 world_size: int = 1, start_tokens: int = 0, doc_ids: bool = False,
-                 extra: Sequence[tuple[Any, float]] = (), mix_unit: int | None = None):
+    def __init__(
+        self,
+        store: Store,
+        seq_len: int,
+        batch_size: int,
+        seed: int = 0,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        start_tokens: int = 0,
+        doc_ids: bool = False,
+        extra: Sequence[tuple[Any, float]] = (),
+        mix_unit: int | None = None,
+    ):
         main = DocStream(store, store.docs("train"), seed, stream_id=0)
         share = 1.0 - sum(s for _, s in extra)
         stream, names = _with_extras(main, share, extra, store.tokenizer if extra else None, seq_len, mix_unit, seed, 1)
-        super().__init__(stream, seq_len, batch_size, seed, rank, world_size, start_tokens, doc_ids,
-                         {"store": store.key, "tokenizer_hash": store.tokenizer_hash, "extra": names,
-                          "mix_unit": mix_unit or (seq_len if extra else None)})
+        super().__init__(
+            stream,
+            seq_len,
+            batch_size,
+            seed,
+            rank,
+            world_size,
+            start_tokens,
+            doc_ids,
+            {
+                "store": store.key,
+                "tokenizer_hash": store.tokenizer_hash,
+                "extra": names,
+                "mix_unit": mix_unit or (seq_len if extra else None),
+            },
+        )
 
     @classmethod
     def resume(cls, store: Store, state: dict, *, rank: int = 0, world_size: int = 1, extra=(), doc_ids: bool = False):
         start = _check_state(store, state, cls.kind)
-        return cls(store, state["seq_len"], state["batch_size"], state["seed"], rank=rank, world_size=world_size,
-                   start_tokens=start, doc_ids=doc_ids, extra=extra, mix_unit=state.get("mix_unit"))
+        return cls(
+            store,
+            state["seq_len"],
+            state["batch_size"],
+            state["seed"],
+            rank=rank,
+            world_size=world_size,
+            start_tokens=start,
+            doc_ids=doc_ids,
+            extra=extra,
+            mix_unit=state.get("mix_unit"),
+        )
 
 
 class ExtensionStream(_Batches):
@@ -307,9 +361,22 @@ class ExtensionStream(_Batches):
 
     kind = "extension"
 
-    def __init__(self, store: Store, seq_len: int, batch_size: int, seed: int = 0, *, short_share: float = 0.3,
-                 long_min_tokens: int | None = None, rank: int = 0, world_size: int = 1, start_tokens: int = 0,
-                 doc_ids: bool = False, extra: Sequence[tuple[Any, float]] = (), mix_unit: int | None = None):
+    def __init__(
+        self,
+        store: Store,
+        seq_len: int,
+        batch_size: int,
+        seed: int = 0,
+        *,
+        short_share: float = 0.3,
+        long_min_tokens: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        start_tokens: int = 0,
+        doc_ids: bool = False,
+        extra: Sequence[tuple[Any, float]] = (),
+        mix_unit: int | None = None,
+    ):
         if not 0 <= short_share < 1:
             raise ConfigError("short_share", f"must be in [0, 1), got {short_share}")
         want = long_min_tokens or seq_len
@@ -320,8 +387,12 @@ class ExtensionStream(_Batches):
             threshold = max(1, want // 4)
             long_docs = cand[store.lengths[cand] >= threshold]
             if len(long_docs) == 0:
-                raise DataError(f"{store.path}: no training document has {threshold} tokens or more for a {seq_len}-token extension mix")
-            warnings.warn(f"no document reaches {want} tokens; the extension mix uses documents of >= {threshold} tokens", stacklevel=2)
+                raise DataError(
+                    f"{store.path}: no training document has {threshold} tokens or more for a {seq_len}-token extension mix"
+                )
+            warnings.warn(
+                f"no document reaches {want} tokens; the extension mix uses documents of >= {threshold} tokens", stacklevel=2
+            )
         self.long_docs = long_docs
         self.long_min_tokens = threshold
         comps = [DocStream(store, long_docs, seed, stream_id=0)]
@@ -331,17 +402,45 @@ class ExtensionStream(_Batches):
             shares.append(short_share)
         main = MixedStream(comps, shares, mix_unit or seq_len, seed) if len(comps) > 1 else comps[0]
         extra_share = sum(s for _, s in extra)
-        stream, names = _with_extras(main, 1.0 - extra_share, extra, store.tokenizer if extra else None, seq_len, mix_unit, seed + 7, 2)
-        super().__init__(stream, seq_len, batch_size, seed, rank, world_size, start_tokens, doc_ids,
-                         {"store": store.key, "tokenizer_hash": store.tokenizer_hash, "extra": names, "short_share": short_share,
-                          "long_min_tokens": long_min_tokens, "mix_unit": mix_unit})
+        stream, names = _with_extras(
+            main, 1.0 - extra_share, extra, store.tokenizer if extra else None, seq_len, mix_unit, seed + 7, 2
+        )
+        super().__init__(
+            stream,
+            seq_len,
+            batch_size,
+            seed,
+            rank,
+            world_size,
+            start_tokens,
+            doc_ids,
+            {
+                "store": store.key,
+                "tokenizer_hash": store.tokenizer_hash,
+                "extra": names,
+                "short_share": short_share,
+                "long_min_tokens": long_min_tokens,
+                "mix_unit": mix_unit,
+            },
+        )
 
     @classmethod
     def resume(cls, store: Store, state: dict, *, rank: int = 0, world_size: int = 1, extra=(), doc_ids: bool = False):
         start = _check_state(store, state, cls.kind)
-        return cls(store, state["seq_len"], state["batch_size"], state["seed"], short_share=state["short_share"],
-                   long_min_tokens=state.get("long_min_tokens"), rank=rank, world_size=world_size,
-                   start_tokens=start, doc_ids=doc_ids, extra=extra, mix_unit=state.get("mix_unit"))
+        return cls(
+            store,
+            state["seq_len"],
+            state["batch_size"],
+            state["seed"],
+            short_share=state["short_share"],
+            long_min_tokens=state.get("long_min_tokens"),
+            rank=rank,
+            world_size=world_size,
+            start_tokens=start,
+            doc_ids=doc_ids,
+            extra=extra,
+            mix_unit=state.get("mix_unit"),
+        )
 
 
 def _check_state(store: Store, state: dict, kind: str) -> int:

@@ -1,5 +1,6 @@
 """The eval stage: RULER- / HELMET-style task suites (``archpool.tasks``), LongPPL, short-context
 metrics, over archpool checkpoints or transformers models, in generation and likelihood modes."""
+
 from __future__ import annotations
 
 from archpool.lazy import lazy_exports

@@ -1,10 +1,12 @@
 """``evaluate``: the whole evaluation of one target (what ``archpool eval`` and the pool call)."""
+
 from __future__ import annotations
 
 import numbers
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
@@ -28,7 +30,7 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
                 continue
             if part not in SUITE_NAMES:
                 raise ConfigError("suite", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
-            for x in (["tiny", "mqar", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]):
+            for x in ["tiny", "mqar", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]:
                 if x not in out:
                     out.append(x)
     return out
@@ -42,12 +44,28 @@ def check_counts(lengths: Sequence[int], n_samples: int) -> None:
             raise ConfigError(name, f"must be positive integers, got {bad[0]!r}")
 
 
-def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequence[int] | None = None,
-             modes: Sequence[str] = ("gen", "ll"), n_samples: int = EVAL_SAMPLES, seed: int = EVAL_SEED, out_dir: str | Path | None = None,
-             cache_dir: str | Path | None = None, haystack_texts: list[str] | None = None, store=None,
-             evaluator=None, categories: Sequence[str] | None = None, task_params: dict | None = None,
-             longppl_docs: list | None = None, longppl_K: int | None = None, longppl_alpha: float | None = None,
-             longppl_beta: float | None = None, short_tasks: bool = True, progress: bool = True) -> dict[str, Any]:
+def evaluate(
+    target,
+    *,
+    suites: Sequence[str] = DEFAULT_SUITES,
+    lengths: Sequence[int] | None = None,
+    modes: Sequence[str] = ("gen", "ll"),
+    n_samples: int = EVAL_SAMPLES,
+    seed: int = EVAL_SEED,
+    out_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    haystack_texts: list[str] | None = None,
+    store=None,
+    evaluator=None,
+    categories: Sequence[str] | None = None,
+    task_params: dict | None = None,
+    longppl_docs: list | None = None,
+    longppl_K: int | None = None,
+    longppl_alpha: float | None = None,
+    longppl_beta: float | None = None,
+    short_tasks: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) and write
     ``out_dir/results.json`` (+ ``report.md`` and one JSON per task × length × mode).
 
@@ -73,11 +91,19 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
 
         haystack_texts = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
     result: dict[str, Any] = {
-        "target": str(target.path), "kind": target.kind, "model_hash": target.model_hash, "tokenizer_hash": target.tokenizer_hash,
-        "pretrain_len": target.pretrain_len, "lengths": lengths, "modes": list(modes), "suites": suites, "seed": seed,
-        "n_samples": n_samples, "haystack": "held-out text" if haystack_texts else "pseudo-text (no held-out text given)",
+        "target": str(target.path),
+        "kind": target.kind,
+        "model_hash": target.model_hash,
+        "tokenizer_hash": target.tokenizer_hash,
+        "pretrain_len": target.pretrain_len,
+        "lengths": lengths,
+        "modes": list(modes),
+        "suites": suites,
+        "seed": seed,
+        "n_samples": n_samples,
+        "haystack": "held-out text" if haystack_texts else "pseudo-text (no held-out text given)",
         "mode_note": "gen = greedy generation scored by the task metric (0-100); ll = gold continuation ranked first "
-                     "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
+        "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
     }
     task_names: list[str] = []
     for s in ("tiny", "mqar", "ruler", "helmet"):
@@ -87,15 +113,40 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
     task_results: list[dict[str, Any]] = []
     if task_names:
         cfg = TaskRunConfig(task_names, lengths, list(modes), n_samples, seed, dict(task_params or {}), haystack_texts)
-        task_results = run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash,
-                                 tokenizer_hash=target.tokenizer_hash, out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)
+        task_results = run_tasks(
+            target.lm,
+            target.tokenizer,
+            cfg,
+            model_hash=target.model_hash,
+            tokenizer_hash=target.tokenizer_hash,
+            out_dir=out,
+            cache_dir=cache,
+            progress=progress,
+            stop_ids=stop,
+        )
     if "short" in suites:
         short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
         if not task_names and short_tasks:  # the task suites at the pretraining context
-            cfg = TaskRunConfig(SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"], [target.pretrain_len], list(modes), n_samples, seed,
-                                dict(task_params or {}), haystack_texts)
-            task_results += run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash,
-                                      tokenizer_hash=target.tokenizer_hash, out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)
+            cfg = TaskRunConfig(
+                SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"],
+                [target.pretrain_len],
+                list(modes),
+                n_samples,
+                seed,
+                dict(task_params or {}),
+                haystack_texts,
+            )
+            task_results += run_tasks(
+                target.lm,
+                target.tokenizer,
+                cfg,
+                model_hash=target.model_hash,
+                tokenizer_hash=target.tokenizer_hash,
+                out_dir=out,
+                cache_dir=cache,
+                progress=progress,
+                stop_ids=stop,
+            )
         if store is not None:
             short["val_ppl"] = S.validation_perplexity(target.lm, store, target.pretrain_len)
         else:
@@ -112,9 +163,17 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
         else:
             ev = evaluator or target
             thresholds = {k: v for k, v in (("alpha", longppl_alpha), ("beta", longppl_beta)) if v is not None}
-            result["longppl"] = LP.run_longppl(target.lm, ev.lm, docs, lengths, longppl_K or target.pretrain_len,
-                                               evaluator_hash=ev.model_hash, tokenizer_hash=target.tokenizer_hash, cache_dir=cache,
-                                               **thresholds)
+            result["longppl"] = LP.run_longppl(
+                target.lm,
+                ev.lm,
+                docs,
+                lengths,
+                longppl_K or target.pretrain_len,
+                evaluator_hash=ev.model_hash,
+                tokenizer_hash=target.tokenizer_hash,
+                cache_dir=cache,
+                **thresholds,
+            )
             result["longppl_evaluator"] = "self" if evaluator is None else str(evaluator.path)
             if evaluator is not None and evaluator.tokenizer_hash != target.tokenizer_hash:
                 raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
@@ -128,17 +187,26 @@ def evaluate(target, *, suites: Sequence[str] = DEFAULT_SUITES, lengths: Sequenc
 
 
 def render_report(result: dict[str, Any], table: str) -> str:
-    lines = [f"# Evaluation of {result['target']}", "",
-             f"- model {result['model_hash'][:12]}, tokenizer {result['tokenizer_hash'][:12]}, pretraining context {result['pretrain_len']}",
-             f"- lengths {result['lengths']}, seed {result['seed']}"]
+    lines = [
+        f"# Evaluation of {result['target']}",
+        "",
+        f"- model {result['model_hash'][:12]}, tokenizer {result['tokenizer_hash'][:12]}, pretraining context {result['pretrain_len']}",
+        f"- lengths {result['lengths']}, seed {result['seed']}",
+    ]
     if table:  # what only task suites use
-        lines += [f"- {result['n_samples']} samples per task × length × mode", f"- haystack: {result['haystack']}",
-                  f"- {result['mode_note']}"]
+        lines += [
+            f"- {result['n_samples']} samples per task × length × mode",
+            f"- haystack: {result['haystack']}",
+            f"- {result['mode_note']}",
+        ]
     lines.append("")
     if table:
         lines += ["## Tasks", "", table, ""]
-    agg = {k: e for k, e in (result.get("aggregate") or {}).items()
-           if any(e.get(s, {}).get("score") is not None for s in ("tiny", "ruler", "helmet"))}
+    agg = {
+        k: e
+        for k, e in (result.get("aggregate") or {}).items()
+        if any(e.get(s, {}).get("score") is not None for s in ("tiny", "ruler", "helmet"))
+    }
     if agg:
         lines += ["## Suites", "", "| mode@length | tiny | ruler | helmet |", "|---|---|---|---|"]
         for k, e in agg.items():
@@ -152,7 +220,9 @@ def render_report(result: dict[str, Any], table: str) -> str:
                 lines.append(f"| {r.get('length', '')} | skipped: {r['skipped']} | | |")
             else:
                 lp = r.get("longppl")
-                lines.append(f"| {r['length']} | {r['ppl']:.2f} | {'' if lp is None else f'{lp:.2f}'} | {r.get('n_key_token', 0)} |")
+                lines.append(
+                    f"| {r['length']} | {r['ppl']:.2f} | {'' if lp is None else f'{lp:.2f}'} | {r.get('n_key_token', 0)} |"
+                )
         lines.append("")
     if "short" in result:
         lines += ["## Short context", "", "```", str({k: v for k, v in result["short"].items()}), "```", ""]

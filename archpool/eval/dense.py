@@ -8,10 +8,12 @@ key–query distance: ``buckets`` are upper edges, so ``[32, 128]`` gives ``d<=3
 Accuracies carry Wilson 95% intervals over answers (answers of one document are not independent;
 the interval is a floor on the uncertainty, seed spread is the other part).
 """
+
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -50,8 +52,7 @@ def wilson(k: int, n: int) -> list[float] | None:
 def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     k = sum(r["correct"] for r in rows)
     n = len(rows)
-    return {"n": n, "acc": k / n if n else None, "acc_ci": wilson(k, n),
-            "lp": sum(r["lp"] for r in rows) / n if n else None}
+    return {"n": n, "acc": k / n if n else None, "acc_ci": wilson(k, n), "lp": sum(r["lp"] for r in rows) / n if n else None}
 
 
 def answer_rows(lm, docs) -> list[dict[str, Any]]:
@@ -70,8 +71,16 @@ def answer_rows(lm, docs) -> list[dict[str, Any]]:
                 for a in d.answers:
                     if s <= a.pos < s + chunk.shape[1]:
                         j = a.pos - s
-                        rows.append({"doc": g + i, "distance": a.distance, "hop": a.hop, "chain": a.chain,
-                                     "correct": int(top[i, j]) == a.gold, "lp": float(lp[i, j, a.gold])})
+                        rows.append(
+                            {
+                                "doc": g + i,
+                                "distance": a.distance,
+                                "hop": a.hop,
+                                "chain": a.chain,
+                                "correct": int(top[i, j]) == a.gold,
+                                "lp": float(lp[i, j, a.gold]),
+                            }
+                        )
     return rows
 
 
@@ -96,7 +105,9 @@ def score_rows(rows: Sequence[dict[str, Any]], length: int, buckets: Sequence[in
     return out
 
 
-def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, params: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_dense_task(
+    lm, tokenizer, task: str, length: int, n: int, seed: int, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Score ``n`` documents of dense task ``task`` at ``length`` (one result, mode ``dense``)."""
     t0 = time.perf_counter()
     params = dict(params or {})
@@ -111,9 +122,19 @@ def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, par
     rows = answer_rows(lm, docs)
     res = score_rows(rows, length, buckets)
     return {
-        "task": task, "length": length, "mode": "dense", "metric": "argmax_accuracy", "seed": seed, "n_docs": len(docs),
-        "n": res["n"], "score": 100.0 * res["acc"] if res["acc"] is not None else None,
-        "gold_logprob_mean": res["lp"], "params": p, "bucket_edges": sorted(set(buckets)), "result": res,
-        "chance": 100.0 / p["n_values"], "wall_s": time.perf_counter() - t0,
+        "task": task,
+        "length": length,
+        "mode": "dense",
+        "metric": "argmax_accuracy",
+        "seed": seed,
+        "n_docs": len(docs),
+        "n": res["n"],
+        "score": 100.0 * res["acc"] if res["acc"] is not None else None,
+        "gold_logprob_mean": res["lp"],
+        "params": p,
+        "bucket_edges": sorted(set(buckets)),
+        "result": res,
+        "chance": 100.0 / p["n_values"],
+        "wall_s": time.perf_counter() - t0,
         "samples": rows,
     }

@@ -6,11 +6,13 @@ needs is written once on top: chunked prefill (attention is never larger than ch
 log-probabilities of K candidate continuations sharing one prefill, greedy decoding with a KV
 cache, and per-token NLL of long documents (batched, chunked).
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 
@@ -156,7 +158,9 @@ class LM:
                 chunk = x[:, s : min(s + self.prefill_chunk, x.shape[1] - 1)]
                 logits = self.backend.step(state, chunk)
                 tgt = x[:, s + 1 : s + 1 + chunk.shape[1]]
-                parts.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt.to(logits.device), reduction="none").cpu())
+                parts.append(
+                    torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt.to(logits.device), reduction="none").cpu()
+                )
             rows.append(torch.cat(parts, 1))
         return torch.cat(rows, 0)
 

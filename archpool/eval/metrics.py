@@ -1,12 +1,13 @@
 """Scoring rules (evals.md §1.1, §2.3): RULER's substring match-all / match-part, HELMET's SubEM and
 exact match after normalisation, re-ranking NDCG@10, and likelihood-mode ranking accuracy.
 Every function scores one sample in [0, 1]; reports multiply by 100."""
+
 from __future__ import annotations
 
 import math
 import re
 import string
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 _CTRL = re.compile(r"[\x00-\x1f]")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

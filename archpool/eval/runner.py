@@ -5,14 +5,16 @@ Results carry the sample count, seed, scoring mode and (likelihood mode) chance;
 Aggregates: RULER = mean of task scores per length; HELMET = mean over the chosen categories of
 each category's mean task score.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
@@ -45,14 +47,44 @@ class TaskRunConfig:
             get_task(t)
 
 
-def task_result_key(model_hash: str, tokenizer_hash: str, task: str, length: int, mode: str, n: int, seed: int,
-                    params: dict[str, Any], haystack_hash: str | None) -> str:
-    return sha256_json({"v": TASK_FORMAT_VERSION, "model": model_hash, "tokenizer": tokenizer_hash, "task": task,
-                        "length": length, "mode": mode, "n": n, "seed": seed, "params": params, "haystack": haystack_hash})[:24]
+def task_result_key(
+    model_hash: str,
+    tokenizer_hash: str,
+    task: str,
+    length: int,
+    mode: str,
+    n: int,
+    seed: int,
+    params: dict[str, Any],
+    haystack_hash: str | None,
+) -> str:
+    return sha256_json(
+        {
+            "v": TASK_FORMAT_VERSION,
+            "model": model_hash,
+            "tokenizer": tokenizer_hash,
+            "task": task,
+            "length": length,
+            "mode": mode,
+            "n": n,
+            "seed": seed,
+            "params": params,
+            "haystack": haystack_hash,
+        }
+    )[:24]
 
 
-def run_task(lm, tokenizer, task: str, length: int, modes: Sequence[str], n: int, seed: int,
-             params: dict[str, Any] | None = None, stop_ids: set[int] | None = None) -> dict[str, dict[str, Any]]:
+def run_task(
+    lm,
+    tokenizer,
+    task: str,
+    length: int,
+    modes: Sequence[str],
+    n: int,
+    seed: int,
+    params: dict[str, Any] | None = None,
+    stop_ids: set[int] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Score ``n`` samples of ``task`` at ``length`` in each mode; one result dict per mode."""
     from archpool.eval.metrics import rank_of_gold, score_generation
 
@@ -78,16 +110,22 @@ def run_task(lm, tokenizer, task: str, length: int, modes: Sequence[str], n: int
                 cands = [tokenizer.encode(c) for c in s.candidates]
                 lps = lm.continuation_logprobs(s.prompt_ids, cands)
                 rank = rank_of_gold(lps)
-                row.update(gold_logprob=lps[0], rank=rank, n_candidates=len(cands), score=float(rank == 0),
-                           chance=1.0 / len(cands))
+                row.update(
+                    gold_logprob=lps[0], rank=rank, n_candidates=len(cands), score=float(rank == 0), chance=1.0 / len(cands)
+                )
             rows.append(row)
         res: dict[str, Any] = {
-            "task": task, "length": length, "mode": mode, "n": len(rows), "seed": seed,
+            "task": task,
+            "length": length,
+            "mode": mode,
+            "n": len(rows),
+            "seed": seed,
             "metric": samples[0].metric if mode == "gen" else "ll_accuracy",
             "score": 100.0 * sum(r["score"] for r in rows) / len(rows),
             "params": {k: v for k, v in (params or {}).items() if k != "haystack_texts"},
             "prompt_tokens_mean": sum(r["prompt_tokens"] for r in rows) / len(rows),
-            "reserved_tokens": samples[0].reserved, "samples": rows,
+            "reserved_tokens": samples[0].reserved,
+            "samples": rows,
         }
         if mode == "ll":
             res["chance"] = 100.0 * sum(r["chance"] for r in rows) / len(rows)
@@ -100,8 +138,18 @@ def run_task(lm, tokenizer, task: str, length: int, modes: Sequence[str], n: int
     return out
 
 
-def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_hash: str, out_dir: Path | None = None,
-              cache_dir: Path | None = None, progress: bool = True, stop_ids: set[int] | None = None) -> list[dict[str, Any]]:
+def run_tasks(
+    lm,
+    tokenizer,
+    cfg: TaskRunConfig,
+    *,
+    model_hash: str,
+    tokenizer_hash: str,
+    out_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    stop_ids: set[int] | None = None,
+) -> list[dict[str, Any]]:
     """Every task × length × mode of ``cfg``; results are written to ``out_dir/tasks/`` and cached."""
     haystack_hash = sha256_json(cfg.haystack_texts)[:16] if cfg.haystack_texts else None
     jobs = [(t, L) for L in cfg.lengths for t in cfg.tasks]
@@ -125,7 +173,9 @@ def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_h
             modes = [DENSE_MODE] if dense else cfg.modes
             todo, got = [], {}
             for mode in modes:
-                key = task_result_key(model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash)
+                key = task_result_key(
+                    model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash
+                )
                 path = cache_dir / f"{key}.json" if cache_dir else None
                 if path is not None and path.is_file():
                     got[mode] = {**json.loads(path.read_text()), "cached": True}
@@ -137,7 +187,9 @@ def run_tasks(lm, tokenizer, cfg: TaskRunConfig, *, model_hash: str, tokenizer_h
 
                     fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, cfg.n_samples, cfg.seed, params)}
                 else:
-                    fresh = run_task(lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids)
+                    fresh = run_task(
+                        lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids
+                    )
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}
                     if path is not None:
@@ -180,7 +232,11 @@ def aggregate(results: list[dict[str, Any]], categories: Sequence[str] | None = 
             want = [t for t in SUITES[suite] if t in by_task]
             if want:
                 have = [t for t in want if t in scored]
-                entry[suite] = {"score": _mean(scored[t] for t in have), "tasks": have, "complete": len(have) == len(SUITES[suite])}
+                entry[suite] = {
+                    "score": _mean(scored[t] for t in have),
+                    "tasks": have,
+                    "complete": len(have) == len(SUITES[suite]),
+                }
         cat_scores, used = {}, {}
         for c in cats:
             have = [t for t in HELMET_CATEGORIES[c] if t in scored]
@@ -201,7 +257,11 @@ def format_table(results: list[dict[str, Any]]) -> str:
     lengths = sorted({r["length"] for r in results})
     rows: dict[tuple[str, str], dict[int, str]] = {}
     for r in results:
-        cell = "skip" if "skipped" in r else f"{r['score']:.1f}" + (f" (chance {r['chance']:.0f})" if r["mode"] in ("ll", DENSE_MODE) else "")
+        cell = (
+            "skip"
+            if "skipped" in r
+            else f"{r['score']:.1f}" + (f" (chance {r['chance']:.0f})" if r["mode"] in ("ll", DENSE_MODE) else "")
+        )
         rows.setdefault((r["task"], r["mode"]), {})[r["length"]] = cell
     head = "| task | mode | " + " | ".join(str(L) for L in lengths) + " |"
     sep = "|---|---|" + "---|" * len(lengths)

@@ -1,6 +1,7 @@
 """Short-context metrics of a run: final pretraining loss, extension-phase loss, and held-out
 perplexity on each validation split at the pretraining context (the task suites at the
 pretraining length come from the runner)."""
+
 from __future__ import annotations
 
 import json

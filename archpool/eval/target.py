@@ -5,6 +5,7 @@ content hash for the cache, and the pretraining context (default lengths are ×1
 The model hash (every eval cache key) is the sha256 of the weights' bytes on disk, computed once while
 verifying them against the checkpoint's MANIFEST.json (a corrupt file is a CheckpointError naming it),
 never a hash merely read from the manifest."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def _run_tokenizer(record: dict[str, Any]):
     return Store(path).tokenizer
 
 
-def load_target(path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512,
-                max_batch: int = 16) -> Target:
+def load_target(
+    path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512, max_batch: int = 16
+) -> Target:
     from archpool.eval.lm import lm_from_decoder, lm_from_hf
 
     path = Path(path)
@@ -79,7 +81,9 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
         ckpt_dir, kind = path, None
     cfg_path = ckpt_dir / "config.json"
     if not cfg_path.is_file():
-        raise CheckpointError(f"{ckpt_dir}: no config.json (expected a run directory, an archpool checkpoint or a HF model directory)")
+        raise CheckpointError(
+            f"{ckpt_dir}: no config.json (expected a run directory, an archpool checkpoint or a HF model directory)"
+        )
     from archpool.model.checkpoint import is_archpool_checkpoint
 
     tok = find_tokenizer(ckpt_dir, tokenizer) or (find_tokenizer(path) if kind == "run" else None)
@@ -129,8 +133,11 @@ def load_target(path: str | Path, tokenizer: str | Path | None = None, device: s
 def check_vocab(tokenizer, vocab_size: int, where: Path) -> None:
     """ConfigError when the tokenizer can emit ids the model has no embedding for."""
     if tokenizer.vocab_size > vocab_size:
-        raise ConfigError("tokenizer", f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
-                          f"vocabulary is {vocab_size}; pass the tokenizer the model was trained with (--tokenizer)")
+        raise ConfigError(
+            "tokenizer",
+            f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+            f"vocabulary is {vocab_size}; pass the tokenizer the model was trained with (--tokenizer)",
+        )
 
 
 def _load_hf(ckpt_dir: Path, device: str):
@@ -138,11 +145,14 @@ def _load_hf(ckpt_dir: Path, device: str):
     from transformers import AutoModelForCausalLM
 
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(str(ckpt_dir), dtype="float32", output_loading_info=True,
-                                                           local_files_only=True)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(ckpt_dir), dtype="float32", output_loading_info=True, local_files_only=True
+        )
     except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise CheckpointError(f"{ckpt_dir}: transformers cannot load this model ({type(e).__name__}: "
-                              f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})") from None
+        raise CheckpointError(
+            f"{ckpt_dir}: transformers cannot load this model ({type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''})"
+        ) from None
     bad = {k: list(v)[:3] for k, v in info.items() if k in ("missing_keys", "mismatched_keys") and v}
     if bad:
         raise CheckpointError(f"{ckpt_dir}: weights do not match config.json ({bad})")

@@ -2,6 +2,7 @@
 
 Names resolve lazily (PEP 562) so that ``import archpool.cli.model`` does not import torch.
 """
+
 from __future__ import annotations
 
 from archpool.lazy import lazy_exports

@@ -8,11 +8,12 @@ Integrity: a training checkpoint also has ``MANIFEST.json`` (size and sha256 of 
 streaming sha256); without one, the weights' bytes are hashed directly. Either way the returned sha256 is
 of the bytes on disk, so caches keyed by it never serve results computed from other bytes.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -28,7 +29,9 @@ FORMAT_KEY = "archpool_format"
 MANIFEST_NAME = "MANIFEST.json"
 
 
-def save_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig, directory: str | Path, metadata: dict | None = None) -> Path:
+def save_state_dict(
+    state: dict[str, torch.Tensor], cfg: ModelConfig, directory: str | Path, metadata: dict | None = None
+) -> Path:
     """Write weights (without the tied output matrix: safetensors refuses shared storage), then the config."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -65,7 +68,8 @@ def read_manifest(directory: str | Path) -> dict[str, dict] | None:
         files = json.loads(path.read_text())["files"]
         ok = isinstance(files, dict) and all(
             isinstance(info, dict) and isinstance(info.get("bytes"), int) and isinstance(info.get("sha256"), str)
-            for info in files.values())
+            for info in files.values()
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: unreadable manifest ({e})") from e
     if not ok:
@@ -128,20 +132,26 @@ def load_config(directory: str | Path) -> ModelConfig:
         raise CheckpointError(f"{path}: invalid model config ({type(e).__name__}: {e})") from None
 
 
-def check_state(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str | Path, tied: bool = False,
-                names: dict[str, str] | None = None) -> None:
+def check_state(
+    model: torch.nn.Module,
+    state: dict[str, torch.Tensor],
+    where: str | Path,
+    tied: bool = False,
+    names: dict[str, str] | None = None,
+) -> None:
     """CheckpointError naming ``where`` and the first tensor that is missing, unexpected or of the wrong
     shape (``names``: how to call our parameter names in the message, e.g. their transformers names)."""
     expected = {k: v for k, v in model.state_dict().items() if not k.startswith("inv_freq")}
-    show = (lambda k: (names or {}).get(k, k))  # noqa: E731
+    show = lambda k: (names or {}).get(k, k)
     missing = [show(k) for k in expected if k not in state and not (tied and k == "lm_head.weight")]
     unexpected = [show(k) for k in state if k not in expected]
     if missing or unexpected:
         raise CheckpointError(f"{where}: weights do not match the config (missing {missing[:5]}, unexpected {unexpected[:5]})")
     for name, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise CheckpointError(f"{where}: tensor {show(name)!r} has shape {tuple(tensor.shape)}, "
-                                  f"the config needs {tuple(expected[name].shape)}")
+            raise CheckpointError(
+                f"{where}: tensor {show(name)!r} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[name].shape)}"
+            )
 
 
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *, verify: bool = True) -> Decoder:

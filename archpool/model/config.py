@@ -5,6 +5,7 @@ headwise), ``n_kv_heads`` (MQA / GQA / MHA) and the sliding-window settings (``w
 ``swa_pattern``); the fourth axis, pretraining context, is ``max_seq_len``. Presets for the real
 families are classmethod-built configs (``ModelConfig.preset("olmo3", size="tiny", n_kv_heads=2)``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,8 +17,9 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
-from archpool.typecheck import check_types
 from archpool.study import LAYER_TYPES, NORMS, QK_NORMS, SWA_PATTERNS, canonical_qk_norm, default_d_ff, layer_types
+from archpool.typecheck import check_types
+
 ROPE_TYPES = ("default", "linear", "ntk", "yarn")
 
 
@@ -57,7 +59,9 @@ class RopeConfig:
             if self.original_max_seq_len is None or self.original_max_seq_len <= 0:
                 raise ConfigError(f"{prefix}.original_max_seq_len", "YaRN needs the pretraining context length (> 0)")
             if not self.beta_fast > self.beta_slow > 0:
-                raise ConfigError(f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}")
+                raise ConfigError(
+                    f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}"
+                )
         if self.sliding_theta is not None:
             if not self.full_layers_only:
                 raise ConfigError(f"{prefix}.sliding_theta", "only applies with full_layers_only: true")
@@ -160,7 +164,9 @@ class ModelConfig:
                 raise ConfigError("swa_pattern", f"explicit layer list has {len(pattern)} entries for n_layers={self.n_layers}")
             self.swa_pattern = pattern
         elif pattern not in SWA_PATTERNS:
-            raise ConfigError("swa_pattern", f"unknown pattern {pattern!r}; allowed: {', '.join(SWA_PATTERNS)} or a list of layer types")
+            raise ConfigError(
+                "swa_pattern", f"unknown pattern {pattern!r}; allowed: {', '.join(SWA_PATTERNS)} or a list of layer types"
+            )
         has_sliding = "sliding_attention" in self.layer_types
         if has_sliding:
             if self.window is None:
@@ -214,7 +220,7 @@ class ModelConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         data = dict(data)
         if "preset" in data:
             name = data.pop("preset")
@@ -227,7 +233,7 @@ class ModelConfig:
         return cls(**data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ModelConfig":
+    def from_file(cls, path: str | Path) -> ModelConfig:
         """Load from YAML or JSON; a top-level ``model:`` section is accepted."""
         path = Path(path)
         data = read_config_file(path)
@@ -242,7 +248,7 @@ class ModelConfig:
 
         atomic_write_json(path, self.to_dict())
 
-    def replace(self, **changes: Any) -> "ModelConfig":
+    def replace(self, **changes: Any) -> ModelConfig:
         data = self.to_dict()
         if "rope" in changes and isinstance(changes["rope"], RopeConfig):
             changes["rope"] = dataclasses.asdict(changes["rope"])
@@ -250,7 +256,7 @@ class ModelConfig:
         return ModelConfig.from_dict(data)
 
     @classmethod
-    def preset(cls, name: str, size: str = "tiny", **overrides: Any) -> "ModelConfig":
+    def preset(cls, name: str, size: str = "tiny", **overrides: Any) -> ModelConfig:
         from archpool.model.presets import preset_dict
 
         data = preset_dict(name, size)
@@ -258,7 +264,7 @@ class ModelConfig:
         for key in list(overrides):
             if key.startswith("rope_"):
                 rope_over = dict(rope_over or {})
-                rope_over[key[len("rope_"):]] = overrides.pop(key)
+                rope_over[key[len("rope_") :]] = overrides.pop(key)
         if rope_over:
             data["rope"] = {**data["rope"], **(dataclasses.asdict(rope_over) if isinstance(rope_over, RopeConfig) else rope_over)}
         data.update(overrides)
@@ -266,8 +272,13 @@ class ModelConfig:
 
 
 def _normalise_layer_type(t: str, i: int) -> str:
-    aliases = {"full": "full_attention", "global": "full_attention", "sliding": "sliding_attention",
-               "local": "sliding_attention", "swa": "sliding_attention"}
+    aliases = {
+        "full": "full_attention",
+        "global": "full_attention",
+        "sliding": "sliding_attention",
+        "local": "sliding_attention",
+        "swa": "sliding_attention",
+    }
     t = aliases.get(str(t), str(t))
     if t not in LAYER_TYPES:
         raise ConfigError(f"swa_pattern[{i}]", f"unknown layer type {t!r}; allowed: full, sliding ({', '.join(LAYER_TYPES)})")

@@ -10,6 +10,7 @@ the sublayer input). Gemma 2/3 normalise both the sublayer input and its output 
 input is normalised, so they report ``norm: "pre"`` with ``norm_placement: "sandwich"`` and a note.
 Pure functions over dicts and configs: nothing here imports torch or transformers.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,7 +27,9 @@ from archpool.study import PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3
 HF_FAMILIES: dict[str, dict[str, Any]] = {
     "llama": dict(qk_norm="none", norm="pre", placement="pre", swa="never", kv_default=None, ctx_default=2048),
     "mistral": dict(qk_norm="none", norm="pre", placement="pre", swa="every_layer", kv_default=8, ctx_default=4096 * 32),
-    "ministral": dict(qk_norm="none", norm="pre", placement="pre", swa="layer_types_or_every", kv_default=None, ctx_default=32768),
+    "ministral": dict(
+        qk_norm="none", norm="pre", placement="pre", swa="layer_types_or_every", kv_default=None, ctx_default=32768
+    ),
     "qwen2": dict(qk_norm="none", norm="pre", placement="pre", swa="qwen", kv_default=32, ctx_default=32768),
     "qwen3": dict(qk_norm="headwise", norm="pre", placement="pre", swa="qwen", kv_default=32, ctx_default=32768),
     "olmo2": dict(qk_norm="layerwise", norm="post", placement="post", swa="never", kv_default=None, ctx_default=2048),
@@ -36,17 +39,33 @@ HF_FAMILIES: dict[str, dict[str, Any]] = {
 }
 HF_FAMILIES["gemma3"] = HF_FAMILIES["gemma3_text"]  # multimodal wrapper; the text model is in ``text_config``
 
-SANDWICH_NOTE = ("sandwich norm (pre-sublayer + post-sublayer RMSNorm): counted as 'pre' because the sublayer "
-                 "input is normalised; the paper's 'post' is Olmo's reordered norm without an input norm")
+SANDWICH_NOTE = (
+    "sandwich norm (pre-sublayer + post-sublayer RMSNorm): counted as 'pre' because the sublayer "
+    "input is normalised; the paper's 'post' is Olmo's reordered norm without an input norm"
+)
 
 
-def _result(*, source: str, qk_norm: str, norm: str, norm_placement: str, n_heads: int, n_kv_heads: int,
-            n_layers: int, layer_types: list[str], window: int | None, pretrain_ctx: int, short_ctx: int,
-            notes: list[str], **extra: Any) -> dict[str, Any]:
+def _result(
+    *,
+    source: str,
+    qk_norm: str,
+    norm: str,
+    norm_placement: str,
+    n_heads: int,
+    n_kv_heads: int,
+    n_layers: int,
+    layer_types: list[str],
+    window: int | None,
+    pretrain_ctx: int,
+    short_ctx: int,
+    notes: list[str],
+    **extra: Any,
+) -> dict[str, Any]:
     n_sliding = sum(t == "sliding_attention" for t in layer_types) if window is not None else 0
     swa = n_sliding > 0
-    flags = feature_flags(qk_norm=qk_norm, n_kv_heads=n_kv_heads, n_heads=n_heads, swa=swa, pretrain_ctx=pretrain_ctx,
-                          short_ctx=short_ctx)
+    flags = feature_flags(
+        qk_norm=qk_norm, n_kv_heads=n_kv_heads, n_heads=n_heads, swa=swa, pretrain_ctx=pretrain_ctx, short_ctx=short_ctx
+    )
     gqa, short = bool(flags["gqa"]), bool(flags["short_ctx"])
     out: dict[str, Any] = dict(
         source=source,
@@ -86,9 +105,19 @@ def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "a
         if cfg.rope.original_max_seq_len:
             pretrain_ctx = cfg.rope.original_max_seq_len
     return _result(
-        source=source, family=cfg.family, qk_norm=cfg.qk_norm, norm=cfg.norm, norm_placement=cfg.norm,
-        n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, n_layers=cfg.n_layers, layer_types=cfg.layer_types,
-        window=cfg.window if cfg.swa else None, pretrain_ctx=pretrain_ctx, short_ctx=short_ctx, notes=[],
+        source=source,
+        family=cfg.family,
+        qk_norm=cfg.qk_norm,
+        norm=cfg.norm,
+        norm_placement=cfg.norm,
+        n_heads=cfg.n_heads,
+        n_kv_heads=cfg.n_kv_heads,
+        n_layers=cfg.n_layers,
+        layer_types=cfg.layer_types,
+        window=cfg.window if cfg.swa else None,
+        pretrain_ctx=pretrain_ctx,
+        short_ctx=short_ctx,
+        notes=[],
     )
 
 
@@ -98,8 +127,12 @@ def hf_rope_dicts(hf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``{"full_attention": {...}, "sliding_attention": {...}}``) or ≤ 4 ``rope_theta`` + ``rope_scaling``.
     Returns ``{"*": {...}}`` for one shared setting."""
     params = hf.get("rope_parameters")
-    if isinstance(params, dict) and params and all(isinstance(v, dict) or v is None for v in params.values()) \
-            and set(params) & {"full_attention", "sliding_attention"}:
+    if (
+        isinstance(params, dict)
+        and params
+        and all(isinstance(v, dict) or v is None for v in params.values())
+        and set(params) & {"full_attention", "sliding_attention"}
+    ):
         return {k: dict(v) for k, v in params.items() if isinstance(v, dict)}
     if isinstance(params, dict) and params:
         out = dict(params)
@@ -199,8 +232,11 @@ def check_head_counts(n_heads: int, n_kv_heads: int) -> None:
     if n_heads < 1:
         raise ConfigError("num_attention_heads", f"must be a positive integer, got {n_heads}")
     if not 1 <= n_kv_heads <= n_heads or n_heads % n_kv_heads:
-        raise ConfigError("num_key_value_heads", f"{n_kv_heads} KV heads do not evenly divide "
-                          f"num_attention_heads={n_heads} (each KV head must serve the same number of query heads)")
+        raise ConfigError(
+            "num_key_value_heads",
+            f"{n_kv_heads} KV heads do not evenly divide "
+            f"num_attention_heads={n_heads} (each KV head must serve the same number of query heads)",
+        )
 
 
 def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) -> dict[str, Any]:
@@ -218,10 +254,19 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
     if fam["swa"] == "qwen" and hf.get("sliding_window") is not None and not hf.get("use_sliding_window", False):
         notes.append("sliding_window is set but use_sliding_window is false: no sliding-window layers")
     return _result(
-        source=source, model_type=model_type, qk_norm=fam["qk_norm"], norm=fam["norm"],
-        norm_placement=fam["placement"], n_heads=n_heads, n_kv_heads=n_kv_heads,
-        n_layers=int(hf["num_hidden_layers"]), layer_types=layer_types, window=window,
-        pretrain_ctx=hf_pretrain_ctx(hf, fam["ctx_default"]), short_ctx=short_ctx, notes=notes,
+        source=source,
+        model_type=model_type,
+        qk_norm=fam["qk_norm"],
+        norm=fam["norm"],
+        norm_placement=fam["placement"],
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        n_layers=int(hf["num_hidden_layers"]),
+        layer_types=layer_types,
+        window=window,
+        pretrain_ctx=hf_pretrain_ctx(hf, fam["ctx_default"]),
+        short_ctx=short_ctx,
+        notes=notes,
     )
 
 
@@ -238,7 +283,9 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
     if path.is_dir():
         cfg_path = path / CONFIG_NAME
         if not cfg_path.is_file():
-            raise ConfigError(str(path), f"directory has no {CONFIG_NAME} (neither an archpool checkpoint nor a Hugging Face model)")
+            raise ConfigError(
+                str(path), f"directory has no {CONFIG_NAME} (neither an archpool checkpoint nor a Hugging Face model)"
+            )
         path = cfg_path
     if path.is_file():
         if path.suffix in (".yaml", ".yml"):
@@ -267,4 +314,6 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if short_ctx is None:
             threshold = pool_short_ctx(SIZES[size]["ctx"])
         return features_from_config(ModelConfig.preset(name, size=size), threshold, source=f"preset:{name}:{size}")
-    raise ConfigError("target", f"{target!r} is neither an existing file/directory nor a preset ({', '.join(FAMILIES)}, optionally PRESET:SIZE)")
+    raise ConfigError(
+        "target", f"{target!r} is neither an existing file/directory nor a preset ({', '.join(FAMILIES)}, optionally PRESET:SIZE)"
+    )

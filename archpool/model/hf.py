@@ -17,6 +17,7 @@ full layers only outside Olmo 3) raises ``ConfigError`` naming the feature and t
 Import reads the llama, mistral, ministral, qwen2, qwen3, olmo2 and olmo3 families. transformers
 is imported lazily: it is the optional dependency ``archpool[hf]``.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,19 +51,26 @@ class HFFamily:
     qkv_bias: bool = False  # q/k/v projections always carry biases (Qwen 2)
 
 
-FAMILIES: dict[str, HFFamily] = {f.model_type: f for f in [
-    HFFamily("llama", "LlamaConfig", "LlamaForCausalLM", "pre", "none", "none"),
-    HFFamily("mistral", "MistralConfig", "MistralForCausalLM", "pre", "none", "all"),
-    HFFamily("ministral", "MinistralConfig", "MinistralForCausalLM", "pre", "none", "layer_types"),
-    HFFamily("qwen2", "Qwen2Config", "Qwen2ForCausalLM", "pre", "none", "layer_types", qkv_bias=True),
-    HFFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", "pre", "headwise", "layer_types"),
-    HFFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", "post", "layerwise", "none"),
-    HFFamily("olmo3", "Olmo3Config", "Olmo3ForCausalLM", "post", "layerwise", "layer_types", per_type_rope=True),
-]}
+FAMILIES: dict[str, HFFamily] = {
+    f.model_type: f
+    for f in [
+        HFFamily("llama", "LlamaConfig", "LlamaForCausalLM", "pre", "none", "none"),
+        HFFamily("mistral", "MistralConfig", "MistralForCausalLM", "pre", "none", "all"),
+        HFFamily("ministral", "MinistralConfig", "MinistralForCausalLM", "pre", "none", "layer_types"),
+        HFFamily("qwen2", "Qwen2Config", "Qwen2ForCausalLM", "pre", "none", "layer_types", qkv_bias=True),
+        HFFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", "pre", "headwise", "layer_types"),
+        HFFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", "post", "layerwise", "none"),
+        HFFamily("olmo3", "Olmo3Config", "Olmo3ForCausalLM", "post", "layerwise", "layer_types", per_type_rope=True),
+    ]
+}
 IMPORTABLE = tuple(FAMILIES)
 
 # Our parameter names -> transformers'. ``{i}`` is the layer index.
-GLOBAL_NAMES = {"embed.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight", "lm_head.weight": "lm_head.weight"}
+GLOBAL_NAMES = {
+    "embed.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "lm_head.weight": "lm_head.weight",
+}
 LAYER_NAMES = {
     "attn.q_proj.weight": "self_attn.q_proj.weight",
     "attn.k_proj.weight": "self_attn.k_proj.weight",
@@ -81,7 +89,7 @@ NORM_NAMES = {
 }
 
 
-def name_map(cfg: "ModelConfig") -> dict[str, str]:
+def name_map(cfg: ModelConfig) -> dict[str, str]:
     """Every parameter of our model for ``cfg`` -> its name in the matching transformers model."""
     per_layer = dict(LAYER_NAMES, **NORM_NAMES[cfg.norm])
     if cfg.qk_norm != "none":
@@ -93,7 +101,7 @@ def name_map(cfg: "ModelConfig") -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- export
-def hf_family_for(cfg: "ModelConfig") -> HFFamily:
+def hf_family_for(cfg: ModelConfig) -> HFFamily:
     """The transformers family that computes exactly ``cfg``'s function, or a ConfigError naming why none does."""
     swa = cfg.swa
     if cfg.norm == "pre" and cfg.qk_norm == "none":
@@ -108,23 +116,35 @@ def hf_family_for(cfg: "ModelConfig") -> HFFamily:
     elif cfg.norm == "post" and cfg.qk_norm == "layerwise":
         family = FAMILIES["olmo3"] if swa else FAMILIES["olmo2"]
     elif cfg.norm == "pre" and cfg.qk_norm == "layerwise":
-        raise ConfigError("qk_norm", "pre-norm with layerwise QK-norm has no native transformers class; nearest: "
-                          "Qwen3ForCausalLM (pre-norm, headwise QK-norm) or Olmo2ForCausalLM (layerwise, post-norm)")
+        raise ConfigError(
+            "qk_norm",
+            "pre-norm with layerwise QK-norm has no native transformers class; nearest: "
+            "Qwen3ForCausalLM (pre-norm, headwise QK-norm) or Olmo2ForCausalLM (layerwise, post-norm)",
+        )
     elif cfg.norm == "post" and cfg.qk_norm == "headwise":
-        raise ConfigError("qk_norm", "post-norm with headwise QK-norm has no native transformers class; nearest: "
-                          "Olmo2ForCausalLM / Olmo3ForCausalLM (post-norm, layerwise QK-norm) or Qwen3ForCausalLM (pre-norm, headwise)")
+        raise ConfigError(
+            "qk_norm",
+            "post-norm with headwise QK-norm has no native transformers class; nearest: "
+            "Olmo2ForCausalLM / Olmo3ForCausalLM (post-norm, layerwise QK-norm) or Qwen3ForCausalLM (pre-norm, headwise)",
+        )
     else:
-        raise ConfigError("norm", "post-norm without QK-norm has no native transformers class; nearest: "
-                          "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)")
+        raise ConfigError(
+            "norm",
+            "post-norm without QK-norm has no native transformers class; nearest: "
+            "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)",
+        )
     rope = cfg.rope
     local_theta = rope.full_layers_only and rope.sliding_theta is not None and rope.sliding_theta != rope.theta
     if swa and rope.full_layers_only and (rope.type != "default" or local_theta) and not family.per_type_rope:
-        raise ConfigError("rope.full_layers_only", f"RoPE scaling on full-attention layers only needs per-layer-type "
-                          f"rope_parameters, which {family.model_class} lacks; nearest: Olmo3ForCausalLM (post-norm, layerwise QK-norm)")
+        raise ConfigError(
+            "rope.full_layers_only",
+            f"RoPE scaling on full-attention layers only needs per-layer-type "
+            f"rope_parameters, which {family.model_class} lacks; nearest: Olmo3ForCausalLM (post-norm, layerwise QK-norm)",
+        )
     return family
 
 
-def hf_rope_parameters(rope: "RopeConfig", head_dim: int) -> dict[str, Any]:
+def hf_rope_parameters(rope: RopeConfig, head_dim: int) -> dict[str, Any]:
     """transformers' ``rope_parameters`` that reproduce our frequencies (NTK becomes a raised theta)."""
     if rope.type == "default":
         return {"rope_type": "default", "rope_theta": float(rope.theta)}
@@ -134,15 +154,18 @@ def hf_rope_parameters(rope: "RopeConfig", head_dim: int) -> dict[str, Any]:
         return {"rope_type": "linear", "rope_theta": float(rope.theta), "factor": float(rope.factor)}
     if rope.type == "yarn":
         return {
-            "rope_type": "yarn", "rope_theta": float(rope.theta), "factor": float(rope.factor),
+            "rope_type": "yarn",
+            "rope_theta": float(rope.theta),
+            "factor": float(rope.factor),
             "original_max_position_embeddings": int(rope.original_max_seq_len),
-            "beta_fast": float(rope.beta_fast), "beta_slow": float(rope.beta_slow),
+            "beta_fast": float(rope.beta_fast),
+            "beta_slow": float(rope.beta_slow),
             "attention_factor": float(rope.yarn_attention_factor()),
         }
     raise ConfigError("rope.type", f"cannot export RoPE type {rope.type!r}")
 
 
-def to_hf_config(cfg: "ModelConfig", special_ids: dict[str, int] | None = None) -> "PreTrainedConfig":
+def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) -> PreTrainedConfig:
     """The transformers config of the native class for ``cfg`` (see ``hf_family_for``); ``special_ids`` maps
     bos / eos / pad to the tokenizer's ids. ``max_position_embeddings`` is the model's (extended) length."""
     import transformers
@@ -151,10 +174,18 @@ def to_hf_config(cfg: "ModelConfig", special_ids: dict[str, int] | None = None) 
     rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
     layer_types = cfg.layer_types
     kwargs: dict[str, Any] = dict(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.mlp_width,
-        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
-        head_dim=cfg.head_dim, max_position_embeddings=cfg.max_seq_len, rms_norm_eps=cfg.norm_eps,
-        tie_word_embeddings=cfg.tie_embeddings, initializer_range=cfg.init_std, hidden_act="silu",
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.mlp_width,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_seq_len,
+        rms_norm_eps=cfg.norm_eps,
+        tie_word_embeddings=cfg.tie_embeddings,
+        initializer_range=cfg.init_std,
+        hidden_act="silu",
         architectures=[family.model_class],
         **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
     )
@@ -182,8 +213,9 @@ class TokenizerNotFoundError(CheckpointError):
     """An export whose tokenizer cannot be found: an HF directory without one is unusable, so we refuse."""
 
 
-def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, tokenizer: Any = None,
-              require_tokenizer: bool | None = None) -> Path:
+def export_hf(
+    model_or_checkpoint: Decoder | str | Path, out_dir: str | Path, tokenizer: Any = None, require_tokenizer: bool | None = None
+) -> Path:
     """Write a directory ``AutoModelForCausalLM.from_pretrained`` + ``AutoTokenizer`` load with the native
     class: config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
     special_tokens_map.json, with BOS/EOS/PAD declared in all of them.
@@ -212,9 +244,11 @@ def export_hf(model_or_checkpoint: "Decoder | str | Path", out_dir: str | Path, 
         tokenizer = _find_tokenizer(source_dir)
     if tokenizer is None and require_tokenizer:
         looked = f" (looked in {source_dir} and {source_dir.parent})" if source_dir is not None else ""
-        raise TokenizerNotFoundError(f"export: no tokenizer.json for the model{looked}; an export without its "
-                                     "tokenizer is unusable by HF clients: pass --tokenizer / tokenizer=, or export "
-                                     "the run directory (archpool export-hf RUN_DIR OUT finds the run's data store)")
+        raise TokenizerNotFoundError(
+            f"export: no tokenizer.json for the model{looked}; an export without its "
+            "tokenizer is unusable by HF clients: pass --tokenizer / tokenizer=, or export "
+            "the run directory (archpool export-hf RUN_DIR OUT finds the run's data store)"
+        )
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     special = special_tokens(tok) if tok is not None else {}
     cfg = model.cfg
@@ -288,8 +322,13 @@ def export_tokenizer(tokenizer: Any, out_dir: str | Path, model_max_length: int 
     atomic_write_text(out_dir / "tokenizer.json", tok._json)
     special = special_tokens(tok)
     names = {f"{k}_token": v[0] for k, v in special.items()}
-    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", **names,
-                              "add_bos_token": False, "add_eos_token": False, "clean_up_tokenization_spaces": False}
+    config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **names,
+        "add_bos_token": False,
+        "add_eos_token": False,
+        "clean_up_tokenization_spaces": False,
+    }
     if model_max_length:
         config["model_max_length"] = int(model_max_length)
     atomic_write_json(out_dir / "tokenizer_config.json", config)
@@ -297,7 +336,7 @@ def export_tokenizer(tokenizer: Any, out_dir: str | Path, model_max_length: int 
 
 
 # ---------------------------------------------------------------------------------------------- import
-def _rope_from_hf(params: dict[str, Any], where: str) -> "RopeConfig":
+def _rope_from_hf(params: dict[str, Any], where: str) -> RopeConfig:
     from archpool.model.config import RopeConfig
 
     rope_type = params.get("rope_type", params.get("type", "default"))
@@ -315,17 +354,23 @@ def _rope_from_hf(params: dict[str, Any], where: str) -> "RopeConfig":
         attention_factor = params.get("attention_factor")
         mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
         if attention_factor is None and mscale and mscale_all:  # transformers' DeepSeek-style rule
-            get = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0  # noqa: E731
+            get = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
             attention_factor = get(factor, mscale) / get(factor, mscale_all)
         return RopeConfig(
-            theta=theta, type="yarn", factor=factor, original_max_seq_len=int(params["original_max_position_embeddings"]),
-            beta_fast=float(params.get("beta_fast") or 32.0), beta_slow=float(params.get("beta_slow") or 1.0),
+            theta=theta,
+            type="yarn",
+            factor=factor,
+            original_max_seq_len=int(params["original_max_position_embeddings"]),
+            beta_fast=float(params.get("beta_fast") or 32.0),
+            beta_slow=float(params.get("beta_slow") or 1.0),
             attention_factor=None if attention_factor is None else float(attention_factor),
         )
-    raise ConfigError(f"{where}.rope_type", f"RoPE type {rope_type!r} is not supported by archpool (supported: default, linear, yarn)")
+    raise ConfigError(
+        f"{where}.rope_type", f"RoPE type {rope_type!r} is not supported by archpool (supported: default, linear, yarn)"
+    )
 
 
-def _rope_from_hf_config(hf_config: "PreTrainedConfig", layer_types: list[str]) -> "RopeConfig":
+def _rope_from_hf_config(hf_config: PreTrainedConfig, layer_types: list[str]) -> RopeConfig:
     params = dict(getattr(hf_config, "rope_parameters", None) or {})
     if not params:
         return _rope_from_hf({"rope_theta": getattr(hf_config, "rope_theta", 10_000.0)}, "rope_parameters")
@@ -342,12 +387,15 @@ def _rope_from_hf_config(hf_config: "PreTrainedConfig", layer_types: list[str]) 
     if sliding.type == "default" and full.type == "default":  # theta raised on full layers only (Olmo 3 ABF)
         full.full_layers_only, full.sliding_theta = True, sliding.theta
         return full
-    raise ConfigError("rope_parameters", f"per-layer-type RoPE {params} is not expressible in archpool "
-                      "(only: the same for every layer, scaled on full-attention layers with plain RoPE at the same theta "
-                      "on sliding ones, or plain RoPE with a different theta per layer type)")
+    raise ConfigError(
+        "rope_parameters",
+        f"per-layer-type RoPE {params} is not expressible in archpool "
+        "(only: the same for every layer, scaled on full-attention layers with plain RoPE at the same theta "
+        "on sliding ones, or plain RoPE with a different theta per layer type)",
+    )
 
 
-def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
+def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
     """Our ModelConfig for a transformers config of an importable family (or a ConfigError saying why not)."""
     from archpool.model.config import ModelConfig
 
@@ -372,18 +420,26 @@ def hf_config_to_archpool(hf_config: "PreTrainedConfig") -> "ModelConfig":
     has_swa = "sliding_attention" in layer_types
     d_model, n_heads = int(hf_config.hidden_size), int(hf_config.num_attention_heads)
     return ModelConfig(
-        vocab_size=int(hf_config.vocab_size), d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+        vocab_size=int(hf_config.vocab_size),
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
         n_kv_heads=int(getattr(hf_config, "num_key_value_heads", None) or n_heads),
         head_dim=int(getattr(hf_config, "head_dim", None) or d_model // n_heads),
-        d_ff=int(hf_config.intermediate_size), norm_eps=float(hf_config.rms_norm_eps),
+        d_ff=int(hf_config.intermediate_size),
+        norm_eps=float(hf_config.rms_norm_eps),
         tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
-        max_seq_len=int(hf_config.max_position_embeddings), norm=family.norm, qk_norm=family.qk_norm,
-        window=int(window) if has_swa else None, swa_pattern=swa_pattern_name(layer_types),
-        rope=_rope_from_hf_config(hf_config, layer_types), init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
+        max_seq_len=int(hf_config.max_position_embeddings),
+        norm=family.norm,
+        qk_norm=family.qk_norm,
+        window=int(window) if has_swa else None,
+        swa_pattern=swa_pattern_name(layer_types),
+        rope=_rope_from_hf_config(hf_config, layer_types),
+        init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
     )
 
 
-def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.Tensor"], where: str = "import") -> "Decoder":
+def hf_state_to_archpool(hf_config: PreTrainedConfig, state: dict[str, torch.Tensor], where: str = "import") -> Decoder:
     """Our Decoder holding a transformers state dict. Biases must be zero (our projections have none).
     ``where`` (the weights file) starts the error when tensors are missing or shaped unlike the config."""
     from archpool.model.checkpoint import check_state
@@ -397,15 +453,20 @@ def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.
             mapped[theirs_to_ours[name]] = tensor
         elif name.endswith(".bias"):
             if bool(tensor.detach().abs().max() > 0):
-                raise ConfigError(name, f"non-zero bias: archpool's projections have no biases, so importing "
-                                  f"{hf_config.model_type} would change the model; refusing")
+                raise ConfigError(
+                    name,
+                    f"non-zero bias: archpool's projections have no biases, so importing "
+                    f"{hf_config.model_type} would change the model; refusing",
+                )
         elif "rotary_emb" in name:
             continue
         else:
             unexpected.append(name)
     if unexpected:
-        raise CheckpointError(f"{where}: {len(unexpected)} weights have no archpool name (e.g. {unexpected[:4]}); "
-                              f"the {hf_config.model_type} checkpoint is not the architecture its config describes")
+        raise CheckpointError(
+            f"{where}: {len(unexpected)} weights have no archpool name (e.g. {unexpected[:4]}); "
+            f"the {hf_config.model_type} checkpoint is not the architecture its config describes"
+        )
     if cfg.tie_embeddings:
         mapped.pop("lm_head.weight", None)
     model = Decoder(cfg)
@@ -414,7 +475,7 @@ def hf_state_to_archpool(hf_config: "PreTrainedConfig", state: dict[str, "torch.
     return model
 
 
-def hf_model_to_archpool(hf_model: "PreTrainedModel") -> "Decoder":
+def hf_model_to_archpool(hf_model: PreTrainedModel) -> Decoder:
     """Our Decoder computing the same logits as an in-memory transformers causal LM."""
     return hf_state_to_archpool(hf_model.config, hf_model.state_dict())
 
@@ -435,8 +496,10 @@ def read_hf_config(hf_dir: str | Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise CheckpointError(f"{config_path}: not a config (a JSON object expected, got {type(raw).__name__})")
     if raw.get("auto_map") or raw.get("trust_remote_code"):
-        raise ConfigError("auto_map", f"{config_path}: a custom-code model (needs trust_remote_code); "
-                          "archpool never runs a model repository's own code")
+        raise ConfigError(
+            "auto_map",
+            f"{config_path}: a custom-code model (needs trust_remote_code); archpool never runs a model repository's own code",
+        )
     return raw
 
 
@@ -452,8 +515,10 @@ def weight_files(hf_dir: str | Path) -> list[Path]:
         return _index_shards(index)
     pickles = sorted(p for p in hf_dir.iterdir() if p.suffix in PICKLE_SUFFIXES and p.is_file())
     if pickles:
-        raise CheckpointError(f"{pickles[0]}: pickle-format weights are refused (unpickling can run arbitrary code); "
-                              "convert them to model.safetensors")
+        raise CheckpointError(
+            f"{pickles[0]}: pickle-format weights are refused (unpickling can run arbitrary code); "
+            "convert them to model.safetensors"
+        )
     raise CheckpointError(f"{hf_dir}: no weights (model.safetensors or {INDEX_NAME})")
 
 
@@ -489,7 +554,7 @@ def weights_sha256(hf_dir: str | Path, files: list[Path]) -> str:
     return hashes[files[0].name] if len(files) == 1 else sha256_json(hashes)
 
 
-def _read_safetensors(files: list[Path]) -> dict[str, "torch.Tensor"]:
+def _read_safetensors(files: list[Path]) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     state: dict[str, Any] = {}
@@ -501,7 +566,7 @@ def _read_safetensors(files: list[Path]) -> dict[str, "torch.Tensor"]:
     return state
 
 
-def import_hf(hf_dir: str | Path) -> "Decoder":
+def import_hf(hf_dir: str | Path) -> Decoder:
     """Our Decoder from a transformers model directory (config.json + safetensors), no network. Every
     refusal is a CheckpointError / ConfigError naming the file or field: bad JSON, custom code, an
     unimportable family, head counts, missing / pickle / truncated weights, shapes that do not match."""
@@ -523,8 +588,10 @@ def import_hf(hf_dir: str | Path) -> "Decoder":
     try:
         from archpool.model.features import check_head_counts
 
-        check_head_counts(int(hf_config.num_attention_heads),
-                          int(getattr(hf_config, "num_key_value_heads", None) or hf_config.num_attention_heads))
+        check_head_counts(
+            int(hf_config.num_attention_heads),
+            int(getattr(hf_config, "num_key_value_heads", None) or hf_config.num_attention_heads),
+        )
         hf_config_to_archpool(hf_config)
     except ConfigError as e:
         raise ConfigError(str(config_path), str(e)) from None

@@ -4,6 +4,7 @@ Two pool members that differ in one axis therefore start from bit-identical weig
 parameter's name and shape agree, and only the parameters the axis changes (QK-norm weights, K/V
 projections under GQA, a widened MLP) are drawn afresh — the paper's "reused where possible".
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -8,6 +8,7 @@ back through the head. Backward only scales those stored gradients. On a CPU thi
 log-softmax backward, the zero-filled NLL gradient and the page faults of a fresh logits-sized tensor
 per step (bench/results/train.md); on a GPU it removes the logits' memory.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,7 +43,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=acc, device=hidden.device)
         buf = torch.empty(chunk_rows, vocab, dtype=acc, device=hidden.device)
         for start in range(0, n, chunk_rows):
-            hc, tc = h[start:start + chunk_rows], targets[start:start + chunk_rows]
+            hc, tc = h[start : start + chunk_rows], targets[start : start + chunk_rows]
             z = buf[: hc.shape[0]]
             if direct:
                 torch.mm(hc, w.t(), out=z)
@@ -61,7 +62,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             z.mul_(valid[:, None] / row_sum)  # softmax (0 on ignored rows)
             z.scatter_add_(1, idx, -valid[:, None].to(z.dtype))  # minus one-hot
             g = z if direct else z.to(dtype)
-            grad_h[start:start + chunk_rows] = g @ w
+            grad_h[start : start + chunk_rows] = g @ w
             if direct:
                 grad_w.addmm_(g.t(), hc)
             else:
@@ -76,8 +77,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return grad_h * grad_out.to(grad_h.dtype), grad_w * grad_out.to(grad_w.dtype), None, None, None, None
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
-                         chunk_rows: int | None = None) -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, chunk_rows: int | None = None
+) -> torch.Tensor:
     """Summed next-token cross-entropy (a float32 or float64 scalar) of ``hidden`` (…, d) under the head ``weight``
     (V, d) against ``targets`` (…); targets equal to -100 are ignored. ``chunk_rows`` overrides
     ``default_chunk_rows``."""

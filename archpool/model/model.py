@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -80,7 +80,7 @@ class Attention(nn.Module):
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor | None,
-        cache: "KVCache | None" = None,
+        cache: KVCache | None = None,
         return_probs: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, _ = x.shape

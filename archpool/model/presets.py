@@ -5,6 +5,7 @@ pretraining context is the size's ``ctx``; families pretrained at 4K in the pape
 the sliding window is half the long context; GQA keeps 1 KV head per 4 query heads; MLP widths keep
 each family's ratio to the MHA width (14336 / 11008 for the Llama 3 replica, 12288 / 11008 for Qwen 3).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,10 +26,26 @@ SIZES: dict[str, dict[str, Any]] = {
 # family -> axes. ``short_ctx``: pretrained at half the long context; ``gqa``: 1 KV head per 4 heads.
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama2": dict(norm="pre", qk_norm="none", gqa=False, swa=False, short_ctx=True, theta=10_000.0, ff_ratio=1.0, eps=1e-5),
-    "llama3": dict(norm="pre", qk_norm="none", gqa=True, swa=False, short_ctx=False, theta=500_000.0, ff_ratio=14336 / 11008, eps=1e-5),
-    "qwen3": dict(norm="pre", qk_norm="headwise", gqa=True, swa=False, short_ctx=False, theta=500_000.0, ff_ratio=12288 / 11008, eps=1e-6, layers_ratio=36 / 32),
-    "olmo2": dict(norm="post", qk_norm="layerwise", gqa=False, swa=False, short_ctx=True, theta=500_000.0, ff_ratio=1.0, eps=1e-6),
-    "olmo3": dict(norm="post", qk_norm="layerwise", gqa=False, swa=True, short_ctx=False, theta=500_000.0, ff_ratio=1.0, eps=1e-6),
+    "llama3": dict(
+        norm="pre", qk_norm="none", gqa=True, swa=False, short_ctx=False, theta=500_000.0, ff_ratio=14336 / 11008, eps=1e-5
+    ),
+    "qwen3": dict(
+        norm="pre",
+        qk_norm="headwise",
+        gqa=True,
+        swa=False,
+        short_ctx=False,
+        theta=500_000.0,
+        ff_ratio=12288 / 11008,
+        eps=1e-6,
+        layers_ratio=36 / 32,
+    ),
+    "olmo2": dict(
+        norm="post", qk_norm="layerwise", gqa=False, swa=False, short_ctx=True, theta=500_000.0, ff_ratio=1.0, eps=1e-6
+    ),
+    "olmo3": dict(
+        norm="post", qk_norm="layerwise", gqa=False, swa=True, short_ctx=False, theta=500_000.0, ff_ratio=1.0, eps=1e-6
+    ),
 }
 
 
@@ -69,4 +86,3 @@ def preset_names() -> list[str]:
 
 def size_names() -> list[str]:
     return list(SIZES)
-

@@ -3,6 +3,7 @@
 Frequencies follow transformers' ``modeling_rope_utils`` conventions (``rotate_half`` layout, YaRN's
 attention factor applied to cos and sin), so exported models match transformers exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,9 @@ def _yarn_frequencies(rope: RopeConfig, dim: int, exponents: torch.Tensor) -> tu
     return inv_freq, rope.yarn_attention_factor()
 
 
-def rope_cos_sin(inv_freq: torch.Tensor, scale: float, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    inv_freq: torch.Tensor, scale: float, positions: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of shape (T, head_dim) for integer ``positions`` of shape (T,)."""
     freqs = positions.to(torch.float32)[:, None] * inv_freq.to(positions.device)[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)

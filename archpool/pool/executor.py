@@ -4,14 +4,16 @@ Both call ``archpool.pool.job.run_job(out, run)``, which never raises: it record
 outcome in ``runs/<run>/status.json``. A worker that dies outright (killed, out of memory) is
 detected by the executor and recorded as a failure of that run only.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def split_threads(jobs: int, cores: int | None = None) -> int:

@@ -8,6 +8,7 @@ without it is an interrupted attempt that the stage function resumes in place (t
 restarts from its last checkpoint). A per-stage ``flock`` keeps two workers off the same stage and
 is released by the kernel when a worker is killed.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -15,10 +16,11 @@ import json
 import os
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from archpool.io import atomic_write_json, sha256_json
 from archpool.runtime import process_rank
@@ -177,7 +179,9 @@ def execute_node(
         try:
             result = fn(ctx) or {}
         except BaseException as e:
-            log_event(out, kind="error", node=node.id, stage=node.stage, key=node.key, run=label, error=f"{type(e).__name__}: {e}")
+            log_event(
+                out, kind="error", node=node.id, stage=node.stage, key=node.key, run=label, error=f"{type(e).__name__}: {e}"
+            )
             raise
         seconds = round(time.time() - t0, 3)
         atomic_write_json(d / DONE, dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, result=result))
@@ -197,9 +201,16 @@ def _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, l
     while not all(is_done(out, dn) for dn in deps.values()):  # rank 0 writes its inputs' markers
         time.sleep(0.5)
     if node.stage in DISTRIBUTED_STAGES and not (d / DONE).is_file():
-        ctx = StageContext(out_dir=d, config=node.config, inputs={n: node_dir(out, dn) for n, dn in deps.items()},
-                           input_results={n: read_result(out, dn) for n, dn in deps.items()}, run=run, pool=pool,
-                           threads=threads, log=log)
+        ctx = StageContext(
+            out_dir=d,
+            config=node.config,
+            inputs={n: node_dir(out, dn) for n, dn in deps.items()},
+            input_results={n: read_result(out, dn) for n, dn in deps.items()},
+            run=run,
+            pool=pool,
+            threads=threads,
+            log=log,
+        )
         return fn(ctx) or {}
     while not (d / DONE).is_file():
         time.sleep(1.0)

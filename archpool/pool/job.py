@@ -3,6 +3,7 @@
 ``run_job`` never raises: the run's outcome goes to ``runs/<run>/status.json``, so one failed run
 never takes the pool down.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
     run_dir = out / "runs" / run
     run_dir.mkdir(parents=True, exist_ok=True)
     rank = process_rank()  # under torchrun only rank 0 keeps the books
-    log_file = open(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), "a", buffering=1)
+    log_file = open(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), "a", buffering=1)  # noqa: SIM115 - closed on both exits
 
     def record(status: dict[str, Any]) -> None:
         if rank == 0:
@@ -83,11 +84,26 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
             current = node
             if node.run is not None and not is_done(out, node):
                 record(dict(state="running", stage=node.stage, node=node.id, since=t0))
-            execute_node(out, node, by_id, stage_function(pool.backend, node.stage), pool.to_dict(), spec.to_dict(),
-                         threads, log, label=run)
+            execute_node(
+                out,
+                node,
+                by_id,
+                stage_function(pool.backend, node.stage),
+                pool.to_dict(),
+                spec.to_dict(),
+                threads,
+                log,
+                label=run,
+            )
     except BaseException as e:  # isolate: record it, let the other runs go on
-        status = dict(state="failed", stage=current.stage if current else None, node=current.id if current else None,
-                      error=f"{type(e).__name__}: {e}", traceback=format_exception(e), seconds=round(time.time() - t0, 2))
+        status = dict(
+            state="failed",
+            stage=current.stage if current else None,
+            node=current.id if current else None,
+            error=f"{type(e).__name__}: {e}",
+            traceback=format_exception(e),
+            seconds=round(time.time() - t0, 2),
+        )
         log(f"FAILED in {status['node']}: {status['error']}\n{status['traceback']}")
         record(status)
         if rank == 0:

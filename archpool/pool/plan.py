@@ -15,14 +15,15 @@ target before paying for extension?" (their columns carry the ``base_`` prefix).
 ``data`` is shared by the pool. The pool-level tail (``results.csv`` → analysis → report) is
 rebuilt from whatever finished, so a failed run shows up in it instead of blocking it.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
 
-from archpool.io import atomic_write_json
 from archpool.columns import affixes
+from archpool.io import atomic_write_json
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.sections import extension_length
 from archpool.pool.spec import PoolSpec, RunSpec
@@ -76,43 +77,74 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
         nodes.append(pre)
         evaluate = pool.eval.get("enabled", True)
         if evaluate and pool.eval.get("base", True):
-            nodes.append(Node(
-                id=f"eval:{run.name}:base", stage="eval",
-                config=dict(eval=pool.eval, phase="base", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
-                deps={"model": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.05 * pre_cost),
-            ))
+            nodes.append(
+                Node(
+                    id=f"eval:{run.name}:base",
+                    stage="eval",
+                    config=dict(eval=pool.eval, phase="base", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                    deps={"model": pre.id, "data": "data"},
+                    run=run.name,
+                    cost=max(0.1, 0.05 * pre_cost),
+                )
+            )
         if evaluate and pool.eval.get("base", True) and pool.attention.get("enabled", True) and pool.extension:
-            nodes.append(Node(
-                id=f"attention:{run.name}:base", stage="attention",
-                config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx,
-                            analysis_len=extension_length(pool.extension[0], pool.long_ctx)),
-                deps={"model": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.03 * pre_cost),
-            ))
+            nodes.append(
+                Node(
+                    id=f"attention:{run.name}:base",
+                    stage="attention",
+                    config=dict(
+                        attention=pool.attention,
+                        seq_len=run.pretrain_ctx,
+                        long_ctx=pool.long_ctx,
+                        analysis_len=extension_length(pool.extension[0], pool.long_ctx),
+                    ),
+                    deps={"model": pre.id, "data": "data"},
+                    run=run.name,
+                    cost=max(0.1, 0.03 * pre_cost),
+                )
+            )
         for milestone in [*pool.milestones, 1.0]:
             for r_i, recipe in enumerate(pool.extension):
                 primary = milestone == 1.0 and r_i == 0
                 tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe['name']}"
                 ext = Node(
-                    id=f"extend:{tag}", stage="extend",
-                    config=dict(recipe=recipe, milestone=milestone, seed=run.seed, long_ctx=pool.long_ctx,
-                                pretrain_ctx=run.pretrain_ctx),
-                    deps={"model": pre.id, "data": "data"}, run=run.name,
+                    id=f"extend:{tag}",
+                    stage="extend",
+                    config=dict(
+                        recipe=recipe, milestone=milestone, seed=run.seed, long_ctx=pool.long_ctx, pretrain_ctx=run.pretrain_ctx
+                    ),
+                    deps={"model": pre.id, "data": "data"},
+                    run=run.name,
                     cost=_extension_tokens(recipe, pool.train) / _EXTEND_RATE,
                 )
                 nodes.append(ext)
                 if evaluate:
-                    nodes.append(Node(
-                        id=f"eval:{tag}", stage="eval",
-                        config=dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
-                        deps={"model": ext.id, "base": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.1 * pre_cost),
-                    ))
+                    nodes.append(
+                        Node(
+                            id=f"eval:{tag}",
+                            stage="eval",
+                            config=dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                            deps={"model": ext.id, "base": pre.id, "data": "data"},
+                            run=run.name,
+                            cost=max(0.1, 0.1 * pre_cost),
+                        )
+                    )
                 if primary and pool.attention.get("enabled", True):
-                    nodes.append(Node(
-                        id=f"attention:{tag}", stage="attention",
-                        config=dict(attention=pool.attention, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx,
-                                    analysis_len=extension_length(recipe, pool.long_ctx)),
-                        deps={"model": ext.id, "base": pre.id, "data": "data"}, run=run.name, cost=max(0.1, 0.03 * pre_cost),
-                    ))
+                    nodes.append(
+                        Node(
+                            id=f"attention:{tag}",
+                            stage="attention",
+                            config=dict(
+                                attention=pool.attention,
+                                seq_len=run.pretrain_ctx,
+                                long_ctx=pool.long_ctx,
+                                analysis_len=extension_length(recipe, pool.long_ctx),
+                            ),
+                            deps={"model": ext.id, "base": pre.id, "data": "data"},
+                            run=run.name,
+                            cost=max(0.1, 0.03 * pre_cost),
+                        )
+                    )
     assign_keys(nodes)
     return nodes
 

@@ -1,5 +1,6 @@
 """The pool's progress bar: expected cost of the stages still to do, with the ETA. It reads the event
 log the workers append to, so it works for local and SLURM executors alike."""
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,16 @@ class Progress:
             total = sum(self.cost.values())
             initial = sum(self.cost[k] for k in self.complete)
             tty = sys.stderr.isatty()
-            self.bar = tqdm(total=round(total, 1), initial=round(initial, 1), unit="cost", desc="pool", file=sys.stderr,
-                            mininterval=0.5 if tty else 30.0,
-                            bar_format="{desc} {percentage:3.0f}%|{bar:24}| {elapsed}<{remaining} {postfix}",
-                            dynamic_ncols=True)
+            self.bar = tqdm(
+                total=round(total, 1),
+                initial=round(initial, 1),
+                unit="cost",
+                desc="pool",
+                file=sys.stderr,
+                mininterval=0.5 if tty else 30.0,
+                bar_format="{desc} {percentage:3.0f}%|{bar:24}| {elapsed}<{remaining} {postfix}",
+                dynamic_ncols=True,
+            )
 
     def poll(self) -> None:
         path = self.out / "events.jsonl"

@@ -3,6 +3,7 @@
 Design columns come from the run's spec and the study's definitions (:mod:`archpool.study`); metric
 columns are the stages' metrics under the names of :mod:`archpool.columns`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,27 @@ from archpool.pool.plan import read_plan, result_columns
 from archpool.pool.spec import PoolSpec
 
 RESULTS = "results.csv"
-DESIGN_COLUMNS = ["run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8",
-                  "window", "d_ff", "n_layers", "d_model", "short_ctx", "feature_count", "state", "error"]
+DESIGN_COLUMNS = [
+    "run",
+    "arch",
+    "swa",
+    "qk_norm",
+    "norm",
+    "n_kv_heads",
+    "n_heads",
+    "pretrain_ctx",
+    "seed",
+    "init",
+    "fp8",
+    "window",
+    "d_ff",
+    "n_layers",
+    "d_model",
+    "short_ctx",
+    "feature_count",
+    "state",
+    "error",
+]
 
 
 def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[str, Any]:

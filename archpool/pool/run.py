@@ -11,6 +11,7 @@ Layout of a pool directory (``out/<pool>`` by default)::
     results.csv             one row per run: design columns, state, metrics (analysis contract)
     report/                 report.md, and the analysis report (report.html, figures, analysis.json)
 """
+
 from __future__ import annotations
 
 import os
@@ -72,7 +73,9 @@ def run_pool(
     report_path = finalize(out, pool, nodes)
     failed = [r for r in selected if read_status(out, r).get("state") != "done"]
     minutes = (time.time() - t0) / 60
-    print(f"pool {pool.name}: {len(selected) - len(failed)}/{len(selected)} runs done in {minutes:.1f} min; results: {out / RESULTS}")
+    print(
+        f"pool {pool.name}: {len(selected) - len(failed)}/{len(selected)} runs done in {minutes:.1f} min; results: {out / RESULTS}"
+    )
     for r in failed:
         print(f"  FAILED {r}: {read_status(out, r).get('error', '?')}  (log: {out / 'runs' / r / 'log.txt'})")
     if report_path:
@@ -81,20 +84,31 @@ def run_pool(
     return 1 if failed or report_path is None else 0
 
 
-def _run_shared_nodes(out: Path, pool: PoolSpec, nodes: list[Node], chosen: list[Node], selected: list[str],
-                      threads: int, bar: Progress) -> bool:
+def _run_shared_nodes(
+    out: Path, pool: PoolSpec, nodes: list[Node], chosen: list[Node], selected: list[str], threads: int, bar: Progress
+) -> bool:
     """The pool-level inputs (the data) first, once, here: every run needs them. On failure every
     selected run is marked failed with the shared stage's error; returns whether all succeeded."""
     by_id = {n.id: n for n in nodes}
     for node in [n for n in chosen if n.run is None]:
         try:
-            execute_node(out, node, by_id, stage_function(pool.backend, node.stage), pool.to_dict(), None, threads,
-                         lambda m: None, label="pool")
+            execute_node(
+                out,
+                node,
+                by_id,
+                stage_function(pool.backend, node.stage),
+                pool.to_dict(),
+                None,
+                threads,
+                lambda m: None,
+                label="pool",
+            )
         except Exception as e:
             error = f"stage {node.id} failed: {type(e).__name__}: {e}"
             for r in selected:
-                write_status(out, r, dict(state="failed", stage=node.stage, node=node.id, error=error,
-                                          traceback=format_exception(e)))
+                write_status(
+                    out, r, dict(state="failed", stage=node.stage, node=node.id, error=error, traceback=format_exception(e))
+                )
             return False
         bar.poll()
     return True
@@ -115,9 +129,15 @@ def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, A
 
 def report_settings(pool: PoolSpec) -> PoolReport:
     opts = pool.report
-    return PoolReport(name=pool.name, size=pool.size, description=pool.description, target=opts.get("target"),
-                      short_ctx=pool.short_ctx, covariates=tuple(opts.get("covariates") or ()),
-                      findings=tuple(opts.get("findings") or ()))
+    return PoolReport(
+        name=pool.name,
+        size=pool.size,
+        description=pool.description,
+        target=opts.get("target"),
+        short_ctx=pool.short_ctx,
+        covariates=tuple(opts.get("covariates") or ()),
+        findings=tuple(opts.get("findings") or ()),
+    )
 
 
 def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:

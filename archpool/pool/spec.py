@@ -13,6 +13,7 @@ extension recipe(s), evaluation, attention analysis and seeds. Generators expand
 
 Every validation error is a ``ConfigError`` whose field names the run: ``runs[G_pre_8kv].axes.swa``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,23 @@ from archpool.train.config import TrainConfig
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
 TOP_LEVEL_KEYS = {
-    "name", "description", "size", "backend", "model", "seeds", "data", "train", "extension", "eval",
-    "attention", "report", "milestones", "runs", "factorial", "long_ctx", "jobs",
+    "name",
+    "description",
+    "size",
+    "backend",
+    "model",
+    "seeds",
+    "data",
+    "train",
+    "extension",
+    "eval",
+    "attention",
+    "report",
+    "milestones",
+    "runs",
+    "factorial",
+    "long_ctx",
+    "jobs",
 }
 RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
 AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
@@ -65,14 +81,26 @@ class RunSpec:
     @property
     def axes(self) -> dict[str, Any]:
         m = self.model
-        return dict(swa=int(m.swa), qk_norm=m.qk_norm, norm=m.norm, n_kv_heads=m.n_kv_heads, n_heads=m.n_heads,
-                    pretrain_ctx=self.pretrain_ctx)
+        return dict(
+            swa=int(m.swa),
+            qk_norm=m.qk_norm,
+            norm=m.norm,
+            n_kv_heads=m.n_kv_heads,
+            n_heads=m.n_heads,
+            pretrain_ctx=self.pretrain_ctx,
+        )
 
     def feature_count(self, short_ctx: int) -> int:
         """How many of the paper's four features this run has (:func:`archpool.study.feature_count`)."""
         a = self.axes
-        return study.feature_count(qk_norm=a["qk_norm"], n_kv_heads=a["n_kv_heads"], n_heads=a["n_heads"], swa=a["swa"],
-                                   pretrain_ctx=a["pretrain_ctx"], short_ctx=short_ctx)
+        return study.feature_count(
+            qk_norm=a["qk_norm"],
+            n_kv_heads=a["n_kv_heads"],
+            n_heads=a["n_heads"],
+            swa=a["swa"],
+            pretrain_ctx=a["pretrain_ctx"],
+            short_ctx=short_ctx,
+        )
 
     def row(self) -> dict[str, Any]:
         """The run's design columns of ``results.csv`` (study.md contract)."""
@@ -96,7 +124,7 @@ class RunSpec:
         return asdict(self)  # the model as ModelConfig.to_dict(): plan.json and the stage keys hash this
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
             return cls(**{**d, "model": ModelConfig.from_dict(d["model"])})
@@ -139,7 +167,7 @@ class PoolSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PoolSpec":
+    def from_dict(cls, d: dict[str, Any]) -> PoolSpec:
         d = dict(d)
         d["runs"] = [RunSpec.from_dict(r) for r in d["runs"]]
         return cls(**d)
@@ -147,6 +175,7 @@ class PoolSpec:
 
 # ---------------------------------------------------------------------------------------------
 # loading
+
 
 def shipped_pools() -> list[str]:
     return sorted(p.stem for p in POOLS_DIR.glob("*.yaml"))
@@ -205,8 +234,9 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     ReportSettings.from_dict(sections["report"])
     extension = parse_extensions(data.get("extension"), long_ctx, backend)
     milestones = data.get("milestones") or []
-    if not isinstance(milestones, list) or not all(isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1
-                                                   for m in milestones):
+    if not isinstance(milestones, list) or not all(
+        isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 for m in milestones
+    ):
         raise ConfigError("milestones", f"a list of fractions of pretraining strictly between 0 and 1, got {milestones!r}")
     base_model = data.get("model") or {}
     if not isinstance(base_model, dict):
@@ -235,9 +265,18 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         _check_training(sections["train"], runs)
 
     return PoolSpec(
-        name=name, runs=runs, description=str(data.get("description", "")).strip(), size=size, backend=backend,
-        seeds=seeds, long_ctx=long_ctx, extension=extension, milestones=sorted(float(m) for m in milestones),
-        source=source, jobs=_jobs(data.get("jobs", 1)), **sections,
+        name=name,
+        runs=runs,
+        description=str(data.get("description", "")).strip(),
+        size=size,
+        backend=backend,
+        seeds=seeds,
+        long_ctx=long_ctx,
+        extension=extension,
+        milestones=sorted(float(m) for m in milestones),
+        source=source,
+        jobs=_jobs(data.get("jobs", 1)),
+        **sections,
     )
 
 
@@ -415,8 +454,16 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
 
     return [
         RunSpec(
-            name=f"{name}_s{seed}", arch=name, seed=seed, model=copy.deepcopy(cfg), pretrain_ctx=int(pretrain_ctx),
-            init=init, init_seed=init_seed(init, seed), fp8=bool(fp8), params=cfg.num_params(), columns=dict(columns),
+            name=f"{name}_s{seed}",
+            arch=name,
+            seed=seed,
+            model=copy.deepcopy(cfg),
+            pretrain_ctx=int(pretrain_ctx),
+            init=init,
+            init_seed=init_seed(init, seed),
+            fp8=bool(fp8),
+            params=cfg.num_params(),
+            columns=dict(columns),
         )
         for seed in seeds
     ]

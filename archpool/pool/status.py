@@ -1,4 +1,5 @@
 """``archpool status``: every run of a pool directory and the state of each of its stages."""
+
 from __future__ import annotations
 
 from pathlib import Path

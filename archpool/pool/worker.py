@@ -4,6 +4,7 @@ Used inside a SLURM job with several GPUs per run: ``torchrun --nproc-per-node N
 archpool.pool.worker OUT RUN``. Every rank runs the training stages (the trainer uses DDP/FSDP
 under torchrun); rank 0 alone runs the other stages and writes markers, events and the status.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@
 Each function takes an :func:`archpool.analysis.summary.analyze` result (and the table where it needs more
 columns) and returns a ``Figure``, or ``None`` when the data for it is absent.
 """
+
 from __future__ import annotations
 
 import io
@@ -37,8 +38,10 @@ def png(fig: Figure) -> bytes:
 
 
 def _count_legend(ax, counts: list[int]) -> None:
-    handles = [Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} feature{'' if c == 1 else 's'}")
-               for c in sorted(set(counts))]
+    handles = [
+        Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} feature{'' if c == 1 else 's'}")
+        for c in sorted(set(counts))
+    ]
     ax.legend(handles=handles, fontsize=8, loc="best")
 
 
@@ -99,8 +102,12 @@ def target_vs_count(r: dict[str, Any]) -> Figure:
     ax.scatter(x + jitter, y, c=[COUNT_COLORS[int(c)] for c in x], edgecolor="k", linewidth=0.4, zorder=3)
     if p.get("coef") is not None:
         xs = np.linspace(x.min() - 0.2, x.max() + 0.2, 50)
-        ax.plot(xs, p["intercept"] + p["coef"] * xs, color="k",
-                label=f"fit: {p['intercept']:.2f} {p['coef']:+.2f}·count\nR² {p['r2']:.2f}, LOO R² {p['loo_r2']:.2f}")
+        ax.plot(
+            xs,
+            p["intercept"] + p["coef"] * xs,
+            color="k",
+            label=f"fit: {p['intercept']:.2f} {p['coef']:+.2f}·count\nR² {p['r2']:.2f}, LOO R² {p['loo_r2']:.2f}",
+        )
         ax.legend(fontsize=8)
     ax.set_xticks(range(int(x.min()), int(x.max()) + 1))
     ax.set_xlabel("feature count")
@@ -137,8 +144,9 @@ def effects(r: dict[str, Any]) -> Figure | None:
         for dy, key, color in ((0.18, "with", "#d73027"), (-0.18, "without", "#4575b4")):
             if it[key] is not None:
                 ax2.barh(i + dy, it[key], height=0.34, color=color, label=f"{key} B" if i == 0 else None)
-        ax2_labels.append(f"{it['effect_of']} | {it['given']} (n={it['n_with']}/{it['n_without']})"
-                          + (" ★" if it["stressed"] else ""))
+        ax2_labels.append(
+            f"{it['effect_of']} | {it['given']} (n={it['n_with']}/{it['n_without']})" + (" ★" if it["stressed"] else "")
+        )
     ax2.set_yticks(range(len(inter)), ax2_labels, fontsize=8)
     for a in (ax, ax2):
         a.invert_yaxis()
@@ -148,8 +156,10 @@ def effects(r: dict[str, Any]) -> Figure | None:
         a.set_xlabel(f"effect on {_t(r['target'])}")
     ax.set_title("matched-pair effects by axis" + ("" if sd is not None else " (no seed replicates)"))
     stressed = any(it["stressed"] for it in inter)
-    ax2.set_title("A | B: effect of A with B (red), without B (blue)"
-                  + ("\n★ the paper's stressed pair: SWA | GQA" if stressed else ""), fontsize=10)
+    ax2.set_title(
+        "A | B: effect of A with B (red), without B (blue)" + ("\n★ the paper's stressed pair: SWA | GQA" if stressed else ""),
+        fontsize=10,
+    )
     if inter:
         ax2.legend(fontsize=8, loc="best")
     return fig

@@ -14,10 +14,12 @@ short pretraining context):
 Then the feature-count fit (R², leave-one-out R²) and whether it generalises, and a small-n warning when
 there are few runs per predictor. A result against the paper is a finding like any other.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,8 +76,15 @@ def axis_effect(d: pd.DataFrame, target: str, short_ctx: int, feature: str, cova
             if eff:
                 per_seed.append(float(np.mean(eff)))
                 n_pairs += len(eff)
-    out: dict[str, Any] = {"feature": feature, "name": FEATURE_NAMES[feature], "effect": None, "ci95": [None, None],
-                           "n_seeds": len(per_seed), "n_pairs": n_pairs, "ci_from": None}
+    out: dict[str, Any] = {
+        "feature": feature,
+        "name": FEATURE_NAMES[feature],
+        "effect": None,
+        "ci95": [None, None],
+        "n_seeds": len(per_seed),
+        "n_pairs": n_pairs,
+        "ci_from": None,
+    }
     if len(per_seed) >= 2:
         m, s = float(np.mean(per_seed)), float(np.std(per_seed, ddof=1))
         h = float(sps.t.ppf(0.975, len(per_seed) - 1)) * s / math.sqrt(len(per_seed))
@@ -124,9 +133,13 @@ def classify(e: dict[str, Any], seed_sd: float | None, metric: str) -> dict[str,
         e["sentence"] = f"{e['name']}: no matched pairs or fit for {metric}; no effect can be stated."
         return e
     verb = "raises" if eff > 0 else "lowers"
-    ci_txt = (f"95% CI {_ci(e['ci95'])} over {e['n_seeds']} seeds" if e["ci_from"] == "seeds"
-              else f"95% CI {_ci(e['ci95'])} from the four-axis regression" if e["ci_from"] == "regression"
-              else "no CI: no replicates")
+    ci_txt = (
+        f"95% CI {_ci(e['ci95'])} over {e['n_seeds']} seeds"
+        if e["ci_from"] == "seeds"
+        else f"95% CI {_ci(e['ci95'])} from the four-axis regression"
+        if e["ci_from"] == "regression"
+        else "no CI: no replicates"
+    )
     if seed_sd:
         ci_txt += f"; {abs(eff) / seed_sd:.1f}× the seed sd of {_fmt(seed_sd, False)}"
     if e["above_noise"]:
@@ -136,9 +149,11 @@ def classify(e: dict[str, Any], seed_sd: float | None, metric: str) -> dict[str,
     else:
         verdict = "below seed noise (smaller than the seed sd)"
     better = "lower is better" if lower else "higher is better"
-    paper = {"same": "Same direction as the paper's (there, each feature hurts long-context scores)",
-             "opposite": "Opposite to the paper's direction (there, each feature hurts long-context scores)",
-             None: "No direction"}[e["paper_direction"]]
+    paper = {
+        "same": "Same direction as the paper's (there, each feature hurts long-context scores)",
+        "opposite": "Opposite to the paper's direction (there, each feature hurts long-context scores)",
+        None: "No direction",
+    }[e["paper_direction"]]
     if not e["above_noise"] and e["paper_direction"] is not None:
         paper += ", but not established here"
     e["sentence"] = f"{e['name']} {verb} {metric} ({better}) by {_fmt(abs(eff), False)} ({ci_txt}): {verdict}. {paper}."
@@ -153,8 +168,9 @@ def count_fit(r: dict[str, Any]) -> dict[str, Any]:
     metric = r["target"]
     if r2 is None:
         out["generalises"] = None
-        out["sentence"] = (f"The feature count does not vary (or there are too few runs), so its fit to {metric} "
-                           "cannot be estimated.")
+        out["sentence"] = (
+            f"The feature count does not vary (or there are too few runs), so its fit to {metric} cannot be estimated."
+        )
         return out
     if loo is None or loo <= 0:
         out["generalises"] = False
@@ -169,12 +185,15 @@ def count_fit(r: dict[str, Any]) -> dict[str, Any]:
     direction = ""
     if coef is not None and coef != 0:
         paper_like = coef > 0 if lower else coef < 0
-        direction = (f" Each added feature changes {metric} by {_fmt(coef)} (95% CI {_ci(out['ci95'])}), "
-                     + ("the paper's direction (more features, worse scores)." if paper_like else
-                        "against the paper's direction (there, more features mean worse scores)."))
+        direction = f" Each added feature changes {metric} by {_fmt(coef)} (95% CI {_ci(out['ci95'])}), " + (
+            "the paper's direction (more features, worse scores)."
+            if paper_like
+            else "against the paper's direction (there, more features mean worse scores)."
+        )
     loo_txt = "—" if loo is None else f"{loo:.2f}"
-    out["sentence"] = (f"The feature count explains {metric} with R² {r2:.2f} in-sample and {loo_txt} leave-one-out: "
-                       f"{gen}.{direction}")
+    out["sentence"] = (
+        f"The feature count explains {metric} with R² {r2:.2f} in-sample and {loo_txt} leave-one-out: {gen}.{direction}"
+    )
     return out
 
 
@@ -189,17 +208,26 @@ def before_extension(r: dict[str, Any]) -> str | None:
         return None
 
     def verdict(loo: float) -> str:
-        return ("it tells the outcome before extension is paid for" if loo >= 0.5 else
-                "a weak signal" if loo > 0 else "it does not predict held-out runs")
+        return (
+            "it tells the outcome before extension is paid for"
+            if loo >= 0.5
+            else "a weak signal"
+            if loo > 0
+            else "it does not predict held-out runs"
+        )
 
     best = pre[0]
-    out = (f"Before extension, the best predictor of {r['target']} is {best['predictor']} (pre-extension): "
-           f"R² {_num(best['r2']):.2f}, leave-one-out {_num(best['loo_r2']):.2f} — {verdict(_num(best['loo_r2']))}.")
+    out = (
+        f"Before extension, the best predictor of {r['target']} is {best['predictor']} (pre-extension): "
+        f"R² {_num(best['r2']):.2f}, leave-one-out {_num(best['loo_r2']):.2f} — {verdict(_num(best['loo_r2']))}."
+    )
     diag = [p for p in pre if any(m in p["predictor"] for m in DIAGNOSTIC_MARKERS)]
     if diag and diag[0] is not best:
         d = diag[0]
-        out += (f" The best task-free diagnostic is {d['predictor']}: R² {_num(d['r2']):.2f}, leave-one-out "
-                f"{_num(d['loo_r2']):.2f} — {verdict(_num(d['loo_r2']))}.")
+        out += (
+            f" The best task-free diagnostic is {d['predictor']}: R² {_num(d['r2']):.2f}, leave-one-out "
+            f"{_num(d['loo_r2']):.2f} — {verdict(_num(d['loo_r2']))}."
+        )
     return out + f" ({len(pre)} pre-extension measurements compared.)"
 
 
@@ -208,12 +236,16 @@ def small_n(n: int, n_features: int, n_metric_predictors: int) -> str | None:
     k = max(n_features, 1)
     if n >= RUNS_PER_PREDICTOR * k and n >= 12:
         return None
-    msg = (f"Small sample: {n} runs for {n_features} varying feature{'s' if n_features != 1 else ''} "
-           f"(a common rule of thumb asks for about {RUNS_PER_PREDICTOR} runs per predictor). Treat R², CIs and "
-           "p-values as rough.")
+    msg = (
+        f"Small sample: {n} runs for {n_features} varying feature{'s' if n_features != 1 else ''} "
+        f"(a common rule of thumb asks for about {RUNS_PER_PREDICTOR} runs per predictor). Treat R², CIs and "
+        "p-values as rough."
+    )
     if n_metric_predictors and n <= 6:
-        msg += (f" With {n} runs, any of the {n_metric_predictors} single-metric predictors can reach R² near 1 "
-                "by chance; their table is not evidence.")
+        msg += (
+            f" With {n} runs, any of the {n_metric_predictors} single-metric predictors can reach R² near 1 "
+            "by chance; their table is not evidence."
+        )
     return msg
 
 
@@ -228,19 +260,29 @@ def findings(df: pd.DataFrame, r: dict[str, Any], targets: Iterable[str] = (), c
     per_target = []
     for m in metrics:
         if m not in df.columns:
-            per_target.append({"metric": m, "missing": True, "axes": [],
-                               "sentences": [f"{m}: not a column of the results table; no findings."]})
+            per_target.append(
+                {"metric": m, "missing": True, "axes": [], "sentences": [f"{m}: not a column of the results table; no findings."]}
+            )
             continue
         d = _usable(df, m)
         if len(d) < 2:
-            per_target.append({"metric": m, "missing": True, "axes": [],
-                               "sentences": [f"{m}: fewer than 2 runs have a value; no findings."]})
+            per_target.append(
+                {"metric": m, "missing": True, "axes": [], "sentences": [f"{m}: fewer than 2 runs have a value; no findings."]}
+            )
             continue
         c = fx.cells(d, m, short, covariates)
         seed_sd = fx.spread(d, m, c)["seed_sd"]
         axes = [classify(axis_effect(d, m, short, f, covariates), seed_sd, m) for f in varying]
-        per_target.append({"metric": m, "n": int(len(d)), "seed_sd": seed_sd, "lower_is_better": lower_is_better(m),
-                           "axes": axes, "sentences": [a["sentence"] for a in axes]})
+        per_target.append(
+            {
+                "metric": m,
+                "n": len(d),
+                "seed_sd": seed_sd,
+                "lower_is_better": lower_is_better(m),
+                "axes": axes,
+                "sentences": [a["sentence"] for a in axes],
+            }
+        )
     n_metric_preds = sum(1 for p in r["predictors"].values() if p.get("kind") == "metric")
     return {
         "targets": per_target,
@@ -267,7 +309,7 @@ def merge_identical(df: pd.DataFrame, keep: Iterable[str] = ()) -> tuple[pd.Data
     for i, a in enumerate(order):
         if a in dropped or a not in values:
             continue
-        for b in order[i + 1:]:
+        for b in order[i + 1 :]:
             if b in dropped or b in keep or b not in values:
                 continue
             if np.array_equal(values[a], values[b], equal_nan=True):

@@ -7,13 +7,15 @@
     DIR/tables/*.csv     each table
     DIR/analysis.json    the full analysis result
 """
+
 from __future__ import annotations
 
 import base64
 import numbers
+from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,8 +69,7 @@ def html_table(df: pd.DataFrame, flag: str | None = None) -> str:
     rows = []
     for _, r in df.iterrows():
         cls = ' class="flag"' if flag and bool(r.get(flag)) else ""
-        cells = "".join(f'<td class="n">{escape(_fmt(v))}</td>' if _is_number(v)
-                        else f"<td>{_wrap(_fmt(v))}</td>" for v in r)
+        cells = "".join(f'<td class="n">{escape(_fmt(v))}</td>' if _is_number(v) else f"<td>{_wrap(_fmt(v))}</td>" for v in r)
         rows.append(f"<tr{cls}>{cells}</tr>")
     return f"<div class=scroll><table><tr>{head}</tr>{''.join(rows)}</table></div>"
 
@@ -87,45 +88,108 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
     aliases = aliases or {}
     t: dict[str, pd.DataFrame] = {}
     t["runs"] = pd.DataFrame(r["runs"]).rename(columns={"target": r["target"]})
-    t["predictors"] = pd.DataFrame([
-        {"predictor": _alias(k, aliases), "kind": p["kind"], "phase": p.get("phase", ""), "n": p["n"], "r2": p.get("r2"),
-         "loo_r2": p.get("loo_r2"), "coef": p.get("coef"), "ci95_lo": _ci(p.get("ci95"))[0],
-         "ci95_hi": _ci(p.get("ci95"))[1], "p": p.get("p"), "note": p.get("note", "")}
-        for k, p in r["predictors"].items()])
+    t["predictors"] = pd.DataFrame(
+        [
+            {
+                "predictor": _alias(k, aliases),
+                "kind": p["kind"],
+                "phase": p.get("phase", ""),
+                "n": p["n"],
+                "r2": p.get("r2"),
+                "loo_r2": p.get("loo_r2"),
+                "coef": p.get("coef"),
+                "ci95_lo": _ci(p.get("ci95"))[0],
+                "ci95_hi": _ci(p.get("ci95"))[1],
+                "p": p.get("p"),
+                "note": p.get("note", ""),
+            }
+            for k, p in r["predictors"].items()
+        ]
+    )
     coef_rows = []
     for model in ("feature_count", "four_axes", "four_axes_kv_ratio"):
         p = r["predictors"][model]
         if model == "feature_count" and p.get("coef") is not None:
-            coef_rows.append(dict(model=model, term="const", coef=p["intercept"], se=None,
-                                  ci95_lo=p["intercept_ci95"][0], ci95_hi=p["intercept_ci95"][1], p=None))
-            coef_rows.append(dict(model=model, term="feature_count", coef=p["coef"], se=p["se"],
-                                  ci95_lo=p["ci95"][0], ci95_hi=p["ci95"][1], p=p["p"]))
+            coef_rows.append(
+                dict(
+                    model=model,
+                    term="const",
+                    coef=p["intercept"],
+                    se=None,
+                    ci95_lo=p["intercept_ci95"][0],
+                    ci95_hi=p["intercept_ci95"][1],
+                    p=None,
+                )
+            )
+            coef_rows.append(
+                dict(
+                    model=model,
+                    term="feature_count",
+                    coef=p["coef"],
+                    se=p["se"],
+                    ci95_lo=p["ci95"][0],
+                    ci95_hi=p["ci95"][1],
+                    p=p["p"],
+                )
+            )
         for term, v in (p.get("coefs") or {}).items():
-            coef_rows.append(dict(model=model, term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0],
-                                  ci95_hi=v["ci95"][1], p=v["p"]))
+            coef_rows.append(
+                dict(model=model, term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0], ci95_hi=v["ci95"][1], p=v["p"])
+            )
     for term, v in (r["interaction_model"].get("coefs") or {}).items():
-        coef_rows.append(dict(model="swa_x_gqa", term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0],
-                              ci95_hi=v["ci95"][1], p=v["p"]))
-    t["pre_extension"] = pd.DataFrame([
-        {"pre-extension predictor": _alias(p["predictor"], aliases), "n": p["n"], "r2": p["r2"], "loo_r2": p["loo_r2"],
-         "coef": p["coef"], "ci95_lo": _ci(p["ci95"])[0], "ci95_hi": _ci(p["ci95"])[1]}
-        for p in r.get("pre_extension") or []])
+        coef_rows.append(
+            dict(model="swa_x_gqa", term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0], ci95_hi=v["ci95"][1], p=v["p"])
+        )
+    t["pre_extension"] = pd.DataFrame(
+        [
+            {
+                "pre-extension predictor": _alias(p["predictor"], aliases),
+                "n": p["n"],
+                "r2": p["r2"],
+                "loo_r2": p["loo_r2"],
+                "coef": p["coef"],
+                "ci95_lo": _ci(p["ci95"])[0],
+                "ci95_hi": _ci(p["ci95"])[1],
+            }
+            for p in r.get("pre_extension") or []
+        ]
+    )
     t["coefficients"] = pd.DataFrame(coef_rows)
     t["axis_effects"] = pd.DataFrame(r["axis_effects"])
     t["feature_effects"] = pd.DataFrame(r["feature_effects"])
     t["interactions"] = pd.DataFrame([{k: v for k, v in i.items() if k != "regression"} for i in r["interactions"]])
-    t["pairs"] = pd.DataFrame([{**{k: v for k, v in p.items() if k not in ("context", "runs_from", "runs_to")},
-                                "runs_from": " ".join(p["runs_from"]), "runs_to": " ".join(p["runs_to"])}
-                               for p in r["pairs"]])
+    t["pairs"] = pd.DataFrame(
+        [
+            {
+                **{k: v for k, v in p.items() if k not in ("context", "runs_from", "runs_to")},
+                "runs_from": " ".join(p["runs_from"]),
+                "runs_to": " ".join(p["runs_to"]),
+            }
+            for p in r["pairs"]
+        ]
+    )
     if r["confounds"]:
         c = r["confounds"]
-        t["confounds"] = pd.DataFrame([{"model": f"{k} covariates", "coef": c[k]["coef"], "ci95_lo": c[k]["ci95"][0],
-                                        "ci95_hi": c[k]["ci95"][1], "p": c[k]["p"], "r2": c[k]["r2"],
-                                        "loo_r2": c[k]["loo_r2"]} for k in ("without", "with")])
+        t["confounds"] = pd.DataFrame(
+            [
+                {
+                    "model": f"{k} covariates",
+                    "coef": c[k]["coef"],
+                    "ci95_lo": c[k]["ci95"][0],
+                    "ci95_hi": c[k]["ci95"][1],
+                    "p": c[k]["p"],
+                    "r2": c[k]["r2"],
+                    "loo_r2": c[k]["loo_r2"],
+                }
+                for k in ("without", "with")
+            ]
+        )
     if r["failed"] or r["excluded"]:
         failed = {f["run"]: f for f in r["failed"]}
-        rows = [{"run": f["run"], "reason": f"failed{' in ' + f['stage'] if f.get('stage') else ''}: {f['error']}"}
-                for f in r["failed"]]
+        rows = [
+            {"run": f["run"], "reason": f"failed{' in ' + f['stage'] if f.get('stage') else ''}: {f['error']}"}
+            for f in r["failed"]
+        ]
         rows += [e for e in r["excluded"] if e["run"] not in failed]
         t["excluded"] = pd.DataFrame(rows)
     return {k: v for k, v in t.items() if len(v)}
@@ -136,18 +200,29 @@ def findings_table(f: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for t in f["targets"]:
         for a in t["axes"]:
-            rows.append({"metric": t["metric"], "axis": a["name"], "effect": a["effect"], "ci95_lo": a["ci95"][0],
-                         "ci95_hi": a["ci95"][1], "ci_from": a["ci_from"], "seeds": a["n_seeds"],
-                         "seed_sd": t["seed_sd"], "above_seed_noise": a["above_noise"],
-                         "vs_paper": a["paper_direction"] or "", "lower_is_better": t["lower_is_better"]})
+            rows.append(
+                {
+                    "metric": t["metric"],
+                    "axis": a["name"],
+                    "effect": a["effect"],
+                    "ci95_lo": a["ci95"][0],
+                    "ci95_hi": a["ci95"][1],
+                    "ci_from": a["ci_from"],
+                    "seeds": a["n_seeds"],
+                    "seed_sd": t["seed_sd"],
+                    "above_seed_noise": a["above_noise"],
+                    "vs_paper": a["paper_direction"] or "",
+                    "lower_is_better": t["lower_is_better"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def render_findings(f: dict[str, Any]) -> str:
     """The Findings section: plain sentences per target and axis, the count fit, the small-n warning."""
-    parts = ['<section class=findings id=findings><h2>Findings</h2>']
+    parts = ["<section class=findings id=findings><h2>Findings</h2>"]
     if f["small_n"]:
-        parts.append(f'<p class=warn id=small-n-warning>⚠ {escape(f["small_n"])}</p>')
+        parts.append(f"<p class=warn id=small-n-warning>⚠ {escape(f['small_n'])}</p>")
     for t in f["targets"]:
         parts.append(f"<h3>{escape(t['metric'])}</h3><ul>")
         parts += [f"<li>{escape(s)}</li>" for s in t["sentences"]]
@@ -162,16 +237,23 @@ def render_findings(f: dict[str, Any]) -> str:
 
 
 def build_figures(r: dict[str, Any], df: pd.DataFrame) -> dict[str, bytes]:
-    out = {"scores_by_run": figs.scores_by_run(r), "predictor_r2": figs.predictor_r2(r),
-           "target_vs_count": figs.target_vs_count(r), "effects": figs.effects(r),
-           "by_length": figs.by_length(r, df), "attention": figs.attention(r, df)}
+    out = {
+        "scores_by_run": figs.scores_by_run(r),
+        "predictor_r2": figs.predictor_r2(r),
+        "target_vs_count": figs.target_vs_count(r),
+        "effects": figs.effects(r),
+        "by_length": figs.by_length(r, df),
+        "attention": figs.attention(r, df),
+    }
     return {k: figs.png(f) for k, f in out.items() if f is not None}
 
 
 def _img(name: str, data: bytes, caption: str) -> str:
     b64 = base64.b64encode(data).decode()
-    return (f'<figure id="fig-{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption class=note>{escape(caption)}</figcaption></figure>")
+    return (
+        f'<figure id="fig-{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{b64}">'
+        f"<figcaption class=note>{escape(caption)}</figcaption></figure>"
+    )
 
 
 CAPTIONS = {
@@ -179,15 +261,20 @@ CAPTIONS = {
     "predictor_r2": "In-sample and leave-one-out R² of the strongest predictors of the target (paper table 2).",
     "target_vs_count": "Target vs feature count with the OLS fit; right: leave-one-out predictions.",
     "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
-               "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed "
-               "interaction, SWA with vs without GQA.",
+    "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed "
+    "interaction, SWA with vs without GQA.",
     "by_length": "Score vs context length, before (dashed) and after (solid) extension.",
     "attention": "Attention sink strength vs score; attention entropy vs sink strength by QK-norm.",
 }
 
 
-def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.DataFrame],
-           found: dict[str, Any] | None = None, aliases: dict[str, list[str]] | None = None) -> str:
+def render(
+    r: dict[str, Any],
+    figures: dict[str, bytes],
+    tabs: dict[str, pd.DataFrame],
+    found: dict[str, Any] | None = None,
+    aliases: dict[str, list[str]] | None = None,
+) -> str:
     """The report page as one HTML string: Findings first, then figures and tables."""
     fc = r["predictors"]["feature_count"]
     fa = r["predictors"]["four_axes"]
@@ -196,11 +283,12 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
     if found is not None:
         parts.append(render_findings(found))
     parts += [
-             f"<p>{r['n']} runs; source <code>{escape(str(r.get('source') or ''))}</code>; short pretraining "
-             f"context ≤ {r['short_ctx']} tokens. Feature count = [QK-norm] + [GQA] + [SWA] + [short context].</p>",
-             f"<p>Feature count → target: R² {escape(_fmt(fc.get('r2')))}, leave-one-out R² {escape(_fmt(fc.get('loo_r2')))}, "
-             f"slope {escape(_fmt(fc.get('coef')))} per feature (95% CI {escape(_fmt(fc.get('ci95')))}). Four-axis "
-             f"regression: R² {escape(_fmt(fa.get('r2')))}, LOO R² {escape(_fmt(fa.get('loo_r2')))}.</p>"]
+        f"<p>{r['n']} runs; source <code>{escape(str(r.get('source') or ''))}</code>; short pretraining "
+        f"context ≤ {r['short_ctx']} tokens. Feature count = [QK-norm] + [GQA] + [SWA] + [short context].</p>",
+        f"<p>Feature count → target: R² {escape(_fmt(fc.get('r2')))}, leave-one-out R² {escape(_fmt(fc.get('loo_r2')))}, "
+        f"slope {escape(_fmt(fc.get('coef')))} per feature (95% CI {escape(_fmt(fc.get('ci95')))}). Four-axis "
+        f"regression: R² {escape(_fmt(fa.get('r2')))}, LOO R² {escape(_fmt(fa.get('loo_r2')))}.</p>",
+    ]
     if aliases:
         merged = "; ".join(f"{k} = {' = '.join(v)}" for k, v in aliases.items())
         parts.append(f"<p class=note>Identical metric columns merged (same value in every run): {escape(merged)}.</p>")
@@ -222,19 +310,26 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
         if title.startswith("Predictors") and found is not None and found["small_n"]:
             body.insert(0, f"<p class=warn>⚠ {escape(found['small_n'])}</p>")
         if title.startswith("Effects"):
-            body.insert(0, f"<p>Seed sd {escape(_fmt(sd['seed_sd']))} (df {sd['seed_df']}, {sd['replicated_configs']} "
-                           f"replicated configurations)" + (f"; init sd {escape(_fmt(sd.get('init_sd')))}"
-                                                             if "init_sd" in sd else "")
-                        + ". Highlighted rows: effect smaller than the seed sd.</p>")
+            body.insert(
+                0,
+                f"<p>Seed sd {escape(_fmt(sd['seed_sd']))} (df {sd['seed_df']}, {sd['replicated_configs']} "
+                f"replicated configurations)"
+                + (f"; init sd {escape(_fmt(sd.get('init_sd')))}" if "init_sd" in sd else "")
+                + ". Highlighted rows: effect smaller than the seed sd.</p>",
+            )
         if title == "Confounds" and r["confounds"]:
             c = r["confounds"]
-            body.append(f"<p>Covariates {escape(', '.join(c['covariates']))}: the count effect "
-                        f"{'survives' if c['survives'] else 'does not survive'} (CI excludes 0 with and without); "
-                        f"R² of count on the residualised target {escape(_fmt(c['residualised_r2']))}.</p>")
+            body.append(
+                f"<p>Covariates {escape(', '.join(c['covariates']))}: the count effect "
+                f"{'survives' if c['survives'] else 'does not survive'} (CI excludes 0 with and without); "
+                f"R² of count on the residualised target {escape(_fmt(c['residualised_r2']))}.</p>"
+            )
         for name in tab_names:
             if name in tabs:
-                body.append(("" if name == "findings" else f"<h3>{escape(name.replace('_', ' '))}</h3>")
-                            + html_table(tabs[name], flag="below_seed_sd" if "below_seed_sd" in tabs[name] else None))
+                body.append(
+                    ("" if name == "findings" else f"<h3>{escape(name.replace('_', ' '))}</h3>")
+                    + html_table(tabs[name], flag="below_seed_sd" if "below_seed_sd" in tabs[name] else None)
+                )
         if title == "Attention" and r["attention"]:
             a = r["attention"]
             fit = a.get("sink_vs_target") or {}
@@ -242,17 +337,26 @@ def render(r: dict[str, Any], figures: dict[str, bytes], tabs: dict[str, pd.Data
         if body:
             parts += [f"<h2>{escape(title)}</h2>", *body]
     parts += [f'<p class="note">{escape(n)}</p>' for n in r["notes"]]
-    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-            f"<title>archpool analysis: {escape(r['target'])}</title><style>{CSS}</style></head><body>"
-            + "\n".join(parts) + "</body></html>\n")
+    return (
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
+        f"<title>archpool analysis: {escape(r['target'])}</title><style>{CSS}</style></head><body>"
+        + "\n".join(parts)
+        + "</body></html>\n"
+    )
 
 
 REPORT_FILES = ("report.html", "analysis.json")
 
 
-def write_report(source: str | Path | pd.DataFrame, out: str | Path, target: str | None = None,
-                 short_ctx: int | None = None, covariates: Iterable[str] = (), *,
-                 findings_targets: Sequence[str] = ()) -> Path:
+def write_report(
+    source: str | Path | pd.DataFrame,
+    out: str | Path,
+    target: str | None = None,
+    short_ctx: int | None = None,
+    covariates: Iterable[str] = (),
+    *,
+    findings_targets: Sequence[str] = (),
+) -> Path:
     """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html.
 
     ``findings_targets``: metrics reported in the Findings in addition to ``target`` (e.g. retrieval accuracy

@@ -3,12 +3,14 @@ finished runs, the analysis (``report/report.html`` + figures, tables, ``analysi
 
 Takes plain values, not the pool's own types: the report sits above the analysis, below the pool.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from archpool.analysis import analyze, format_text, load_results
 from archpool.io import atomic_write_text
@@ -50,8 +52,9 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
             df = load_results(out)
             text = format_text(analyze(df, settings.target, settings.short_ctx, settings.covariates))
             atomic_write_text(report_dir / "analysis.txt", text + "\n")
-            page = write_report(df, report_dir, settings.target, settings.short_ctx, settings.covariates,
-                                findings_targets=settings.findings)
+            page = write_report(
+                df, report_dir, settings.target, settings.short_ctx, settings.covariates, findings_targets=settings.findings
+            )
     except Exception as e:  # keep the plain report; show why the analysis did not run
         for name in ANALYSIS_FILES:
             (report_dir / name).unlink(missing_ok=True)
@@ -70,9 +73,16 @@ def _plain_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -
     target = settings.target
     metrics = [m for m in (target, *HEADLINE) if m and any(m in r for r in rows)]
     cols = ["run", "feature_count", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx", "state", *metrics]
-    lines = [f"# Pool `{settings.name}` ({settings.size}, {len(rows)} runs)", "", settings.description, "",
-             f"All metrics: `{out / 'results.csv'}`" + (f"; target `{target}`." if target else "."), "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = [
+        f"# Pool `{settings.name}` ({settings.size}, {len(rows)} runs)",
+        "",
+        settings.description,
+        "",
+        f"All metrics: `{out / 'results.csv'}`" + (f"; target `{target}`." if target else "."),
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     for r in rows:
         lines.append("| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |")
     failed = [r for r in rows if r.get("state") == "failed"]

@@ -11,20 +11,37 @@ multi-query associative recall, single-hop and chained, scored by key–query di
 answers each, not prompt + answer samples: ``dense_documents`` makes them for evaluation and
 ``training_documents`` yields them (ids + per-token target flags) for the training mixes.
 """
+
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.tasks import helmet, mqar, recall, ruler
 from archpool.tasks.base import DEPTHS, Draw, Sample, TokenizerLike, fit_size, sample_seed
 
 __all__ = [
-    "TaskDef", "TASKS", "SUITES", "HELMET_CATEGORIES", "Sample", "DEPTHS", "register_task", "get_task", "task_names",
-    "suite_tasks", "build_sample", "generate", "training_documents", "sample_seed", "is_dense", "dense_params",
-    "dense_documents", "task_vocab",
+    "DEPTHS",
+    "HELMET_CATEGORIES",
+    "SUITES",
+    "TASKS",
+    "Sample",
+    "TaskDef",
+    "build_sample",
+    "dense_documents",
+    "dense_params",
+    "generate",
+    "get_task",
+    "is_dense",
+    "register_task",
+    "sample_seed",
+    "suite_tasks",
+    "task_names",
+    "task_vocab",
+    "training_documents",
 ]
 
 
@@ -50,8 +67,16 @@ def register_task(task: TaskDef) -> TaskDef:
 
 
 def _niah(name, haystack, k, v, q, kt="words", vt="numbers", desc=""):
-    register_task(TaskDef(name, ruler.niah, "match_all", 128,
-                          dict(haystack=haystack, key_type=kt, value_type=vt, num_k=k, num_v=v, num_q=q), description=desc))
+    register_task(
+        TaskDef(
+            name,
+            ruler.niah,
+            "match_all",
+            128,
+            dict(haystack=haystack, key_type=kt, value_type=vt, num_k=k, num_v=v, num_q=q),
+            description=desc,
+        )
+    )
 
 
 _niah("niah_single_1", "noise", 1, 1, 1, desc="one word-key/number needle in noise sentences")
@@ -62,27 +87,80 @@ _niah("niah_multikey_2", "needle", 1, 1, 1, desc="needle in a haystack of distra
 _niah("niah_multikey_3", "needle", 1, 1, 1, kt="uuids", vt="uuids", desc="uuid needle among uuid distractor needles")
 _niah("niah_multivalue", "corpus", 1, 4, 1, desc="one key with 4 values")
 _niah("niah_multiquery", "corpus", 4, 1, 4, desc="4 keys queried at once")
-register_task(TaskDef("vt", ruler.variable_tracking, "match_all", 30, dict(num_hops=4, name_len=5, shots=None),
-                      description="variable tracking: one chain of 4 hops in noise"))
-register_task(TaskDef("cwe", ruler.common_words, "match_all", 120, dict(num_cw=None, freq_cw=None, freq_ucw=None, shots=None),
-                      description="common-words extraction from a numbered list"))
-register_task(TaskDef("fwe", ruler.freq_words, "match_all", 50, dict(alpha=2.0), description="frequent coded-words extraction (Zipf)"))
+register_task(
+    TaskDef(
+        "vt",
+        ruler.variable_tracking,
+        "match_all",
+        30,
+        dict(num_hops=4, name_len=5, shots=None),
+        description="variable tracking: one chain of 4 hops in noise",
+    )
+)
+register_task(
+    TaskDef(
+        "cwe",
+        ruler.common_words,
+        "match_all",
+        120,
+        dict(num_cw=None, freq_cw=None, freq_ucw=None, shots=None),
+        description="common-words extraction from a numbered list",
+    )
+)
+register_task(
+    TaskDef("fwe", ruler.freq_words, "match_all", 50, dict(alpha=2.0), description="frequent coded-words extraction (Zipf)")
+)
 register_task(TaskDef("qa", ruler.doc_qa, "match_part", 32, {}, description="document QA over synthetic fact passages"))
 register_task(TaskDef("json_kv", helmet.json_kv, "subem", 64, dict(shots=None), "recall", "JSON uuid key-value retrieval"))
 register_task(TaskDef("rag", helmet.rag, "subem", 20, dict(shots=None), "rag", "fact-passage RAG with distractor passages"))
 register_task(TaskDef("rerank", helmet.rerank, "ndcg", 100, {}, "rerank", "passage re-ranking, graded relevance, NDCG@10"))
 register_task(TaskDef("icl", helmet.icl, "em", 8, dict(n_labels=6), "icl", "many-shot ICL, permuted integer labels"))
-register_task(TaskDef("kv_recall", recall.kv_recall, "first_word", 4,
-                      dict(n_pairs=4, n_queries=3, value_type="digits", haystack="noise"),
-                      description="MQAR-style recall with a small task vocabulary (tiny models)"))
+register_task(
+    TaskDef(
+        "kv_recall",
+        recall.kv_recall,
+        "first_word",
+        4,
+        dict(n_pairs=4, n_queries=3, value_type="digits", haystack="noise"),
+        description="MQAR-style recall with a small task vocabulary (tiny models)",
+    )
+)
 
-register_task(TaskDef("mqar", mqar.make_document, "dense", 1, dict(mqar.DEFAULT_PARAMS),
-                      description="MQAR: many key-value bindings, each queried once at a uniform distance; every answer scored"))
-register_task(TaskDef("mqar_chain", mqar.make_document, "dense", 2, dict(mqar.DEFAULT_PARAMS, chains=1.0),
-                      description="two-hop MQAR chains (> k v w): both hops retrieved, min_distance forces them beyond a window"))
+register_task(
+    TaskDef(
+        "mqar",
+        mqar.make_document,
+        "dense",
+        1,
+        dict(mqar.DEFAULT_PARAMS),
+        description="MQAR: many key-value bindings, each queried once at a uniform distance; every answer scored",
+    )
+)
+register_task(
+    TaskDef(
+        "mqar_chain",
+        mqar.make_document,
+        "dense",
+        2,
+        dict(mqar.DEFAULT_PARAMS, chains=1.0),
+        description="two-hop MQAR chains (> k v w): both hops retrieved, min_distance forces them beyond a window",
+    )
+)
 
-RULER_TASKS = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
-               "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa"]
+RULER_TASKS = [
+    "niah_single_1",
+    "niah_single_2",
+    "niah_single_3",
+    "niah_multikey_1",
+    "niah_multikey_2",
+    "niah_multikey_3",
+    "niah_multivalue",
+    "niah_multiquery",
+    "vt",
+    "cwe",
+    "fwe",
+    "qa",
+]
 HELMET_CATEGORIES: dict[str, list[str]] = {
     "recall": ["niah_multikey_2", "niah_multikey_3", "niah_multivalue", "json_kv"],
     "rag": ["rag"],
@@ -148,8 +226,15 @@ def task_vocab(tokenizer: TokenizerLike, p: dict[str, Any]) -> mqar.TaskVocab:
     return _VOCABS[key]
 
 
-def dense_documents(name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42,
-                    params: dict[str, Any] | None = None, space: str = "eval") -> list[mqar.Document]:
+def dense_documents(
+    name: str,
+    tokenizer: TokenizerLike,
+    length: int,
+    n: int,
+    seed: int = 42,
+    params: dict[str, Any] | None = None,
+    space: str = "eval",
+) -> list[mqar.Document]:
     """``n`` documents of dense task ``name``, each exactly ``length`` tokens (document i is
     reproducible on its own, from the ``space`` seed namespace)."""
     p = dense_params(name, params)
@@ -163,15 +248,24 @@ def resolve_params(task: TaskDef, params: dict[str, Any] | None) -> dict[str, An
     p = {**COMMON_DEFAULTS, **task.defaults}
     for k, v in (params or {}).items():
         if k not in p and k not in ("max_new_tokens", "step"):
-            raise ConfigError(f"tasks.{task.name}.{k}", f"unknown task parameter; allowed: {', '.join(sorted(p))}, max_new_tokens")
+            raise ConfigError(
+                f"tasks.{task.name}.{k}", f"unknown task parameter; allowed: {', '.join(sorted(p))}, max_new_tokens"
+            )
         p[k] = v
     if p["n_choices"] < 2:
         raise ConfigError(f"tasks.{task.name}.n_choices", f"need at least 2 candidates, got {p['n_choices']}")
     return p
 
 
-def build_sample(name: str, tokenizer: TokenizerLike, length: int, index: int, seed: int = 42,
-                 params: dict[str, Any] | None = None, space: str = "eval") -> Sample:
+def build_sample(
+    name: str,
+    tokenizer: TokenizerLike,
+    length: int,
+    index: int,
+    seed: int = 42,
+    params: dict[str, Any] | None = None,
+    space: str = "eval",
+) -> Sample:
     """One sample of task ``name`` whose prompt + reserved answer tokens fit ``length`` exactly.
 
     ``reserved`` = max(generation length, longest likelihood candidate), so both scoring modes see the
@@ -220,19 +314,39 @@ def build_sample(name: str, tokenizer: TokenizerLike, length: int, index: int, s
         meta["needle_distance"] = len(ids) - len(enc(prompt[: meta["needle_char"]]))
     if "qrels" in meta:
         meta["qrels"] = {str(k): int(v) for k, v in meta["qrels"].items()}
-    return Sample(task=name, index=index, seed=s, length=length, prompt=prompt, prompt_ids=ids, answers=list(answers),
-                  target=target, distractors=list(distractors), metric=task.metric, max_new_tokens=max_new,
-                  reserved=reserved, haystack_size=size, meta=meta)
+    return Sample(
+        task=name,
+        index=index,
+        seed=s,
+        length=length,
+        prompt=prompt,
+        prompt_ids=ids,
+        answers=list(answers),
+        target=target,
+        distractors=list(distractors),
+        metric=task.metric,
+        max_new_tokens=max_new,
+        reserved=reserved,
+        haystack_size=size,
+        meta=meta,
+    )
 
 
-def generate(name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42,
-             params: dict[str, Any] | None = None) -> list[Sample]:
+def generate(
+    name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42, params: dict[str, Any] | None = None
+) -> list[Sample]:
     """``n`` evaluation samples of ``name`` at ``length`` (sample i is reproducible on its own)."""
     return [build_sample(name, tokenizer, length, i, seed, params) for i in range(n)]
 
 
-def training_documents(task_names: Sequence[str], n: int | None, seed: int, length_range: tuple[int, int],
-                       tokenizer: TokenizerLike, params: dict[str, dict[str, Any]] | None = None) -> Iterator[str | mqar.Document]:
+def training_documents(
+    task_names: Sequence[str],
+    n: int | None,
+    seed: int,
+    length_range: tuple[int, int],
+    tokenizer: TokenizerLike,
+    params: dict[str, dict[str, Any]] | None = None,
+) -> Iterator[str | mqar.Document]:
     """Documents in the tasks' formats (prompt + gold answer) for the training mixes; dense tasks
     yield token documents (``ids`` + per-token ``scored`` flags: only their answers are targets).
 

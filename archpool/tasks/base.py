@@ -6,12 +6,14 @@ question, the gold answer and its distractors), then renders the prompt for any 
 reserved for the answer, counted with the evaluated model's own tokenizer (RULER's rule: prompt +
 generation <= length).
 """
+
 from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from archpool.errors import ConfigError
 
@@ -128,7 +130,7 @@ def insert_at_depths(units: list[str], needles: list[str], depths: Sequence[floa
     for pos, i in positions:  # back to front keeps earlier positions valid
         out.insert(pos, needles[i])
     where = []
-    for i, needle in enumerate(needles):
+    for needle in needles:
         where.append(out.index(needle))
     return out, where
 

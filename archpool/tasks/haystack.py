@@ -1,9 +1,10 @@
 """Haystacks: RULER's noise sentences, sentences of held-out text, or generated pseudo-text."""
+
 from __future__ import annotations
 
 import random
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from archpool.tasks import words as W
 

@@ -1,6 +1,7 @@
 """HELMET-style base-model tasks (evals.md §2), fully synthetic: JSON key-value retrieval, RAG over
 fact passages with distractors, passage re-ranking with graded relevance, and many-shot ICL with
 randomly permuted integer labels. Demos shrink to zero below 2,048 tokens (they would not fit)."""
+
 from __future__ import annotations
 
 import json
@@ -25,20 +26,25 @@ def json_kv(rng: random.Random, index: int, length: int, tok, p: dict[str, Any])
     gold_k, gold_v = u(), u()
     depth = pick_depths(rng, 1, index)[0]
     pair_seed = rng.getrandbits(32)
-    demos = "".join(f"Key: \"{u()}\"\nCorresponding value: \"{u()}\"\n\n" for _ in range(_shots(p, length)))
+    demos = "".join(f'Key: "{u()}"\nCorresponding value: "{u()}"\n\n' for _ in range(_shots(p, length)))
 
     def render(n: int):
         r = random.Random(pair_seed)
-        pairs = [(str(uuid.UUID(int=r.getrandbits(128), version=4)), str(uuid.UUID(int=r.getrandbits(128), version=4))) for _ in range(n)]
+        pairs = [
+            (str(uuid.UUID(int=r.getrandbits(128), version=4)), str(uuid.UUID(int=r.getrandbits(128), version=4)))
+            for _ in range(n)
+        ]
         at = round(depth * n)
         pairs.insert(at, (gold_k, gold_v))
         context = "JSON data:\n" + json.dumps(dict(pairs), indent=1)
-        prompt = (f"{context}\n\nExtract the value corresponding to the specified key in the JSON object below.\n\n"
-                  f"{demos}Key: \"{gold_k}\"\nCorresponding value:")
+        prompt = (
+            f"{context}\n\nExtract the value corresponding to the specified key in the JSON object below.\n\n"
+            f'{demos}Key: "{gold_k}"\nCorresponding value:'
+        )
         return prompt, {"needle_char": prompt.index(gold_k), "gold_index": at, "num_kvs": n + 1}
 
-    target = f" \"{gold_v}\""
-    distractors = pick_distractors(rng, target, [], lambda: f" \"{u()}\"", p["n_choices"] - 1)
+    target = f' "{gold_v}"'
+    distractors = pick_distractors(rng, target, [], lambda: f' "{u()}"', p["n_choices"] - 1)
     return Draw(render, [gold_v], target, distractors, {})
 
 
@@ -55,9 +61,11 @@ def rag(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> 
     def render(n: int):
         docs, at = facts.docs(n)
         context = "\n\n".join(f"Document (Title: {d['name']}): {fact_passage(d)}" for d in docs)
-        prompt = ("Use the given documents to write a concise and short answer to the question. "
-                  "Write your answer in the following format:\nAnswer: [answer]\n\n"
-                  f"{demos}{context}\n\nQuestion: {facts.question}\nAnswer:")
+        prompt = (
+            "Use the given documents to write a concise and short answer to the question. "
+            "Write your answer in the following format:\nAnswer: [answer]\n\n"
+            f"{demos}{context}\n\nQuestion: {facts.question}\nAnswer:"
+        )
         return prompt, {"needle_char": prompt.index(fact_passage(facts.gold)), "gold_doc": at, "num_docs": n + 1}
 
     target = " " + facts.answer
@@ -66,10 +74,12 @@ def rag(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> 
 
 
 # ------------------------------------------------------------------------------------- re-rank
-RERANK_INSTR = ("You are provided with a list of documents, each indicated by their ID. Rank each document based on their "
-                "relevance to the question in descending order from most relevant to least relevant texts. Include all "
-                "documents in the rankings. Write your answer using the unique IDs, with the following format:\n"
-                "Ranking: ID3 > ID1 > ID2\n\n")
+RERANK_INSTR = (
+    "You are provided with a list of documents, each indicated by their ID. Rank each document based on their "
+    "relevance to the question in descending order from most relevant to least relevant texts. Include all "
+    "documents in the rankings. Write your answer using the unique IDs, with the following format:\n"
+    "Ranking: ID3 > ID1 > ID2\n\n"
+)
 
 
 def rerank(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
@@ -126,7 +136,7 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) 
 
 
 # ------------------------------------------------------------------------------------- ICL
-ICL_INSTR = "Use the provided mapping from the text to label to assign a label to the text. Only output \"label: {label}\" and nothing else. \n\n"
+ICL_INSTR = 'Use the provided mapping from the text to label to assign a label to the text. Only output "label: {label}" and nothing else. \n\n'
 
 
 def icl(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
@@ -135,7 +145,7 @@ def icl(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> 
     n_labels = p["n_labels"]
     nouns = list(W.NOUNS)
     rng.shuffle(nouns)
-    signature = [nouns[4 * c:4 * c + 4] for c in range(n_labels)]
+    signature = [nouns[4 * c : 4 * c + 4] for c in range(n_labels)]
     perm = list(range(n_labels))
     rng.shuffle(perm)
     demo_seed = rng.getrandbits(32)

@@ -21,12 +21,14 @@ hop beyond a distance, e.g. beyond the sliding window::
 A document is built as token ids over a :class:`TaskVocab` and carries its scored positions, so
 one forward pass scores every answer (teacher forcing, as Zoology scores MQAR).
 """
+
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from archpool.errors import ConfigError
 
@@ -58,8 +60,15 @@ class TaskVocab:
     hop_pairs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        groups = [set(self.keys), set(self.values), set(self.hops), set(self.filler), {self.marker}, set(self.pairs),
-                  set(self.hop_pairs)]
+        groups = [
+            set(self.keys),
+            set(self.values),
+            set(self.hops),
+            set(self.filler),
+            {self.marker},
+            set(self.pairs),
+            set(self.hop_pairs),
+        ]
         if sum(map(len, groups)) != len(set().union(*groups)):
             raise ConfigError("mqar.vocab", "keys, values, hop values, filler, marker and pair tokens must be disjoint")
         for name in ("keys", "values", "hops", "filler"):
@@ -81,30 +90,44 @@ class TaskVocab:
         return self.hop_pairs[self.values.index(v) * len(self.hops) + self.hops.index(w)]
 
     @classmethod
-    def from_ids(cls, ids: Sequence[int], n_keys: int, n_values: int, n_hops: int | None = None, n_filler: int | None = None) -> "TaskVocab":
+    def from_ids(
+        cls, ids: Sequence[int], n_keys: int, n_values: int, n_hops: int | None = None, n_filler: int | None = None
+    ) -> TaskVocab:
         """Split an ordered pool of usable token ids: marker, keys, values, hop values, filler."""
         n_hops = n_values if n_hops is None else n_hops
         need = 1 + n_keys + n_values + n_hops + 2
         if len(ids) < need:
-            raise ConfigError("mqar.n_keys", f"the tokenizer has {len(ids)} usable single tokens; n_keys + 2 x n_values + 3 = {need} needed")
+            raise ConfigError(
+                "mqar.n_keys", f"the tokenizer has {len(ids)} usable single tokens; n_keys + 2 x n_values + 3 = {need} needed"
+            )
         ids = list(ids)
         a, b, c = 1 + n_keys, 1 + n_keys + n_values, 1 + n_keys + n_values + n_hops
         filler = ids[c:] if n_filler is None else ids[c : c + n_filler]
         return cls(tuple(ids[1:a]), tuple(ids[a:b]), tuple(ids[b:c]), tuple(filler), ids[0])
 
     @classmethod
-    def composite_from_ids(cls, task_ids: Sequence[int], filler: Sequence[int], n_keys: int, n_values: int) -> "TaskVocab":
+    def composite_from_ids(cls, task_ids: Sequence[int], filler: Sequence[int], n_keys: int, n_values: int) -> TaskVocab:
         """Composite layout over reserved task tokens: marker, keys, values, hop values, the
         key×value pair tokens, the value×hop pair tokens (hop values as many as values)."""
         need = composite_tokens_needed(n_keys, n_values)
         if len(task_ids) < need:
-            raise ConfigError("data.task_tokens", f"MQAR with n_keys={n_keys}, n_values={n_values} needs {need} reserved task "
-                              f"tokens (1 + K + 2V + K·V + V²); the tokenizer has {len(task_ids)}")
+            raise ConfigError(
+                "data.task_tokens",
+                f"MQAR with n_keys={n_keys}, n_values={n_values} needs {need} reserved task "
+                f"tokens (1 + K + 2V + K·V + V²); the tokenizer has {len(task_ids)}",
+            )
         t = list(task_ids)
         k0, v0, h0, p0 = 1, 1 + n_keys, 1 + n_keys + n_values, 1 + n_keys + 2 * n_values
         q0 = p0 + n_keys * n_values
-        return cls(tuple(t[k0:v0]), tuple(t[v0:h0]), tuple(t[h0:p0]), tuple(filler), t[0], tuple(t[p0:q0]),
-                   tuple(t[q0 : q0 + n_values * n_values]))
+        return cls(
+            tuple(t[k0:v0]),
+            tuple(t[v0:h0]),
+            tuple(t[h0:p0]),
+            tuple(filler),
+            t[0],
+            tuple(t[p0:q0]),
+            tuple(t[q0 : q0 + n_values * n_values]),
+        )
 
 
 def composite_tokens_needed(n_keys: int, n_values: int) -> int:
@@ -139,7 +162,9 @@ def tokenizer_vocab(tokenizer, n_keys: int, n_values: int, n_filler: int = 128) 
         a, b = words[0], words[1]
         marks = [m for m in sorted(marks) if tokenizer.encode(tokenizer.decode([a, m[2], b])) == [a, m[2], b]]
     if not marks:
-        raise ConfigError("mqar.marker", f"the tokenizer has no single punctuation token ({' '.join(MARKERS)}) for the chain marker")
+        raise ConfigError(
+            "mqar.marker", f"the tokenizer has no single punctuation token ({' '.join(MARKERS)}) for the chain marker"
+        )
     return TaskVocab.from_ids([marks[0][2], *words], n_keys, n_values, n_values, n_filler)
 
 
@@ -197,7 +222,9 @@ def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
         if not isinstance(p[k], int) or isinstance(p[k], bool) or p[k] < (2 if k != "min_distance" else 1):
             raise ConfigError(f"mqar.{k}", f"must be an integer >= {2 if k != 'min_distance' else 1}, got {p[k]!r}")
     if p["max_distance"] is not None and (not isinstance(p["max_distance"], int) or p["max_distance"] < p["min_distance"]):
-        raise ConfigError("mqar.max_distance", f"must be an integer >= min_distance={p['min_distance']}, got {p['max_distance']!r}")
+        raise ConfigError(
+            "mqar.max_distance", f"must be an integer >= min_distance={p['min_distance']}, got {p['max_distance']!r}"
+        )
     for k in ("chains", "distractors"):
         if not 0 <= float(p[k]) <= (1 if k == "chains" else 8):
             raise ConfigError(f"mqar.{k}", f"out of range, got {p[k]!r}")

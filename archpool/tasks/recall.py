@@ -11,6 +11,7 @@ haystack; only the last query is scored::
     The grass is green. The sky is blue. ...
     q: dog 7 hat 4 sun        -> target " 1"
 """
+
 from __future__ import annotations
 
 import random
@@ -39,7 +40,7 @@ def kv_recall(rng: random.Random, index: int, length: int, tok, p: dict[str, Any
         units = text.units(start, n) if text else noise_units(n)
         at = round(depth * n)
         body = units[:at] + [block] + units[at:]
-        prompt = "\n".join([" ".join(body[:at]), block, " ".join(body[at + 1:]), query]).replace("\n\n", "\n").lstrip("\n")
+        prompt = "\n".join([" ".join(body[:at]), block, " ".join(body[at + 1 :]), query]).replace("\n\n", "\n").lstrip("\n")
         return prompt, {"needle_char": prompt.index(block), "depth": depth}
 
     gold = values[last]

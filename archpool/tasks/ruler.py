@@ -6,6 +6,7 @@ adaptations: held-out text (or pseudo-text) replaces Paul Graham essays; synthet
 replace SQuAD/HotpotQA; the CWE word counts and the one-shot demos shrink at short lengths; the VT
 answer prefix ends without a trailing space (the target starts with one, which BPE prefers).
 """
+
 from __future__ import annotations
 
 import math
@@ -147,10 +148,14 @@ def niah(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) ->
 
 
 # ------------------------------------------------------------------------------------- VT
-VT_TEMPLATE = ("Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
-               "Question: Find all variables that are assigned the value {query} in the text above.")
-VT_PREFIX = (" Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables are "
-             "assigned the value {query}, they are:")
+VT_TEMPLATE = (
+    "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
+    "Question: Find all variables that are assigned the value {query} in the text above."
+)
+VT_PREFIX = (
+    " Answer: According to the chain(s) of variable assignment in the text above, {num_v} variables are "
+    "assigned the value {query}, they are:"
+)
 
 
 def _var_names(rng: random.Random, n: int, k: int = 5) -> list[str]:
@@ -175,8 +180,9 @@ def variable_tracking(rng: random.Random, index: int, length: int, tok, p: dict[
         dv = "12345"
         dchain = [f"VAR {dn[0]} = {dv}."] + [f"VAR {dn[j + 1]} = VAR {dn[j]}." for j in range(hops)]
         dctx = " ".join(noise_units(2) + dchain[:2] + noise_units(1) + dchain[2:])
-        demo = (VT_TEMPLATE.format(context=dctx, query=dv) + VT_PREFIX.format(num_v=hops + 1, query=dv)
-                + " " + " ".join(dn) + "\n\n")
+        demo = (
+            VT_TEMPLATE.format(context=dctx, query=dv) + VT_PREFIX.format(num_v=hops + 1, query=dv) + " " + " ".join(dn) + "\n\n"
+        )
 
     def render(n: int):
         placed, where = insert_at_depths(noise_units(n), chain, depths)
@@ -184,13 +190,17 @@ def variable_tracking(rng: random.Random, index: int, length: int, tok, p: dict[
         return prompt, {"needle_char": prompt.index(chain[0], len(demo)), "depths": depths}
 
     target = " " + " ".join(names)
-    distractors = pick_distractors(rng, target, [], lambda: " " + " ".join(_var_names(rng, hops + 1, p["name_len"])), p["n_choices"] - 1)
+    distractors = pick_distractors(
+        rng, target, [], lambda: " " + " ".join(_var_names(rng, hops + 1, p["name_len"])), p["n_choices"] - 1
+    )
     return Draw(render, list(names), target, distractors, {"value": value})
 
 
 # ------------------------------------------------------------------------------------- CWE
-CWE_TEMPLATE = ("Below is a numbered list of words. In these words, some appear more often than others. "
-                "Memorize the ones that appear most often.\n{context}\nQuestion: What are the {n} most common words in the above list?")
+CWE_TEMPLATE = (
+    "Below is a numbered list of words. In these words, some appear more often than others. "
+    "Memorize the ones that appear most often.\n{context}\nQuestion: What are the {n} most common words in the above list?"
+)
 CWE_PREFIX = " Answer: The top {n} words that appear most often in the list are:"
 
 
@@ -209,11 +219,12 @@ def common_words(rng: random.Random, index: int, length: int, tok, p: dict[str, 
     demo = ""
     if p["shots"]:
         dv = rest[-40:]
-        dcw, ducw = dv[:num_cw], dv[num_cw:num_cw + 10]
+        dcw, ducw = dv[:num_cw], dv[num_cw : num_cw + 10]
         dlist = dcw * 3 + ducw
         random.Random(order_seed + 1).shuffle(dlist)
-        demo = (CWE_TEMPLATE.format(context=_numbered(dlist), n=num_cw) + CWE_PREFIX.format(n=num_cw)
-                + " " + _numbered(dcw) + "\n\n")
+        demo = (
+            CWE_TEMPLATE.format(context=_numbered(dlist), n=num_cw) + CWE_PREFIX.format(n=num_cw) + " " + _numbered(dcw) + "\n\n"
+        )
         rest = rest[:-40]
 
     def render(n: int):
@@ -236,9 +247,11 @@ def common_words(rng: random.Random, index: int, length: int, tok, p: dict[str, 
 
 
 # ------------------------------------------------------------------------------------- FWE
-FWE_TEMPLATE = ("Read the following coded text and track the frequency of each coded word. Find the three most frequently "
-                "appeared coded words. {context}\nQuestion: Do not provide any explanation. Please ignore the dots '....'. "
-                "What are the three most frequently appeared words in the above coded text?")
+FWE_TEMPLATE = (
+    "Read the following coded text and track the frequency of each coded word. Find the three most frequently "
+    "appeared coded words. {context}\nQuestion: Do not provide any explanation. Please ignore the dots '....'. "
+    "What are the three most frequently appeared words in the above coded text?"
+)
 FWE_PREFIX = " Answer: According to the coded text above, the three most frequently appeared words are:"
 
 
@@ -251,7 +264,7 @@ def freq_words(rng: random.Random, index: int, length: int, tok, p: dict[str, An
         if w not in vocab:
             vocab.append(w)
     vocab[0] = "...."
-    zeta = sum(k ** -alpha for k in range(1, 10_000))
+    zeta = sum(k**-alpha for k in range(1, 10_000))
     shuffle_seed = rng.getrandbits(32)
 
     def render(n: int):
@@ -265,14 +278,16 @@ def freq_words(rng: random.Random, index: int, length: int, tok, p: dict[str, An
     target = " " + " ".join(answers)
     distractors = pick_distractors(rng, target, [], lambda: " " + " ".join(rng.sample(vocab[1:], 3)), p["n_choices"] - 1)
     # below ~6 x the vocabulary the Zipf counts of the 3 answers tie; require a size where they differ
-    min_size = int(math.ceil(zeta * 4 ** alpha)) + 1
+    min_size = int(math.ceil(zeta * 4**alpha)) + 1
     return Draw(render, answers, target, distractors, {}, min_size=min_size, step=max(1, length // 64))
 
 
 # ------------------------------------------------------------------------------------- QA
-QA_TEMPLATE = ("Answer the question based on the given documents. Only give me the answer and do not output any other words.\n\n"
-               "The following are given documents.\n\n{context}\n\nAnswer the question based on the given documents. "
-               "Only give me the answer and do not output any other words.\n\nQuestion: {query}")
+QA_TEMPLATE = (
+    "Answer the question based on the given documents. Only give me the answer and do not output any other words.\n\n"
+    "The following are given documents.\n\n{context}\n\nAnswer the question based on the given documents. "
+    "Only give me the answer and do not output any other words.\n\nQuestion: {query}"
+)
 QA_PREFIX = " Answer:"
 FACT_FIELDS = {
     "city": ("was born in {}", "Where was {} born?"),
@@ -294,8 +309,10 @@ def person_facts(rng: random.Random, n: int) -> list[dict[str, str]]:
 
 def fact_passage(person: dict[str, str]) -> str:
     n = person["name"]
-    return (f"{n} {FACT_FIELDS['city'][0].format(person['city'])}. {n.split()[0]} {FACT_FIELDS['job'][0].format(person['job'])} "
-            f"and {FACT_FIELDS['animal'][0].format(person['animal'])}.")
+    return (
+        f"{n} {FACT_FIELDS['city'][0].format(person['city'])}. {n.split()[0]} {FACT_FIELDS['job'][0].format(person['job'])} "
+        f"and {FACT_FIELDS['animal'][0].format(person['animal'])}."
+    )
 
 
 class FactDocs:

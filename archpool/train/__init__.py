@@ -1,7 +1,8 @@
 """The train stage: pretraining and context extension of any pool member (resumable, DDP / FSDP2)."""
+
 from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
 
-__all__ = ["TrainConfig", "ExtensionConfig", "RunConfig", "pretrain", "extend"]
+__all__ = ["ExtensionConfig", "RunConfig", "TrainConfig", "extend", "pretrain"]
 
 
 def pretrain(run_cfg, out):

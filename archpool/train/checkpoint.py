@@ -13,6 +13,7 @@ directory that looks whole; the manifest additionally catches files damaged afte
 (``validate`` rejects them with a clear error and ``latest`` falls back to the previous one).
 ``train_state.pt`` holds only tensors and plain Python values and is loaded with ``weights_only=True``.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,10 @@ def write_checkpoint(
         if train_state is not None:
             torch.save(train_state, tmp / STATE_NAME)
         files = sorted(p.name for p in tmp.iterdir())
-        manifest = {"files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
-                    "step": (train_state or {}).get("step")}
+        manifest = {
+            "files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
+            "step": (train_state or {}).get("step"),
+        }
         for n in files:
             _fsync(tmp / n)
         atomic_write_json(tmp / MANIFEST_NAME, manifest)
@@ -108,7 +111,7 @@ def latest(ckpt_root: str | Path) -> Path | None:
 def prune(ckpt_root: str | Path, keep_last: int) -> None:
     """Delete all but the newest ``keep_last`` step directories, and stale temporary ones."""
     root = Path(ckpt_root)
-    for step, path in list_checkpoints(root)[:-keep_last]:
+    for _step, path in list_checkpoints(root)[:-keep_last]:
         shutil.rmtree(path, ignore_errors=True)
     clean_temporaries(root)
 

@@ -3,6 +3,7 @@
 A run config (YAML) has sections ``model:`` (a ModelConfig, presets allowed), ``data:`` (the data
 stage's config), ``train:`` (a TrainConfig) and optionally ``extension:`` (an ExtensionConfig).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,8 @@ from typing import Any
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
-from archpool.typecheck import check_types
 from archpool.study import DEFAULT_RECIPE, RECIPES
+from archpool.typecheck import check_types
 
 SCHEDULES = ("cosine", "linear", "wsd", "constant")
 DTYPES = ("auto", "float32", "bfloat16")
@@ -38,7 +39,7 @@ def _build(cls: type, data: dict[str, Any], prefix: str, default_prefix: str):
     except ConfigError as e:
         if prefix == default_prefix or not e.field.startswith(default_prefix):
             raise
-        raise ConfigError(prefix + e.field[len(default_prefix):], str(e).split(": ", 1)[-1]) from None
+        raise ConfigError(prefix + e.field[len(default_prefix) :], str(e).split(": ", 1)[-1]) from None
 
 
 def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
@@ -122,12 +123,16 @@ class TrainConfig:
             raise ConfigError(f"{prefix}.max_steps", "set a budget: max_steps or max_tokens")
         if self.max_steps is not None and self.max_tokens is not None:
             raise ConfigError(f"{prefix}.max_steps", "set max_steps or max_tokens, not both")
-        if not isinstance(self.milestones, list) or not all(isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in self.milestones):
+        if not isinstance(self.milestones, list) or not all(
+            isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in self.milestones
+        ):
             raise ConfigError(f"{prefix}.milestones", f"a list of positive step numbers, got {self.milestones!r}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"{prefix}.dtype", f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
         if self.attn_impl not in ATTN_IMPLS:
-            raise ConfigError(f"{prefix}.attn_impl", f"unknown attention kernel {self.attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
+            raise ConfigError(
+                f"{prefix}.attn_impl", f"unknown attention kernel {self.attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}"
+            )
         if self.parallel not in PARALLEL:
             raise ConfigError(f"{prefix}.parallel", f"unknown mode {self.parallel!r}; allowed: {', '.join(PARALLEL)}")
 
@@ -137,7 +142,9 @@ class TrainConfig:
 
     def sequences_per_step(self, seq_len: int, prefix: str = "train") -> int:
         if self.global_batch_tokens % seq_len:
-            raise ConfigError(f"{prefix}.global_batch_tokens", f"{self.global_batch_tokens} is not a multiple of seq_len={seq_len}")
+            raise ConfigError(
+                f"{prefix}.global_batch_tokens", f"{self.global_batch_tokens} is not a multiple of seq_len={seq_len}"
+            )
         return self.global_batch_tokens // seq_len
 
     def accumulation_steps(self, seq_len: int, world_size: int, prefix: str = "train") -> int:
@@ -171,7 +178,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], prefix: str = "train") -> "TrainConfig":
+    def from_dict(cls, data: dict[str, Any], prefix: str = "train") -> TrainConfig:
         return _build(cls, dict(data or {}), prefix, "train")
 
 
@@ -257,7 +264,7 @@ class ExtensionConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], prefix: str = "extension") -> "ExtensionConfig":
+    def from_dict(cls, data: dict[str, Any], prefix: str = "extension") -> ExtensionConfig:
         return _build(cls, dict(data or {}), prefix, "extension")
 
 
@@ -284,7 +291,7 @@ class RunConfig:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         if not isinstance(data, dict):
             raise ConfigError("run", "expected a mapping with sections model, data, train, extension")
         unknown = sorted(set(data) - {"model", "data", "train", "extension", "name", "description"})
@@ -313,5 +320,5 @@ class RunConfig:
         )
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "RunConfig":
+    def from_file(cls, path: str | Path) -> RunConfig:
         return cls.from_dict(read_config_file(path))

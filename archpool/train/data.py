@@ -10,6 +10,7 @@ size, and a checkpoint written at one world size resumes at another.
 Sources: the data stage's prepared store and streams (``archpool.data``; see ``data_stage.py``) for real runs, and a deterministic
 synthetic token source (``data: {synthetic: {...}}``) for tests and benchmarks.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,9 +44,13 @@ class SequenceSource(Protocol):
 class RankSlicedStream:
     """Micro-batches of this rank's slice of each global step, from a random-access source."""
 
-    def __init__(self, source: SequenceSource, sequences_per_step: int, micro_batch_size: int, rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, source: SequenceSource, sequences_per_step: int, micro_batch_size: int, rank: int = 0, world_size: int = 1
+    ):
         if sequences_per_step % (micro_batch_size * world_size):
-            raise ConfigError("micro_batch_size", f"{sequences_per_step} sequences per step do not split into {world_size} x {micro_batch_size}")
+            raise ConfigError(
+                "micro_batch_size", f"{sequences_per_step} sequences per step do not split into {world_size} x {micro_batch_size}"
+            )
         self.source = source
         self.per_step, self.micro = sequences_per_step, micro_batch_size
         self.rank, self.world = rank, world_size
@@ -78,7 +83,9 @@ class SyntheticSource:
     bigram table (``noise`` of the tokens are uniform), separated by token 0. Sequence ``i`` depends
     only on (seed, split, i)."""
 
-    def __init__(self, vocab_size: int, seq_len: int, seed: int = 0, split: str = "pretrain", mean_doc_len: int = 48, noise: float = 0.1):
+    def __init__(
+        self, vocab_size: int, seq_len: int, seed: int = 0, split: str = "pretrain", mean_doc_len: int = 48, noise: float = 0.1
+    ):
         self.vocab, self.seq_len, self.noise = vocab_size, seq_len, noise
         self.salt = f"{seed}|{split}"
         self.mean_doc_len = max(2, mean_doc_len)

@@ -6,6 +6,7 @@ so members with different contexts still see identical token sequences. The stre
 consumed by the whole job, plus the store key and tokenizer hash) is world-size independent and is
 checked against the store on resume.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +20,6 @@ from archpool.runtime import process_rank
 from archpool.tasks import training_documents
 from archpool.train.data import Batch, BatchStream, RankSlicedStream, SyntheticSource
 from archpool.train.distributed import barrier
-
 
 
 def task_mix(section: DataSection, split: str, tokenizer) -> tuple[list, int | None]:
@@ -39,7 +39,7 @@ def open_store(section: DataSection, progress: bool = False) -> Store:
     """The prepared store a ``data:`` section names; rank 0 prepares it first under torchrun."""
     if section.store:
         return Store(section.store)
-    quiet = lambda *a, **k: None  # noqa: E731
+    quiet = lambda *a, **k: None
     if process_rank() == 0:
         store = prepare(section.data, progress=progress, log=print if progress else quiet)
         barrier()
@@ -65,7 +65,7 @@ class DataStageStream:
             n = b["input_ids"].shape[0]
             if n % self.micro:
                 raise ConfigError("train.micro_batch_size", f"{n} rows per rank do not split into micro-batches of {self.micro}")
-            self._rows = [{k: v[i:i + self.micro] for k, v in b.items()} for i in range(0, n, self.micro)]
+            self._rows = [{k: v[i : i + self.micro] for k, v in b.items()} for i in range(0, n, self.micro)]
         r = self._rows.pop(0)
         return Batch(r["input_ids"], r["labels"], r.get("doc_ids"))
 
@@ -78,16 +78,29 @@ class DataStageStream:
         current = self.stream.state()
         for key in ("seq_len", "batch_size", "seed"):
             if state.get(key) != current.get(key):
-                raise ConfigError(f"data.{key}", f"the checkpoint's stream has {key}={state.get(key)}, this run {current.get(key)}")
+                raise ConfigError(
+                    f"data.{key}", f"the checkpoint's stream has {key}={state.get(key)}, this run {current.get(key)}"
+                )
         # resume() checks the store key and tokenizer hash and continues at the recorded position
-        self.stream = type(self.stream).resume(self.store, state, rank=self.rank, world_size=self.world_size,
-                                               doc_ids=self.doc_ids, extra=self.extra)
+        self.stream = type(self.stream).resume(
+            self.store, state, rank=self.rank, world_size=self.world_size, doc_ids=self.doc_ids, extra=self.extra
+        )
         self._rows = []
 
 
-def build_data_stage_stream(section: DataSection, *, split: str, vocab_size: int, seq_len: int, sequences_per_step: int,
-                            micro_batch_size: int, rank: int = 0, world_size: int = 1, seed: int = 0,
-                            doc_ids: bool = True) -> DataStageStream:
+def build_data_stage_stream(
+    section: DataSection,
+    *,
+    split: str,
+    vocab_size: int,
+    seq_len: int,
+    sequences_per_step: int,
+    micro_batch_size: int,
+    rank: int = 0,
+    world_size: int = 1,
+    seed: int = 0,
+    doc_ids: bool = True,
+) -> DataStageStream:
     store = open_store(section)
     n_vocab = store.tokenizer.vocab_size
     if n_vocab > vocab_size:
@@ -96,7 +109,9 @@ def build_data_stage_stream(section: DataSection, *, split: str, vocab_size: int
     extra, mix_unit = task_mix(section, split, store.tokenizer)
 
     def make(start_tokens: int):
-        common = dict(rank=rank, world_size=world_size, start_tokens=start_tokens, doc_ids=doc_ids, extra=extra, mix_unit=mix_unit)
+        common = dict(
+            rank=rank, world_size=world_size, start_tokens=start_tokens, doc_ids=doc_ids, extra=extra, mix_unit=mix_unit
+        )
         if split == "extension":
             kw = {k: getattr(section, k) for k in ("short_share", "long_min_tokens") if getattr(section, k) is not None}
             return ExtensionStream(store, seq_len, sequences_per_step, order_seed, **kw, **common)
@@ -124,10 +139,18 @@ def build_stream(
         if vocab > vocab_size:
             raise ConfigError("data.synthetic.vocab_size", f"{vocab} exceeds the model's vocab_size={vocab_size}")
         mean = syn.mean_doc_len or (48 if split == "pretrain" else 4 * seq_len)
-        source = SyntheticSource(vocab, seq_len, seed=seed if syn.seed is None else syn.seed, split=split, mean_doc_len=mean,
-                                 noise=syn.noise)
+        source = SyntheticSource(
+            vocab, seq_len, seed=seed if syn.seed is None else syn.seed, split=split, mean_doc_len=mean, noise=syn.noise
+        )
         return RankSlicedStream(source, sequences_per_step, micro_batch_size, rank, world_size)
     return build_data_stage_stream(
-        section, split=split, vocab_size=vocab_size, seq_len=seq_len, sequences_per_step=sequences_per_step,
-        micro_batch_size=micro_batch_size, rank=rank, world_size=world_size, seed=seed,
+        section,
+        split=split,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        sequences_per_step=sequences_per_step,
+        micro_batch_size=micro_batch_size,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
     )

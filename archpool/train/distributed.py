@@ -1,18 +1,20 @@
 """Parallelism applied to an unmodified Decoder (torchtitan's separation): torchrun init, DDP or
 FSDP2 (``fully_shard``) wrapping, gradient-sync control, and full (world-size independent) state
 dicts for checkpoints."""
+
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
-from typing import Any, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from archpool.runtime import process_rank
-from torch import nn
 
 
 @dataclass
@@ -20,7 +22,7 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def distributed(self) -> bool:
@@ -76,7 +78,10 @@ def resolve_mode(mode: str, info: DistInfo) -> str:
     if mode == "none":
         from archpool.errors import ConfigError
 
-        raise ConfigError("train.parallel", f"'none' under torchrun with {info.world_size} ranks would train {info.world_size} separate models; use ddp or fsdp")
+        raise ConfigError(
+            "train.parallel",
+            f"'none' under torchrun with {info.world_size} ranks would train {info.world_size} separate models; use ddp or fsdp",
+        )
     return "ddp" if mode == "auto" else mode
 
 

@@ -10,6 +10,7 @@ of training stages at the longer length (study.md §2).
 - ``pi``: linear position interpolation (for comparison).
 The extended model's config records the new ``rope`` and an ``extension`` dict with the recipe.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,10 @@ from archpool.errors import CheckpointError, ConfigError
 from archpool.io import sha256_file
 from archpool.model.config import ModelConfig, RopeConfig
 from archpool.names import check_name
+from archpool.study import THETA_RECIPES
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
 from archpool.train.trainer import RUN_RECORD, Stage, Trainer, TrainResult, run_dir_final
-from archpool.study import THETA_RECIPES
-
 
 RESERVED_NAMES = ("base",)  # "base" prefixes the pre-extension columns of pool results
 
@@ -59,11 +59,20 @@ def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, le
             return RopeConfig(theta=theta, type="default", full_layers_only=True, sliding_theta=local)
         return RopeConfig(theta=theta, type="default")
     if ext.new_theta is not None:
-        raise ConfigError("extension.new_theta", f"{ext.recipe!r} keeps theta and scales positions; new_theta applies to ntk / abf")
+        raise ConfigError(
+            "extension.new_theta", f"{ext.recipe!r} keeps theta and scales positions; new_theta applies to ntk / abf"
+        )
     if ext.recipe == "pi":
         return RopeConfig(theta=base.theta, type="linear", factor=factor, full_layers_only=ext.full_layers_only)
-    return RopeConfig(theta=base.theta, type="yarn", factor=factor, original_max_seq_len=pretrain_len,
-                      beta_fast=ext.beta_fast, beta_slow=ext.beta_slow, full_layers_only=ext.full_layers_only)
+    return RopeConfig(
+        theta=base.theta,
+        type="yarn",
+        factor=factor,
+        original_max_seq_len=pretrain_len,
+        beta_fast=ext.beta_fast,
+        beta_slow=ext.beta_slow,
+        full_layers_only=ext.full_layers_only,
+    )
 
 
 def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: ExtensionConfig, source: str) -> ExtensionPlan:
@@ -91,30 +100,56 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
         stages = [Stage(ext.recipe, length, steps, "extension")]
     rope = extension_rope(source_cfg.rope, ext, pre_len, length)
     record = {
-        "recipe": ext.recipe, "name": ext.run_name, "source": source, "pretrain_seq_len": pre_len, "length": length,
-        "tokens": steps * gbt, "steps": steps, "theta_before": source_cfg.rope.theta, "theta": rope.theta,
-        "rope_type": rope.type, "factor": rope.factor, "full_layers_only": rope.full_layers_only,
+        "recipe": ext.recipe,
+        "name": ext.run_name,
+        "source": source,
+        "pretrain_seq_len": pre_len,
+        "length": length,
+        "tokens": steps * gbt,
+        "steps": steps,
+        "theta_before": source_cfg.rope.theta,
+        "theta": rope.theta,
+        "rope_type": rope.type,
+        "factor": rope.factor,
+        "full_layers_only": rope.full_layers_only,
         "stages": [{"name": s.name, "seq_len": s.seq_len, "steps": s.steps} for s in stages],
     }
     model = source_cfg.replace(rope=rope, max_seq_len=max(length, source_cfg.max_seq_len), extension=record)
-    train = TrainConfig.from_dict({
-        **pretrain.to_dict(),
-        "lr": ext.lr or pretrain.lr, "final_lr_ratio": ext.final_lr_ratio, "warmup_steps": warmup, "schedule": "linear",
-        "weight_decay": pretrain.weight_decay if ext.weight_decay is None else ext.weight_decay,
-        "global_batch_tokens": gbt, "micro_batch_size": ext.micro_batch_size, "seq_len": length,
-        "max_steps": steps, "max_tokens": None, "milestones": [],
-        "intra_doc_mask": pretrain.intra_doc_mask if ext.intra_doc_mask is None else ext.intra_doc_mask,
-        "ckpt_every": ext.ckpt_every or pretrain.ckpt_every, "log_every": ext.log_every or pretrain.log_every,
-    })
+    train = TrainConfig.from_dict(
+        {
+            **pretrain.to_dict(),
+            "lr": ext.lr or pretrain.lr,
+            "final_lr_ratio": ext.final_lr_ratio,
+            "warmup_steps": warmup,
+            "schedule": "linear",
+            "weight_decay": pretrain.weight_decay if ext.weight_decay is None else ext.weight_decay,
+            "global_batch_tokens": gbt,
+            "micro_batch_size": ext.micro_batch_size,
+            "seq_len": length,
+            "max_steps": steps,
+            "max_tokens": None,
+            "milestones": [],
+            "intra_doc_mask": pretrain.intra_doc_mask if ext.intra_doc_mask is None else ext.intra_doc_mask,
+            "ckpt_every": ext.ckpt_every or pretrain.ckpt_every,
+            "log_every": ext.log_every or pretrain.log_every,
+        }
+    )
     return ExtensionPlan(model, train, stages, steps * gbt)
 
 
 def resolve_source(run_dir: str | Path, source: str) -> Path:
     """``final``, a milestone name (``step_000050``), a ``ckpt/`` step, or a checkpoint path."""
     run_dir = Path(run_dir)
-    candidates = [run_dir_final(run_dir)] if source == "final" else [
-        run_dir / "milestones" / source, run_dir / "ckpt" / source, Path(source), run_dir / source,
-    ]
+    candidates = (
+        [run_dir_final(run_dir)]
+        if source == "final"
+        else [
+            run_dir / "milestones" / source,
+            run_dir / "ckpt" / source,
+            Path(source),
+            run_dir / source,
+        ]
+    )
     for c in candidates:
         if c.is_dir():
             ckpt.validate(c)
@@ -122,8 +157,13 @@ def resolve_source(run_dir: str | Path, source: str) -> Path:
     raise CheckpointError(f"{run_dir}: no checkpoint {source!r} (looked in {', '.join(str(c) for c in candidates)})")
 
 
-def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None = None, progress: bool | None = None,
-           out: str | Path | None = None) -> TrainResult:
+def extend(
+    run_dir: str | Path,
+    ext: ExtensionConfig,
+    run_cfg: RunConfig | None = None,
+    progress: bool | None = None,
+    out: str | Path | None = None,
+) -> TrainResult:
     """Extend a pretrained run's checkpoint into ``out`` (default ``RUN/extend/<name>/``); re-running resumes."""
     run_dir = Path(run_dir)
     extension_dir_name(ext)  # before any work: the name becomes a directory
@@ -135,12 +175,24 @@ def extend(run_dir: str | Path, ext: ExtensionConfig, run_cfg: RunConfig | None 
     if progress is not None:
         plan.train.progress = progress
     record = {
-        "kind": "extension", "extension": ext.to_dict(), "source": str(source.resolve()),
-        "source_sha256": sha256_file(source / ckpt.MANIFEST_NAME), "model": plan.model.to_dict(),
-        "data": run_cfg.data.to_dict(), "train": plan.train.to_dict(),
+        "kind": "extension",
+        "extension": ext.to_dict(),
+        "source": str(source.resolve()),
+        "source_sha256": sha256_file(source / ckpt.MANIFEST_NAME),
+        "model": plan.model.to_dict(),
+        "data": run_cfg.data.to_dict(),
+        "train": plan.train.to_dict(),
     }
-    trainer = Trainer(Path(out) if out is not None else run_dir / "extend" / ext.run_name, plan.model, plan.train, run_cfg.data, plan.stages,
-                      init_state=weights, record=record, metadata={"stage": "extension", "recipe": ext.recipe})
+    trainer = Trainer(
+        Path(out) if out is not None else run_dir / "extend" / ext.run_name,
+        plan.model,
+        plan.train,
+        run_cfg.data,
+        plan.stages,
+        init_state=weights,
+        record=record,
+        metadata={"stage": "extension", "recipe": ext.recipe},
+    )
     return trainer.run()
 
 

@@ -4,6 +4,7 @@ AdamW with decoupled weight decay applied to matrices only: norms, biases and em
 undecayed unless configured. The LR schedule is a pure function of the step, so resuming needs
 nothing but the step number.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,15 @@ def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool =
     return groups
 
 
-def build_optimizer(model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float], eps: float,
-                    decay_embeddings: bool = False, decay_norms: bool = False) -> torch.optim.AdamW:
+def build_optimizer(
+    model: nn.Module,
+    lr: float,
+    weight_decay: float,
+    betas: tuple[float, float],
+    eps: float,
+    decay_embeddings: bool = False,
+    decay_norms: bool = False,
+) -> torch.optim.AdamW:
     groups = param_groups(model, weight_decay, decay_embeddings, decay_norms)
     params = [p for g in groups for p in g["params"]]
     on_cuda = bool(params) and all(p.is_cuda for p in params)

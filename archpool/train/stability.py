@@ -5,11 +5,12 @@ its baseline by more than ``threshold`` (relative) is spiking; consecutive spiki
 spike, sized by its largest relative excess. The score is the sum of spike sizes (0 = no spikes),
 so it counts both how many spikes there were and how large they were.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def stability_score(losses: Sequence[float], window: int = 50, threshold: float = 0.05, min_history: int = 10) -> dict:
@@ -18,7 +19,7 @@ def stability_score(losses: Sequence[float], window: int = 50, threshold: float 
     current: dict | None = None
     nonfinite = 0
     for t, loss in enumerate(losses):
-        history = [x for x in losses[max(0, t - window):t] if math.isfinite(x)]
+        history = [x for x in losses[max(0, t - window) : t] if math.isfinite(x)]
         if not math.isfinite(loss):
             nonfinite += 1
             excess = math.inf

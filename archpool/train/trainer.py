@@ -8,6 +8,7 @@ undone), so 1 process and N processes compute the same update. Resuming restores
 optimizer, RNG, data position and the loss history from the newest valid checkpoint, so a killed
 run continues bit for bit.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,7 +42,19 @@ METRICS = "metrics.jsonl"
 STABILITY = "stability.json"
 FINAL = "final"
 # Settings that may change between a run and its resumption without changing what is computed.
-RESUME_TOLERANT = {"progress", "tensorboard", "log_every", "ckpt_every", "keep_last", "compile", "parallel", "micro_batch_size", "milestones", "dtype", "attn_impl"}
+RESUME_TOLERANT = {
+    "progress",
+    "tensorboard",
+    "log_every",
+    "ckpt_every",
+    "keep_last",
+    "compile",
+    "parallel",
+    "micro_batch_size",
+    "milestones",
+    "dtype",
+    "attn_impl",
+}
 
 
 @dataclass
@@ -99,7 +112,9 @@ class Trainer:
         self.stages = stages or [Stage("pretrain", seq_len, train_cfg.total_steps())]
         self.total_steps = sum(s.steps for s in self.stages)
         self.init_state = init_state
-        self.record = record if record is not None else {"model": model_cfg.to_dict(), "data": data.to_dict(), "train": train_cfg.to_dict()}
+        self.record = (
+            record if record is not None else {"model": model_cfg.to_dict(), "data": data.to_dict(), "train": train_cfg.to_dict()}
+        )
         self.metadata = metadata or {}
         self.init_seed = train_cfg.seed if init_seed is None else init_seed
         for s in self.stages:
@@ -140,9 +155,15 @@ class Trainer:
 
     def _stream(self, stage: Stage, info: D.DistInfo):
         return build_stream(
-            self.data, split=stage.split, vocab_size=self.cfg.vocab_size, seq_len=stage.seq_len,
-            sequences_per_step=self.tcfg.sequences_per_step(stage.seq_len), micro_batch_size=self.tcfg.micro_batch_size,
-            rank=info.rank, world_size=info.world_size, seed=self.tcfg.seed,
+            self.data,
+            split=stage.split,
+            vocab_size=self.cfg.vocab_size,
+            seq_len=stage.seq_len,
+            sequences_per_step=self.tcfg.sequences_per_step(stage.seq_len),
+            micro_batch_size=self.tcfg.micro_batch_size,
+            rank=info.rank,
+            world_size=info.world_size,
+            seed=self.tcfg.seed,
         )
 
     # ------------------------------------------------------------------ the run
@@ -172,8 +193,12 @@ class Trainer:
         autocast, bf16 = self._autocast(info.device)
         mode = D.resolve_mode(tcfg.parallel, info)
         wrapped = D.parallelize(model, mode, info, compile=tcfg.compile, bf16=bf16 and mode == "fsdp")
-        optimizer = build_optimizer(wrapped, tcfg.lr, tcfg.weight_decay, tcfg.betas, tcfg.eps, tcfg.decay_embeddings, tcfg.decay_norms)
-        schedule = LRSchedule(tcfg.lr, tcfg.lr * tcfg.final_lr_ratio, tcfg.warmup_steps, self.total_steps, tcfg.schedule, tcfg.decay_fraction)
+        optimizer = build_optimizer(
+            wrapped, tcfg.lr, tcfg.weight_decay, tcfg.betas, tcfg.eps, tcfg.decay_embeddings, tcfg.decay_norms
+        )
+        schedule = LRSchedule(
+            tcfg.lr, tcfg.lr * tcfg.final_lr_ratio, tcfg.warmup_steps, self.total_steps, tcfg.schedule, tcfg.decay_fraction
+        )
 
         start_step, losses, data_state = 0, [], None
         torch.manual_seed(tcfg.seed + info.rank)
@@ -200,7 +225,7 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
-        metrics_file = open(self.run_dir / METRICS, "a") if info.is_main else None
+        metrics_file = open(self.run_dir / METRICS, "a") if info.is_main else None  # noqa: SIM115 - closed in the run's finally
         t_log, tok_log, interval_losses = time.perf_counter(), 0, []
         gbt = tcfg.global_batch_tokens
         try:
@@ -241,9 +266,16 @@ class Trainer:
                 if info.is_main and (done % tcfg.log_every == 0 or done == self.total_steps):
                     now = time.perf_counter()
                     row = {
-                        "step": done, "stage": stage.name, "seq_len": stage.seq_len, "loss": loss_value,
-                        "loss_avg": sum(interval_losses) / len(interval_losses), "grad_norm": grad_norm, "lr": lr,
-                        "tokens": done * gbt, "tokens_per_s": tok_log / max(now - t_log, 1e-9), "skipped": skipped,
+                        "step": done,
+                        "stage": stage.name,
+                        "seq_len": stage.seq_len,
+                        "loss": loss_value,
+                        "loss_avg": sum(interval_losses) / len(interval_losses),
+                        "grad_norm": grad_norm,
+                        "lr": lr,
+                        "tokens": done * gbt,
+                        "tokens_per_s": tok_log / max(now - t_log, 1e-9),
+                        "skipped": skipped,
                     }
                     metrics_file.write(json.dumps(row) + "\n")  # type: ignore[union-attr]
                     metrics_file.flush()  # type: ignore[union-attr]
@@ -257,7 +289,9 @@ class Trainer:
                 is_last = done == self.total_steps
                 milestone = done in tcfg.milestones
                 if is_last or milestone or done % tcfg.ckpt_every == 0:
-                    self._save(wrapped, optimizer, done, losses, stage_idx, stream.state_dict(), info, milestone=milestone, final=is_last)
+                    self._save(
+                        wrapped, optimizer, done, losses, stage_idx, stream.state_dict(), info, milestone=milestone, final=is_last
+                    )
         finally:
             if bar is not None:
                 bar.close()
@@ -265,23 +299,50 @@ class Trainer:
                 metrics_file.close()
             if writer is not None:
                 writer.close()
-        return TrainResult(self.run_dir, self.total_steps, self.total_steps * gbt, losses[-1] if losses else float("nan"),
-                           losses, stability_score(losses), resumed_from=start_step)
+        return TrainResult(
+            self.run_dir,
+            self.total_steps,
+            self.total_steps * gbt,
+            losses[-1] if losses else float("nan"),
+            losses,
+            stability_score(losses),
+            resumed_from=start_step,
+        )
 
     # ------------------------------------------------------------------ checkpoints
-    def _save(self, wrapped, optimizer, step: int, losses: list[float], stage_idx: int, stream_state: dict,
-              info: D.DistInfo, milestone: bool, final: bool) -> None:
+    def _save(
+        self,
+        wrapped,
+        optimizer,
+        step: int,
+        losses: list[float],
+        stage_idx: int,
+        stream_state: dict,
+        info: D.DistInfo,
+        milestone: bool,
+        final: bool,
+    ) -> None:
         model_state = D.full_model_state(wrapped)
         optim_state = D.full_optimizer_state(wrapped, optimizer)
         rng = D.all_gather_object(_rng_state(info))
         streams = D.all_gather_object(stream_state)
         if info.is_main:
             train_state = {
-                "step": step, "losses": losses, "optimizer": optim_state, "rng": rng,
+                "step": step,
+                "losses": losses,
+                "optimizer": optim_state,
+                "rng": rng,
                 "data": {"stage": stage_idx, "streams": streams},
-                "schedule": LRSchedule(self.tcfg.lr, self.tcfg.lr * self.tcfg.final_lr_ratio, self.tcfg.warmup_steps,
-                                       self.total_steps, self.tcfg.schedule, self.tcfg.decay_fraction).state_dict(),
-                "world_size": info.world_size, "record_sha256": sha256_json(_strict(self.record)),
+                "schedule": LRSchedule(
+                    self.tcfg.lr,
+                    self.tcfg.lr * self.tcfg.final_lr_ratio,
+                    self.tcfg.warmup_steps,
+                    self.total_steps,
+                    self.tcfg.schedule,
+                    self.tcfg.decay_fraction,
+                ).state_dict(),
+                "world_size": info.world_size,
+                "record_sha256": sha256_json(_strict(self.record)),
             }
             meta = {**self.metadata, "step": step, "tokens": step * self.tcfg.global_batch_tokens}
             root = self.run_dir / "ckpt"
@@ -297,9 +358,16 @@ class Trainer:
     def _complete_result(self) -> TrainResult:
         state = ckpt.load_train_state(run_dir_final(self.run_dir))
         losses = list(state["losses"])
-        return TrainResult(self.run_dir, int(state["step"]), int(state["step"]) * self.tcfg.global_batch_tokens,
-                           losses[-1] if losses else float("nan"), losses, stability_score(losses),
-                           resumed_from=int(state["step"]), already_complete=True)
+        return TrainResult(
+            self.run_dir,
+            int(state["step"]),
+            int(state["step"]) * self.tcfg.global_batch_tokens,
+            losses[-1] if losses else float("nan"),
+            losses,
+            stability_score(losses),
+            resumed_from=int(state["step"]),
+            already_complete=True,
+        )
 
 
 # ---------------------------------------------------------------------- helpers

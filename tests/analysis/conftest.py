@@ -1,4 +1,5 @@
 """Generated results tables with known structure for the analysis tests."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,8 +11,9 @@ import pytest
 FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
 
 
-def make_table(seeds: int = 1, noise: float = 1.0, effects: dict[str, float] | None = None, swa_gqa: float = 0.0,
-               rng_seed: int = 0) -> pd.DataFrame:
+def make_table(
+    seeds: int = 1, noise: float = 1.0, effects: dict[str, float] | None = None, swa_gqa: float = 0.0, rng_seed: int = 0
+) -> pd.DataFrame:
     """Full factorial of the four features (16 configs) × ``seeds``.
 
     target ``helmet`` = 50 + Σ effect[f]·f (default −5 each, i.e. 50 − 5·count) + swa_gqa·swa·gqa + noise·N(0, 1).
@@ -23,13 +25,22 @@ def make_table(seeds: int = 1, noise: float = 1.0, effects: dict[str, float] | N
         on = dict(qk_norm=qk, gqa=gqa, swa=swa, short_ctx=short)
         name = f"{'LQK' if qk else 'pre'}_{8 if gqa else 32}kv_{'4k' if short else '8k'}{'_SWA' if swa else ''}"
         for s in range(seeds):
-            rows.append(dict(
-                run=f"{name}_s{s}" if seeds > 1 else name, swa=swa, qk_norm="layerwise" if qk else "none", norm="pre",
-                n_kv_heads=8 if gqa else 32, n_heads=32, pretrain_ctx=4096 if short else 8192, seed=s, init="G",
-                helmet=50 + sum(eff[f] * on[f] for f in FEATURES) + swa_gqa * swa * gqa + noise * rng.standard_normal(),
-                pretrain_loss=3.0 + 0.02 * sum(on.values()) + 0.05 * rng.standard_normal(),
-                base_helmet_8k=40 - 1.0 * sum(on.values()) + 3 * rng.standard_normal(),
-            ))
+            rows.append(
+                dict(
+                    run=f"{name}_s{s}" if seeds > 1 else name,
+                    swa=swa,
+                    qk_norm="layerwise" if qk else "none",
+                    norm="pre",
+                    n_kv_heads=8 if gqa else 32,
+                    n_heads=32,
+                    pretrain_ctx=4096 if short else 8192,
+                    seed=s,
+                    init="G",
+                    helmet=50 + sum(eff[f] * on[f] for f in FEATURES) + swa_gqa * swa * gqa + noise * rng.standard_normal(),
+                    pretrain_loss=3.0 + 0.02 * sum(on.values()) + 0.05 * rng.standard_normal(),
+                    base_helmet_8k=40 - 1.0 * sum(on.values()) + 3 * rng.standard_normal(),
+                )
+            )
     return pd.DataFrame(rows)
 
 

@@ -1,4 +1,5 @@
 """``archpool analyze`` / ``archpool report`` through the real CLI entry point."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,16 @@ def test_analyze_json_prints_one_object(pool_dir, capsys):
 def test_analyze_prints_readable_tables_with_covariates(pool_dir, capsys):
     assert main(["analyze", str(pool_dir), "--target", "helmet", "--covariates", "seed", "--short-ctx", "4096"]) == 0
     out = capsys.readouterr().out
-    for heading in ("Predictors of the target", "four_axes: coefficients", "Seed sd", "Matched-pair effects",
-                    "Interactions", "Confounds (seed)", "attention sink", "Failed runs"):
+    for heading in (
+        "Predictors of the target",
+        "four_axes: coefficients",
+        "Seed sd",
+        "Matched-pair effects",
+        "Interactions",
+        "Confounds (seed)",
+        "attention sink",
+        "Failed runs",
+    ):
         assert heading in out
 
 
@@ -40,9 +49,11 @@ def test_analysis_and_report_import_no_model_or_training_code():
     import subprocess
     import sys
 
-    code = ("import sys, archpool.analysis, archpool.cli.analysis, archpool.report; "
-            "bad = [m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(('archpool.model', "
-            "'archpool.train', 'archpool.data', 'archpool.eval', 'archpool.pool'))]; print(bad); sys.exit(bool(bad))")
+    code = (
+        "import sys, archpool.analysis, archpool.cli.analysis, archpool.report; "
+        "bad = [m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(('archpool.model', "
+        "'archpool.train', 'archpool.data', 'archpool.eval', 'archpool.pool'))]; print(bad); sys.exit(bool(bad))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 

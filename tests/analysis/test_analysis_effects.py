@@ -1,4 +1,5 @@
 """Matched pairs, interactions and seed spread on tables whose effects we built in."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,9 @@ def test_swa_effect_with_vs_without_gqa_is_the_first_interaction(tmp_path, table
 
 def test_effect_smaller_than_seed_spread_is_flagged(tmp_path, table):
     # short context costs nothing, every other feature costs 8; seeds scatter by sd 2
-    r = _analyze(tmp_path, table(seeds=3, noise=2.0, effects={"short_ctx": 0.0, "qk_norm": -8.0, "gqa": -8.0,
-                                                              "swa": -8.0}, rng_seed=1))
+    r = _analyze(
+        tmp_path, table(seeds=3, noise=2.0, effects={"short_ctx": 0.0, "qk_norm": -8.0, "gqa": -8.0, "swa": -8.0}, rng_seed=1)
+    )
     sd = r["spread"]["seed_sd"]
     assert r["spread"]["seed_df"] == 16 * 2 and r["spread"]["replicated_configs"] == 16
     assert sd == pytest.approx(2.0, rel=0.3)

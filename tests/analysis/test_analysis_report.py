@@ -1,4 +1,5 @@
 """The HTML report: self-contained, every figure embedded and written as PNG, every table as CSV, text escaped."""
+
 from __future__ import annotations
 
 import base64
@@ -37,8 +38,9 @@ def report(tmp_path_factory, pool_dir):
 def test_report_embeds_every_figure_and_writes_png_and_csv(report):
     out = report.parent
     assert {p.stem for p in (out / "figures").glob("*.png")} == FIGURES
-    assert {"runs", "predictors", "coefficients", "axis_effects", "interactions", "pairs", "confounds",
-            "excluded"} <= {p.stem for p in (out / "tables").glob("*.csv")}
+    assert {"runs", "predictors", "coefficients", "axis_effects", "interactions", "pairs", "confounds", "excluded"} <= {
+        p.stem for p in (out / "tables").glob("*.csv")
+    }
     page = _Page()
     page.feed(report.read_text())
     imgs = [a for t, a in page.tags if t == "img"]
@@ -69,8 +71,11 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no chromium on PATH (make test installs Debian's with "
-                    "scripts/install_browser.sh when apt-get and root are available)")
+@pytest.mark.skipif(
+    _chromium() is None,
+    reason="no chromium on PATH (make test installs Debian's with "
+    "scripts/install_browser.sh when apt-get and root are available)",
+)
 def test_report_in_headless_chromium_loads_every_image_with_a_clean_console(report, capsys):
     """Driven with playwright through Debian's chromium (``executable_path``; never ``playwright install``)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')")
@@ -95,9 +100,11 @@ def test_report_in_headless_chromium_loads_every_image_with_a_clean_console(repo
             browser.close()
     broken = [i["alt"] for i in images if not (i["complete"] and i["w"] > 0 and i["h"] > 0)]
     with capsys.disabled():  # shown in CI's log even under -q
-        print(f"\nbrowser check ({_chromium()}): {len(images)} images, {len(images) - len(broken)} loaded "
-              f"(naturalWidth > 0), {len(messages)} console messages, {len(errors)} page errors, {scripts} script "
-              f"elements, {overflow} tables wider than the page; screenshot {shot.stat().st_size} bytes")
+        print(
+            f"\nbrowser check ({_chromium()}): {len(images)} images, {len(images) - len(broken)} loaded "
+            f"(naturalWidth > 0), {len(messages)} console messages, {len(errors)} page errors, {scripts} script "
+            f"elements, {overflow} tables wider than the page; screenshot {shot.stat().st_size} bytes"
+        )
     assert {i["alt"] for i in images} == FIGURES and not broken
     assert not messages and not errors
     assert scripts == 0
@@ -110,7 +117,7 @@ def test_report_in_headless_chromium_loads_every_image_with_a_clean_console(repo
 # ---------------------------------------------------------------------------------------------- findings
 def _section(html: str) -> str:
     page = _Page()
-    page.feed(html[html.index('<section class=findings'):html.index("</section>")])
+    page.feed(html[html.index("<section class=findings") : html.index("</section>")])
     return " ".join(" ".join(page.text).split())
 
 
@@ -149,8 +156,14 @@ def test_findings_for_several_targets_flip_for_lower_is_better_and_report_result
     df["kv_recall_acc@512"] = 100 - df["helmet"]  # features *raise* it: against the paper
     df["ruler_noise"] = np.random.default_rng(0).standard_normal(len(df))
     df.to_csv(tmp_path / "results.csv", index=False)
-    page = write_report(tmp_path / "results.csv", tmp_path / "r", "helmet", None, (),
-                        findings_targets=["longppl@512", "kv_recall_acc@512", "ruler_noise"])
+    page = write_report(
+        tmp_path / "results.csv",
+        tmp_path / "r",
+        "helmet",
+        None,
+        (),
+        findings_targets=["longppl@512", "kv_recall_acc@512", "ruler_noise"],
+    )
     text = _section(page.read_text())
     assert "SWA raises longppl@512 (lower is better) by" in text
     f = json.loads((tmp_path / "r" / "analysis.json").read_text())["findings"]

@@ -1,4 +1,5 @@
 """R², LOO R², coefficients and CIs of ``analyze`` equal independent scipy / statsmodels / scikit-learn fits."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,14 @@ def _load(tmp_path, df: pd.DataFrame):
 
 
 def _indicators(df: pd.DataFrame, short: int = 4096) -> pd.DataFrame:
-    return pd.DataFrame({"qk": (df.qk_norm != "none").astype(int), "gqa": (df.n_kv_heads < df.n_heads).astype(int),
-                         "swa": df.swa.astype(int), "short": (df.pretrain_ctx <= short).astype(int)})
+    return pd.DataFrame(
+        {
+            "qk": (df.qk_norm != "none").astype(int),
+            "gqa": (df.n_kv_heads < df.n_heads).astype(int),
+            "swa": df.swa.astype(int),
+            "short": (df.pretrain_ctx <= short).astype(int),
+        }
+    )
 
 
 def _loo_r2(X: np.ndarray, y: np.ndarray) -> float:
@@ -46,7 +53,7 @@ def test_feature_count_fit_matches_scipy_and_sklearn(tmp_path, noisy):
     t = sps.t.ppf(0.975, len(y) - 2)
     p = r["predictors"]["feature_count"]
     assert r["n"] == len(y) == 32
-    assert p["r2"] == pytest.approx(lr.rvalue ** 2, abs=TOL)
+    assert p["r2"] == pytest.approx(lr.rvalue**2, abs=TOL)
     assert p["coef"] == pytest.approx(lr.slope, abs=TOL)
     assert p["intercept"] == pytest.approx(lr.intercept, abs=TOL)
     assert p["ci95"] == pytest.approx([lr.slope - t * lr.stderr, lr.slope + t * lr.stderr], abs=TOL)
@@ -101,7 +108,7 @@ def test_every_metric_column_is_a_single_predictor_sorted_by_r2(tmp_path, noisy)
     assert loo == sorted(loo, reverse=True)
     x, y = noisy.pretrain_loss.to_numpy(float), noisy.helmet.to_numpy(float)
     lr = sps.linregress(x, y)
-    assert preds["pretrain_loss"]["r2"] == pytest.approx(lr.rvalue ** 2, abs=TOL)
+    assert preds["pretrain_loss"]["r2"] == pytest.approx(lr.rvalue**2, abs=TOL)
     assert preds["pretrain_loss"]["loo_r2"] == pytest.approx(_loo_r2(x[:, None], y), abs=TOL)
 
 
@@ -111,7 +118,7 @@ def test_metric_predictor_uses_only_runs_that_have_it(tmp_path, noisy):
     p = analyze(_load(tmp_path, noisy), "helmet")["predictors"]["pretrain_loss"]
     lr = sps.linregress(noisy.pretrain_loss[5:], noisy.helmet[5:])
     assert p["n"] == len(noisy) - 5
-    assert p["r2"] == pytest.approx(lr.rvalue ** 2, abs=TOL)
+    assert p["r2"] == pytest.approx(lr.rvalue**2, abs=TOL)
 
 
 def test_short_context_default_and_override(tmp_path, table):

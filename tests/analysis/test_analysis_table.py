@@ -1,4 +1,5 @@
 """Loading results tables and pool directories; bad input fails with an error naming the column and row."""
+
 from __future__ import annotations
 
 import json
@@ -58,13 +59,16 @@ def test_missing_design_column_is_named(tmp_path, table, column):
         load_results(_csv(tmp_path, table().drop(columns=[column])))
 
 
-@pytest.mark.parametrize("column,value,pattern", [
-    ("swa", "maybe", r"column 'swa', row 1 .*not 0/1"),
-    ("norm", "sandwich", r"column 'norm', row 1 .*'sandwich'"),
-    ("n_kv_heads", "64", r"column 'n_kv_heads', row 1 .*64 KV heads > 32"),
-    ("pretrain_ctx", "4k", r"column 'pretrain_ctx', row 1 .*not a positive integer"),
-    ("run", "pre_32kv_4k", r"column 'run', row 2 .*duplicate of row 1"),
-])
+@pytest.mark.parametrize(
+    "column,value,pattern",
+    [
+        ("swa", "maybe", r"column 'swa', row 1 .*not 0/1"),
+        ("norm", "sandwich", r"column 'norm', row 1 .*'sandwich'"),
+        ("n_kv_heads", "64", r"column 'n_kv_heads', row 1 .*64 KV heads > 32"),
+        ("pretrain_ctx", "4k", r"column 'pretrain_ctx', row 1 .*not a positive integer"),
+        ("run", "pre_32kv_4k", r"column 'run', row 2 .*duplicate of row 1"),
+    ],
+)
 def test_bad_design_values_name_column_and_row(tmp_path, table, column, value, pattern):
     df = table().astype({column: object})
     df.loc[0, column] = value

@@ -3,9 +3,59 @@ import random
 
 import pytest
 
-WORDS = ("the of and to in is that for it as with was on be by this are from at or an which have not "
-         "model token data stream context window attention layer norm head query key value long short "
-         "river mountain quiet green house light morning story reader letter garden winter").split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "from",
+    "at",
+    "or",
+    "an",
+    "which",
+    "have",
+    "not",
+    "model",
+    "token",
+    "data",
+    "stream",
+    "context",
+    "window",
+    "attention",
+    "layer",
+    "norm",
+    "head",
+    "query",
+    "key",
+    "value",
+    "long",
+    "short",
+    "river",
+    "mountain",
+    "quiet",
+    "green",
+    "house",
+    "light",
+    "morning",
+    "story",
+    "reader",
+    "letter",
+    "garden",
+    "winter",
+]
 
 
 @pytest.fixture(scope="session")
@@ -21,9 +71,16 @@ def attn_store(tmp_path_factory):
     for i in range(80):
         n = 700 if i % 5 == 0 else rng.randint(60, 150)
         (corpus / f"d{i:03d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".\n")
-    cfg = DataConfig(sources=[{"kind": "files", "path": str(corpus)}], vocab_size=300, tokenizer_sample_chars=100_000,
-                     max_chars=None, long_doc_tokens=400, holdout_fraction=0.2, long_holdout_fraction=0.4,
-                     cache_dir=str(root / "cache"))
+    cfg = DataConfig(
+        sources=[{"kind": "files", "path": str(corpus)}],
+        vocab_size=300,
+        tokenizer_sample_chars=100_000,
+        max_chars=None,
+        long_doc_tokens=400,
+        holdout_fraction=0.2,
+        long_holdout_fraction=0.4,
+        cache_dir=str(root / "cache"),
+    )
     return prepare(cfg, progress=False, log=lambda *a: None)
 
 
@@ -34,9 +91,19 @@ def attn_run(attn_store, tmp_path):
     from archpool.model.config import ModelConfig
     from archpool.model.model import Decoder
 
-    cfg = ModelConfig(vocab_size=attn_store.tokenizer.vocab_size, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2,
-                      max_seq_len=32, swa_pattern=["sliding", "full"], window=8)
+    cfg = ModelConfig(
+        vocab_size=attn_store.tokenizer.vocab_size,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        max_seq_len=32,
+        swa_pattern=["sliding", "full"],
+        window=8,
+    )
     run = tmp_path / "runA"
     save_checkpoint(Decoder(cfg, seed=0), run / "milestones" / "final")
-    (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "model": cfg.to_dict(), "data": {"store": str(attn_store.path)}}))
+    (run / "run_config.json").write_text(
+        json.dumps({"kind": "pretrain", "model": cfg.to_dict(), "data": {"store": str(attn_store.path)}})
+    )
     return run

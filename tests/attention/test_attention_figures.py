@@ -1,4 +1,5 @@
 """Pool figures: sink vs score with R², entropy vs sink by QK-norm, per-layer profiles."""
+
 import pytest
 
 from archpool.attention.figures import entropy_vs_sink, linear_fit, per_layer_profiles, png, save_figures, sink_vs_score
@@ -35,10 +36,22 @@ def test_entropy_vs_sink_colours_by_qk_norm_and_profiles_draw_layers(tmp_path):
     fig = entropy_vs_sink(rows())
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["QK-norm: headwise", "QK-norm: layerwise", "QK-norm: none"]
-    summary = {"name": "x", "model": {"qk_norm": "none"}, "metrics": {"attn_sink_rate": 50.0},
-               "per_layer": {"sink_rate": [10.0, 90.0], "first_token_mass": [0.1, 0.8], "entropy_norm": [0.9, 0.3],
-                             "layer_types": ["sliding_attention", "full_attention"]}}
+    summary = {
+        "name": "x",
+        "model": {"qk_norm": "none"},
+        "metrics": {"attn_sink_rate": 50.0},
+        "per_layer": {
+            "sink_rate": [10.0, 90.0],
+            "first_token_mass": [0.1, 0.8],
+            "entropy_norm": [0.9, 0.3],
+            "layer_types": ["sliding_attention", "full_attention"],
+        },
+    }
     prof = per_layer_profiles([summary])
     assert list(prof.axes[0].lines[0].get_ydata()) == [10.0, 90.0]
     paths = save_figures([summary], tmp_path, scores={"x": 1.0})
-    assert sorted(p.name for p in paths) == ["attention_entropy_vs_sink.png", "attention_layers.png", "attention_sink_vs_score.png"]
+    assert sorted(p.name for p in paths) == [
+        "attention_entropy_vs_sink.png",
+        "attention_layers.png",
+        "attention_sink_vs_score.png",
+    ]

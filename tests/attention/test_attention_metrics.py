@@ -1,11 +1,17 @@
 """Attention statistics on attention matrices built by hand."""
-import math
 
 import pytest
 import torch
 
 from archpool.attention.metrics import (
-    RowStats, bucket_labels, copy_paste_scores, distance_bucket, importance_scores, row_entropy, sink_rate, token_recall,
+    RowStats,
+    bucket_labels,
+    copy_paste_scores,
+    distance_bucket,
+    importance_scores,
+    row_entropy,
+    sink_rate,
+    token_recall,
 )
 from archpool.attention.rows import RowChunk
 
@@ -75,7 +81,7 @@ def test_sliding_window_entropy_is_normalised_by_the_window():
     A = torch.zeros(T, T)
     for i in range(T):
         lo = max(0, i - W + 1)
-        A[i, lo:i + 1] = 1.0 / (i + 1 - lo)
+        A[i, lo : i + 1] = 1.0 / (i + 1 - lo)
     st = RowStats(1, 1, T)
     st.add(0, chunk_of(A, q_rows=range(10, 20)), W)
     assert st.summary(["sliding_attention"])["entropy_norm"] == pytest.approx(1.0, abs=1e-5)

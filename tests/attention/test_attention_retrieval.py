@@ -1,4 +1,5 @@
 """Needle construction, greedy decoding with top-1 attention, and head masking."""
+
 import torch
 
 from archpool.attention.capture import DecoderProbe
@@ -19,7 +20,7 @@ def test_trials_plant_the_value_at_each_depth_and_end_with_the_key():
         lo, hi = t.span
         assert len(t.prompt) == t.length and t.prompt[lo:hi] == t.answer and len(t.answer) == 6
         key = t.prompt[-3:]
-        assert t.prompt[lo - 3:lo] == key and not set(key) & set(t.answer)
+        assert t.prompt[lo - 3 : lo] == key and not set(key) & set(t.answer)
     shallow, deep = trials[0], trials[9]
     assert shallow.span[0] == 3 and deep.span[1] == 40 - 3
 
@@ -57,7 +58,9 @@ def test_retrieval_heads_reports_shapes_and_the_ablation():
     trials = make_trials(list(range(2, 64)) * 3, [32], seed=0)
     r = retrieval_heads(DecoderProbe(model), trials, top_k=3, mask_k=2)
     assert len(r["scores"]) == 2 and len(r["scores"][0]) == 4 and len(r["top"]) == 3
-    assert r["ablation"]["k"] == 2 and not set(map(tuple, r["ablation"]["heads_top"])) & set(map(tuple, r["ablation"]["heads_random"]))
+    assert r["ablation"]["k"] == 2 and not set(map(tuple, r["ablation"]["heads_top"])) & set(
+        map(tuple, r["ablation"]["heads_random"])
+    )
     assert r["n_trials"] == 10 and 0 <= r["accuracy"] <= 1
 
 

@@ -1,4 +1,5 @@
 """Rows recomputed from captured q/k equal the model's own softmax(QKᵀ/√d + mask) and transformers' eager attention."""
+
 import pytest
 import torch
 
@@ -30,7 +31,7 @@ def test_rows_from_captured_qk_equal_the_models_eager_probabilities(name):
     # the last few queries only (the long-context path), in chunks of 2 rows
     for layer, lq in enumerate(DecoderProbe(model).capture(ids, keep_queries=5)):
         assert lq.q.shape[2] == 5 and lq.k.shape[2] == 24
-        pad = lambda c: torch.nn.functional.pad(c.probs, (int(c.k_pos[0]), 24 - 1 - int(c.k_pos[-1])))  # noqa: E731
+        pad = lambda c: torch.nn.functional.pad(c.probs, (int(c.k_pos[0]), 24 - 1 - int(c.k_pos[-1])))
         got = torch.cat([pad(c) for c in attention_rows(lq.q, lq.k, lq.q_pos, lq.k_pos, window=lq.window, chunk=2)], dim=2)
         torch.testing.assert_close(got, probs[layer][:, :, -5:], atol=1e-6, rtol=0)
 
@@ -72,4 +73,6 @@ def test_rows_equal_transformers_eager_output_attentions_of_the_export(name, tmp
         layers = source.capture(ids)
         assert [lq.window for lq in layers] == [model.layers[i].attn.window for i in range(2)]
         for layer, lq in enumerate(layers):
-            torch.testing.assert_close(full_attention(lq.q, lq.k, window=lq.window, scale=lq.scale), ref[layer], atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                full_attention(lq.q, lq.k, window=lq.window, scale=lq.scale), ref[layer], atol=1e-5, rtol=0
+            )

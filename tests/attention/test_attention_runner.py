@@ -1,4 +1,5 @@
 """The runner end to end on a tiny run: schema, pool columns, caching, CLI, errors."""
+
 import json
 
 import pytest
@@ -18,10 +19,22 @@ def test_run_directory_gives_the_pool_columns_and_per_layer_arrays(attn_run):
     r = analyze_target(attn_run, FAST, out=attn_run / "attention.json")
     assert json.loads((attn_run / "attention.json").read_text())["cache_key"] == r["cache_key"]
     m = r["metrics"]
-    for k in ("attn_sink_rate", "attn_sink_rate_bos", "attn_first_token_mass", "attn_first_token_mass_bos",
-              "attn_entropy", "attn_entropy_norm", "attn_entropy_sinkless_norm", "attn_first_token_mass_x4",
-              "attn_entropy_norm_x2", "attn_sink_rate_full", "attn_sink_rate_sliding", "attn_retrieval_heads",
-              "attn_niah_acc", "attn_niah_acc_top_masked"):
+    for k in (
+        "attn_sink_rate",
+        "attn_sink_rate_bos",
+        "attn_first_token_mass",
+        "attn_first_token_mass_bos",
+        "attn_entropy",
+        "attn_entropy_norm",
+        "attn_entropy_sinkless_norm",
+        "attn_first_token_mass_x4",
+        "attn_entropy_norm_x2",
+        "attn_sink_rate_full",
+        "attn_sink_rate_sliding",
+        "attn_retrieval_heads",
+        "attn_niah_acc",
+        "attn_niah_acc_top_masked",
+    ):
         assert k in m, k
     assert 0 <= m["attn_sink_rate"] <= 100 and 0 < m["attn_first_token_mass"] < 1
     assert 0 < m["attn_entropy_norm"] <= 1.0 + 1e-6

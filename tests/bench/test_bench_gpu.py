@@ -1,4 +1,5 @@
 """The GPU benchmark's FLOP count and a CPU smoke run, so the script works the day a GPU is lent."""
+
 import importlib.util
 import json
 import sys
@@ -42,8 +43,24 @@ def test_flops_per_token_is_six_n_plus_attention(bench):
 
 def test_cpu_smoke_run(bench, tmp_path, capsys):
     out = tmp_path / "gpu.json"
-    rc = bench.main(["--device", "cpu", "--size", "tiny", "--seq-lens", "32", "--batch-tokens", "64",
-                     "--steps", "2", "--warmup", "1", "--json", str(out)])
+    rc = bench.main(
+        [
+            "--device",
+            "cpu",
+            "--size",
+            "tiny",
+            "--seq-lens",
+            "32",
+            "--batch-tokens",
+            "64",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     results = json.loads(out.read_text())["results"]
     assert len(results) == 2 and all(r["tokens_per_s"] > 0 and r["mfu"] is None for r in results)

@@ -1,5 +1,4 @@
 import pytest
-
 from datahelpers import make_docs, tiny_config
 
 

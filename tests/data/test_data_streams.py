@@ -3,8 +3,14 @@ import pytest
 import torch
 
 from archpool.data.sources import GeneratorSource, TextListSource
-from archpool.data.streams import (DocStream, ExtensionStream, PretrainStream, validation_sequences, validation_set,
-                                   validation_texts)
+from archpool.data.streams import (
+    DocStream,
+    ExtensionStream,
+    PretrainStream,
+    validation_sequences,
+    validation_set,
+    validation_texts,
+)
 from archpool.errors import ConfigError, DataError
 
 
@@ -130,8 +136,7 @@ def test_extra_source_is_mixed_at_its_share_deterministically_and_resumably(tiny
     assert torch.equal(from_extra, ids[:, -1] >= (1 << 48))  # a unit (here: a row) comes from one component
     assert 0.15 < from_extra.float().mean() < 0.35
     rows = torch.cat([x["input_ids"] for x in a])
-    assert all(any(w in tiny_store.tokenizer.decode(r) for w in ("haystack", "Synthetic", "river-42"))
-               for r in rows[from_extra])
+    assert all(any(w in tiny_store.tokenizer.decode(r) for w in ("haystack", "Synthetic", "river-42")) for r in rows[from_extra])
     assert not any("river-42" in tiny_store.tokenizer.decode(r) for r in rows[~from_extra])
     s = PretrainStream(tiny_store, 32, 8, seed=4, extra=extra)
     take(s, 11)

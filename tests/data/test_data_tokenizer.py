@@ -1,10 +1,10 @@
 import json
 
 import pytest
-
-from archpool.tokenizer import EOS, Tokenizer, require_tokenizer, train_tokenizer
-from archpool.errors import DataError
 from datahelpers import make_docs
+
+from archpool.errors import DataError
+from archpool.tokenizer import EOS, Tokenizer, require_tokenizer, train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,8 @@ def test_training_is_deterministic_and_hash_survives_save_load(tok, tmp_path):
 
 
 def test_hf_directory_with_other_special_names(tmp_path):
-    from tokenizers import Tokenizer as HF, models, pre_tokenizers
+    from tokenizers import Tokenizer as HF
+    from tokenizers import models, pre_tokenizers
 
     vocab = {"<s>": 0, "</s>": 1, "<pad>": 2, "a": 3, "b": 4, "[UNK]": 5}
     hf = HF(models.WordLevel(vocab, unk_token="[UNK]"))

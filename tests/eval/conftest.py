@@ -3,8 +3,8 @@ import random
 import pytest
 import torch
 
-from archpool.tokenizer import train_tokenizer
 from archpool.tasks.haystack import NOISE, pseudo_sentences
+from archpool.tokenizer import train_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -28,10 +28,11 @@ def bpe(texts):
 
 def word_tokenizer():
     """A word-level tokenizer over the kv_recall vocabulary (each key, digit and noise word = 1 token)."""
-    from tokenizers import Tokenizer as HF, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HF
+    from tokenizers import decoders, models, pre_tokenizers
 
-    from archpool.tokenizer import Tokenizer
     from archpool.tasks import words as W
+    from archpool.tokenizer import Tokenizer
 
     vocab_words = ["<|bos|>", "<|eos|>", "<|pad|>", "[UNK]", "kv:", "q:", "."] + W.SHORT_KEYS + W.DIGITS
     for s in NOISE:

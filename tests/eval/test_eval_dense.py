@@ -1,5 +1,6 @@
 """Dense (MQAR) scoring: a windowed oracle gets exactly the answers within its window right, and the
 distance buckets, chain accuracy, Wilson intervals and pool columns say so."""
+
 from __future__ import annotations
 
 import math
@@ -7,10 +8,10 @@ import math
 import pytest
 import torch
 
+from archpool.columns import dense_columns
 from archpool.eval.dense import answer_rows, bucket_label, default_buckets, run_dense_task, score_rows, wilson
 from archpool.eval.lm import LM
-from archpool.columns import dense_columns
-from archpool.tasks import dense_documents, task_vocab, dense_params
+from archpool.tasks import dense_documents, dense_params, task_vocab
 
 WINDOW = 48
 
@@ -21,9 +22,12 @@ class WindowOracle:
 
     def __init__(self, vocab, vocab_size: int, window: int):
         self.v, self.vocab_size, self.window = vocab, vocab_size, window
-        self.binding = {t: (vocab.keys[i // len(vocab.values)], vocab.values[i % len(vocab.values)]) for i, t in enumerate(vocab.pairs)}
-        self.binding.update({t: (vocab.values[i // len(vocab.hops)], vocab.hops[i % len(vocab.hops)])
-                             for i, t in enumerate(vocab.hop_pairs)})
+        self.binding = {
+            t: (vocab.keys[i // len(vocab.values)], vocab.values[i % len(vocab.values)]) for i, t in enumerate(vocab.pairs)
+        }
+        self.binding.update(
+            {t: (vocab.values[i // len(vocab.hops)], vocab.hops[i % len(vocab.hops)]) for i, t in enumerate(vocab.hop_pairs)}
+        )
 
     def new_state(self):
         return {"ids": torch.zeros(0, 0, dtype=torch.long)}
@@ -98,7 +102,9 @@ def test_chains_need_both_hops_within_the_window(tok):
     want = sum(all(v) for v in expect.values()) / len(expect)
     assert res["chains"]["acc"] == pytest.approx(want) and 0 < want < 1
     assert res["chains"]["n"] == len(expect)
-    assert dense_columns({"task": "mqar_chain", "length": 256, "result": res})["mqar_chain_chain@256"] == pytest.approx(want, abs=1e-6)
+    assert dense_columns({"task": "mqar_chain", "length": 256, "result": res})["mqar_chain_chain@256"] == pytest.approx(
+        want, abs=1e-6
+    )
 
 
 def test_wilson_interval_and_labels():

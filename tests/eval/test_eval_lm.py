@@ -1,4 +1,5 @@
 """The scoring interface: chunked prefill == full forward, HF parity, and the `archpool eval` command."""
+
 import json
 
 import pytest
@@ -30,8 +31,8 @@ def test_chunked_prefill_matches_full_forward(kw):
         seq = list(prompt)
         for _ in range(5):
             seq.append(int(m(torch.tensor([seq]))[0, -1].argmax()))
-    assert lm.greedy_generate(prompt, 5) == seq[len(prompt):]
-    assert lm.greedy_generate(prompt, 5, stop_ids={seq[len(prompt)]}) == seq[len(prompt):len(prompt) + 1]
+    assert lm.greedy_generate(prompt, 5) == seq[len(prompt) :]
+    assert lm.greedy_generate(prompt, 5, stop_ids={seq[len(prompt)]}) == seq[len(prompt) : len(prompt) + 1]
 
 
 @pytest.mark.parametrize("kw", [{}, {"window": 16, "swa_pattern": "all"}], ids=["llama", "mistral_swa"])
@@ -74,8 +75,23 @@ def test_eval_command_writes_results_and_uses_cache(bpe, tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     save_checkpoint(tiny(bpe.vocab_size), ckpt)
     bpe.save(ckpt)
-    args = [str(ckpt), "--suite", "tiny", "--suite", "longppl", "--n", "2", "--lengths", "128", "160", "--out", str(tmp_path / "out"),
-            "--cache", str(tmp_path / "cache"), "--no-progress"]
+    args = [
+        str(ckpt),
+        "--suite",
+        "tiny",
+        "--suite",
+        "longppl",
+        "--n",
+        "2",
+        "--lengths",
+        "128",
+        "160",
+        "--out",
+        str(tmp_path / "out"),
+        "--cache",
+        str(tmp_path / "cache"),
+        "--no-progress",
+    ]
     texts = tmp_path / "held_out.txt"
     texts.write_text("\n\n\n".join(["The grass is green and the river runs deep into the valley below. " * 40] * 3))
     assert main(["eval", *args, "--texts", str(texts)]) == 0

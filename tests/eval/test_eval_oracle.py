@@ -1,5 +1,6 @@
 """Positional oracle: a model that can only attend within a window retrieves needles inside it and
 fails beyond it, in both scoring modes."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """Every scoring rule against hand-computed cases (and NDCG against scikit-learn)."""
+
 import math
 
 import numpy as np

@@ -1,9 +1,9 @@
 """Task generators: exact token budgets, seeds, depths, candidates, training documents."""
+
 import pytest
 
 from archpool.errors import ConfigError
-from archpool.tasks import (DEPTHS, SUITES, TASKS, build_sample, generate, sample_seed, suite_tasks,
-                            training_documents)
+from archpool.tasks import DEPTHS, SUITES, TASKS, build_sample, generate, sample_seed, suite_tasks, training_documents
 
 LENGTHS = [256, 1024, 3000]
 

@@ -1,15 +1,20 @@
 """A tiny trained run for the export tests: an Olmo 3-style model (post-norm, layerwise QK-norm, GQA, SWA on
 3 of 4 layers) pretrained a few steps on a prepared word corpus (so its tokenizer lives in the data store,
 not beside the checkpoint), then extended with NTK to 2x its context."""
+
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
-
-
-SENTENCES = ["the cat sat on the mat.", "a river runs by the stone house.", "the reader holds a long letter.",
-             "green light falls on the quiet garden.", "the winter morning is short.", "a story ends at the window."]
+SENTENCES = [
+    "the cat sat on the mat.",
+    "a river runs by the stone house.",
+    "the reader holds a long letter.",
+    "green light falls on the quiet garden.",
+    "the winter morning is short.",
+    "a story ends at the window.",
+]
 
 
 def data_section(root: Path) -> dict:
@@ -19,9 +24,16 @@ def data_section(root: Path) -> dict:
     corpus.mkdir(parents=True, exist_ok=True)
     for i in range(30):
         (corpus / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(SENTENCES) for _ in range(rng.randint(8, 30))) + "\n")
-    return {"sources": [{"kind": "files", "path": str(corpus)}], "vocab_size": 300, "tokenizer_sample_chars": 100_000,
-            "max_chars": None, "long_doc_tokens": 256, "holdout_fraction": 0.05, "long_holdout_fraction": 0.1,
-            "cache_dir": str(root / "cache")}
+    return {
+        "sources": [{"kind": "files", "path": str(corpus)}],
+        "vocab_size": 300,
+        "tokenizer_sample_chars": 100_000,
+        "max_chars": None,
+        "long_doc_tokens": 256,
+        "holdout_fraction": 0.05,
+        "long_holdout_fraction": 0.1,
+        "cache_dir": str(root / "cache"),
+    }
 
 
 def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
@@ -30,13 +42,34 @@ def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
     from archpool.train.extend import extend
     from archpool.train.trainer import pretrain
 
-    cfg = RunConfig.from_dict({
-        "model": {"vocab_size": 300, "d_model": 32, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "max_seq_len": 32,
-                  "norm": "post", "qk_norm": "layerwise", "window": 8, "swa_pattern": "olmo3", "family": "olmo3"},
-        "data": data_section(root),
-        "train": {"lr": 1e-2, "warmup_steps": 2, "global_batch_tokens": 512, "micro_batch_size": 4, "max_steps": steps,
-                  "log_every": 1, "ckpt_every": steps, "progress": False},
-    })
+    cfg = RunConfig.from_dict(
+        {
+            "model": {
+                "vocab_size": 300,
+                "d_model": 32,
+                "n_layers": 4,
+                "n_heads": 4,
+                "n_kv_heads": 2,
+                "max_seq_len": 32,
+                "norm": "post",
+                "qk_norm": "layerwise",
+                "window": 8,
+                "swa_pattern": "olmo3",
+                "family": "olmo3",
+            },
+            "data": data_section(root),
+            "train": {
+                "lr": 1e-2,
+                "warmup_steps": 2,
+                "global_batch_tokens": 512,
+                "micro_batch_size": 4,
+                "max_steps": steps,
+                "log_every": 1,
+                "ckpt_every": steps,
+                "progress": False,
+            },
+        }
+    )
     run = root / "run"
     pretrain(cfg, run)
     extend(run, ExtensionConfig.from_dict({"recipe": "ntk", "length": 64, "tokens": ext_tokens}), progress=False)

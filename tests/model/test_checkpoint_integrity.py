@@ -3,6 +3,7 @@
 The regression: a milestone copy with flipped bytes in model.safetensors was evaluated silently, and the
 eval cache (keyed by the sha256 *written in* the manifest) then served its result for the intact copy.
 """
+
 import json
 import random
 import shutil
@@ -20,8 +21,8 @@ from archpool.train import checkpoint as ckpt
 
 @pytest.fixture(scope="module")
 def tok():
-    from archpool.tokenizer import train_tokenizer
     from archpool.tasks.haystack import NOISE, pseudo_sentences
+    from archpool.tokenizer import train_tokenizer
 
     return train_tokenizer([" ".join(pseudo_sentences(random.Random(i), 40)) for i in range(12)] + [" ".join(NOISE)] * 3, 300)
 
@@ -44,8 +45,22 @@ def flip_bytes(path, n: int = 400) -> None:
 
 
 def eval_gold_logprob(target, out, cache) -> float:
-    args = [str(target), "--suite", "tiny", "--n", "2", "--lengths", "64", "--mode", "ll", "--out", str(out),
-            "--cache", str(cache), "--no-progress"]
+    args = [
+        str(target),
+        "--suite",
+        "tiny",
+        "--n",
+        "2",
+        "--lengths",
+        "64",
+        "--mode",
+        "ll",
+        "--out",
+        str(out),
+        "--cache",
+        str(cache),
+        "--no-progress",
+    ]
     assert main(["eval", *args]) == 0
     return json.loads((out / "tasks" / "kv_recall" / "64_ll.json").read_text())
 
@@ -57,8 +72,28 @@ def test_eval_refuses_corrupt_copy_and_intact_copy_gets_its_true_value(tok, tmp_
         tok.save(tmp_path / name)
     flip_bytes(tmp_path / "corrupt" / "model.safetensors")
     cache = tmp_path / "cache"
-    assert main(["eval", str(tmp_path / "corrupt"), "--suite", "tiny", "--n", "2", "--lengths", "64", "--mode", "ll",
-                 "--out", str(tmp_path / "out_c"), "--cache", str(cache), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                str(tmp_path / "corrupt"),
+                "--suite",
+                "tiny",
+                "--n",
+                "2",
+                "--lengths",
+                "64",
+                "--mode",
+                "ll",
+                "--out",
+                str(tmp_path / "out_c"),
+                "--cache",
+                str(cache),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{tmp_path / 'corrupt' / 'model.safetensors'}: corrupt (sha256 does not match the manifest)" in err
     assert not (tmp_path / "out_c").exists()
@@ -117,7 +152,10 @@ def test_load_checkpoint_verifies_size_and_hash(tmp_path):
 def test_wrong_tensor_shape_and_invalid_config_are_named(tmp_path):
     small, big = tiny(), tiny(d_ff=200)
     save_state_dict(small.state_dict(), big.cfg, tmp_path / "shape")  # config says d_ff=200, weights have another width
-    with pytest.raises(CheckpointError, match=r"shape/model.safetensors: tensor 'layers.0.mlp.down_proj.weight' has shape \(32, 96\), the config needs \(32, 200\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"shape/model.safetensors: tensor 'layers.0.mlp.down_proj.weight' has shape \(32, 96\), the config needs \(32, 200\)",
+    ):
         load_checkpoint(tmp_path / "shape")
     save_checkpoint(small, tmp_path / "cfg")
     data = json.loads((tmp_path / "cfg" / "config.json").read_text())
@@ -146,11 +184,29 @@ def test_attention_and_export_refuse_a_corrupt_checkpoint(tmp_path, capsys):
 def test_eval_refuses_a_tokenizer_larger_than_the_vocabulary(tok, tmp_path, capsys):
     save_checkpoint(tiny(64), tmp_path / "small")
     tok.save(tmp_path / "small")
-    assert main(["eval", str(tmp_path / "small"), "--suite", "tiny", "--n", "1", "--lengths", "64", "--no-progress",
-                 "--cache", str(tmp_path / "cache")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                str(tmp_path / "small"),
+                "--suite",
+                "tiny",
+                "--n",
+                "1",
+                "--lengths",
+                "64",
+                "--no-progress",
+                "--cache",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err == (f"archpool eval: tokenizer: {tmp_path / 'small'}: the tokenizer has {tok.vocab_size} tokens but the "
-                   "model's vocabulary is 64; pass the tokenizer the model was trained with (--tokenizer)")
+    assert err == (
+        f"archpool eval: error: tokenizer: {tmp_path / 'small'}: the tokenizer has {tok.vocab_size} tokens but the "
+        "model's vocabulary is 64; pass the tokenizer the model was trained with (--tokenizer)"
+    )
 
 
 def test_eval_rejects_non_positive_numbers(capsys):

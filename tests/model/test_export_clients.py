@@ -2,6 +2,7 @@
 tokenizer lives in the data store), then ``AutoTokenizer`` + ``AutoModelForCausalLM`` + ``generate``, and
 lm-evaluation-harness (``lm_eval --model hf``) on a local loglikelihood task and a local generate_until task,
 whose per-example log-likelihoods must equal archpool's own."""
+
 from __future__ import annotations
 
 import json
@@ -96,8 +97,10 @@ def test_export_of_a_pool_run_directory(run, store_tokenizer, tmp_path, capsys):
         rec["data"] = {**rec["data"], "store": str(store), "sources": [{"kind": "files", "path": "/nonexistent"}]}
         (d / "run_config.json").write_text(json.dumps(rec))
         (d / "DONE").write_text("{}")
-    nodes = [dict(id="pretrain:A", stage="pretrain", config={}, deps={}, run="A", key="k1"),
-             dict(id="extend:A:ntk", stage="extend", config={"milestone": 1.0}, deps={"model": "pretrain:A"}, run="A", key="k2")]
+    nodes = [
+        dict(id="pretrain:A", stage="pretrain", config={}, deps={}, run="A", key="k1"),
+        dict(id="extend:A:ntk", stage="extend", config={"milestone": 1.0}, deps={"model": "pretrain:A"}, run="A", key="k2"),
+    ]
     (pool / "plan.json").write_text(json.dumps({"pool": {"name": "p", "runs": []}, "nodes": nodes}))
     (pool / "runs" / "A").mkdir(parents=True)
     assert main(["export-hf", str(pool / "runs" / "A"), str(tmp_path / "hf")]) == 0
@@ -113,8 +116,9 @@ def test_export_without_a_findable_tokenizer_is_a_named_error(tmp_path, capsys):
     from archpool.model.checkpoint import save_checkpoint
 
     run = tmp_path / "synthetic_run"
-    save_checkpoint(Decoder(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)),
-                    run / "milestones" / "final")
+    save_checkpoint(
+        Decoder(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)), run / "milestones" / "final"
+    )
     (run / "run_config.json").write_text(json.dumps({"kind": "pretrain", "data": {"synthetic": {}}}))
     assert main(["export-hf", str(run), str(tmp_path / "hf")]) == 2
     err = capsys.readouterr().err
@@ -142,10 +146,11 @@ def test_auto_classes_and_generate_on_the_export(export, run, store_tokenizer):
     ours = lm_from_decoder(load_checkpoint(run / "extend" / "ntk" / "milestones" / "final").eval())
     want = ours.greedy_generate(ids, 10, stop_ids={tok.eos_token_id})
     with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             max_new_tokens=10, do_sample=False)
-    got = out[0, len(ids):].tolist()
-    assert got[:len(want)] == want
+        out = model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), max_new_tokens=10, do_sample=False
+        )
+    got = out[0, len(ids) :].tolist()
+    assert got[: len(want)] == want
     assert len(tok.decode(got, skip_special_tokens=True)) > 0
     # a padded batch: the declared pad token makes batched generation work without configuration
     tok.padding_side = "left"
@@ -159,19 +164,27 @@ def _lm_eval_tasks(root: Path) -> list[dict]:
     rng = random.Random(3)
     words = " ".join(SENTENCES).replace(".", "").split()
     docs = []
-    for i in range(12):
+    for _ in range(12):
         ctx = " ".join(rng.choice(SENTENCES) for _ in range(rng.randint(1, 2)))
         ctx = ctx + " " + " ".join(rng.choice(SENTENCES).rstrip(".").split()[: rng.randint(1, 4)])
         cont = " " + " ".join(rng.choice(words) for _ in range(rng.randint(1, 3)))
         docs.append({"context": ctx, "continuation": cont})
     (root / "docs.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
-    common = (f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {root / 'docs.jsonl'}\ntest_split: test\n"
-              'doc_to_text: "{{context}}"\ndoc_to_target: "{{continuation}}"\ntarget_delimiter: ""\n')
-    (root / "ll.yaml").write_text("task: archpool_ll\noutput_type: loglikelihood\n" + common
-                                  + "metric_list:\n  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n")
-    (root / "gen.yaml").write_text("task: archpool_gen\noutput_type: generate_until\n" + common
-                                   + 'generation_kwargs:\n  until: ["."]\n  max_gen_toks: 8\n  do_sample: false\n'
-                                   + "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n")
+    common = (
+        f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {root / 'docs.jsonl'}\ntest_split: test\n"
+        'doc_to_text: "{{context}}"\ndoc_to_target: "{{continuation}}"\ntarget_delimiter: ""\n'
+    )
+    (root / "ll.yaml").write_text(
+        "task: archpool_ll\noutput_type: loglikelihood\n"
+        + common
+        + "metric_list:\n  - metric: acc\n    aggregation: mean\n    higher_is_better: true\n"
+    )
+    (root / "gen.yaml").write_text(
+        "task: archpool_gen\noutput_type: generate_until\n"
+        + common
+        + 'generation_kwargs:\n  until: ["."]\n  max_gen_toks: 8\n  do_sample: false\n'
+        + "metric_list:\n  - metric: exact_match\n    aggregation: mean\n    higher_is_better: true\n"
+    )
     return docs
 
 
@@ -185,11 +198,33 @@ def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_t
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     docs = _lm_eval_tasks(tasks)
-    cmd = [exe, "--model", "hf", "--model_args", f"pretrained={export},dtype=float32", "--tasks", "archpool_ll,archpool_gen",
-           "--include_path", str(tasks), "--device", "cpu", "--batch_size", "1", "--log_samples",
-           "--output_path", str(tmp_path / "results")]
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    cmd = [
+        exe,
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={export},dtype=float32",
+        "--tasks",
+        "archpool_ll,archpool_gen",
+        "--include_path",
+        str(tasks),
+        "--device",
+        "cpu",
+        "--batch_size",
+        "1",
+        "--log_samples",
+        "--output_path",
+        str(tmp_path / "results"),
+    ]
+    env = dict(
+        os.environ,
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -202,7 +237,7 @@ def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_t
     for s in samples("archpool_ll"):
         doc = docs[s["doc_id"]]
         ctx = store_tokenizer.encode(doc["context"])  # lm-eval's split: whole[len(context):]
-        cont = store_tokenizer.encode(doc["context"] + doc["continuation"])[len(ctx):]
+        cont = store_tokenizer.encode(doc["context"] + doc["continuation"])[len(ctx) :]
         assert len(ctx) + len(cont) <= 64  # within the exported length: lm-eval truncates nothing
         want = ours.continuation_logprobs(ctx, [cont])[0]
         diffs.append(abs(float(s["filtered_resps"][0][0]) - want))
@@ -210,8 +245,10 @@ def test_lm_eval_harness_on_the_export_agrees_with_archpool(export, run, store_t
     table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     with capsys.disabled():  # shown in CI's log even under -q
         print("\n$ lm_eval " + " ".join(cmd[1:]) + "\n" + "\n".join(table))
-        print(f"lm-eval vs archpool per-example log-likelihood (archpool_ll, loglikelihood): "
-              f"{sum(d <= LL_TOL for d in diffs)}/{len(docs)} within {LL_TOL}, max |diff| {max(diffs):.2e}")
+        print(
+            f"lm-eval vs archpool per-example log-likelihood (archpool_ll, loglikelihood): "
+            f"{sum(d <= LL_TOL for d in diffs)}/{len(docs)} within {LL_TOL}, max |diff| {max(diffs):.2e}"
+        )
     assert max(diffs) <= LL_TOL
 
     gens = samples("archpool_gen")

@@ -1,5 +1,6 @@
 """``archpool features``: the paper's four features and their count, for presets, archpool configs and
 checkpoints, and Hugging Face configs of the real families (study.md §1)."""
+
 import json
 
 import pytest
@@ -35,49 +36,142 @@ GEMMA3_TYPES = (["sliding_attention"] * 5 + ["full_attention"]) * 5 + ["sliding_
 # Hand-written config.json files in the shape the real checkpoints ship (trimmed to the fields that matter).
 HF_CONFIGS = {
     "llama2_7b": {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0, "vocab_size": 32000},
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": None,
+        "rope_theta": 10000.0,
+        "vocab_size": 32000,
+    },
     "llama3_1_8b": {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072,
-        "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-        "rope_theta": 500000.0, "vocab_size": 128256},
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+        "rope_theta": 500000.0,
+        "vocab_size": 128256,
+    },
     "mistral_7b_v0_1": {
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "max_position_embeddings": 32768,
-        "rope_theta": 10000.0, "sliding_window": 4096, "vocab_size": 32000},
+        "architectures": ["MistralForCausalLM"],
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 32768,
+        "rope_theta": 10000.0,
+        "sliding_window": 4096,
+        "vocab_size": 32000,
+    },
     "qwen3_8b": {  # sliding_window set but use_sliding_window false: the Qwen trap, no SWA
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
-        "head_dim": 128, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
-        "max_position_embeddings": 40960, "max_window_layers": 36, "rope_scaling": None, "rope_theta": 1000000,
-        "sliding_window": 4096, "use_sliding_window": False, "vocab_size": 151936},
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "head_dim": 128,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 36,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 40960,
+        "max_window_layers": 36,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": 4096,
+        "use_sliding_window": False,
+        "vocab_size": 151936,
+    },
     "olmo2_7b": {
-        "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "intermediate_size": 11008,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "max_position_embeddings": 4096,
-        "rope_scaling": None, "rope_theta": 500000, "vocab_size": 100352},
+        "architectures": ["Olmo2ForCausalLM"],
+        "model_type": "olmo2",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 4096,
+        "rope_scaling": None,
+        "rope_theta": 500000,
+        "vocab_size": 100352,
+    },
     "olmo3_7b": {  # transformers >= 5 spelling: rope_parameters per layer type, YaRN on full layers only
-        "architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "hidden_size": 4096, "intermediate_size": 11008,
-        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "max_position_embeddings": 65536,
-        "sliding_window": 4096, "layer_types": OLMO3_TYPES, "vocab_size": 100278,
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 32,
+        "max_position_embeddings": 65536,
+        "sliding_window": 4096,
+        "layer_types": OLMO3_TYPES,
+        "vocab_size": 100278,
         "rope_parameters": {
-            "full_attention": {"rope_type": "yarn", "rope_theta": 500000, "factor": 8.0, "attention_factor": 1.2079441541679836,
-                               "beta_fast": 32.0, "beta_slow": 1.0, "original_max_position_embeddings": 8192},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 500000}}},
+            "full_attention": {
+                "rope_type": "yarn",
+                "rope_theta": 500000,
+                "factor": 8.0,
+                "attention_factor": 1.2079441541679836,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "original_max_position_embeddings": 8192,
+            },
+            "sliding_attention": {"rope_type": "default", "rope_theta": 500000},
+        },
+    },
     "gemma3_4b_pattern": {  # the multimodal wrapper, text model in text_config, older sliding_window_pattern
-        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-        "text_config": {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240, "head_dim": 256,
-                        "num_attention_heads": 8, "num_hidden_layers": 34, "num_key_value_heads": 4,
-                        "max_position_embeddings": 131072, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "sliding_window": 1024,
-                        "sliding_window_pattern": 6, "query_pre_attn_scalar": 256}},
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "head_dim": 256,
+            "num_attention_heads": 8,
+            "num_hidden_layers": 34,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 131072,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0,
+            "sliding_window": 1024,
+            "sliding_window_pattern": 6,
+            "query_pre_attn_scalar": 256,
+        },
+    },
     "gemma3_4b_layer_types": {
-        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 2560, "head_dim": 256,
-        "num_attention_heads": 8, "num_hidden_layers": 34, "num_key_value_heads": 4, "max_position_embeddings": 131072,
-        "sliding_window": 1024, "layer_types": GEMMA3_TYPES,
-        "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
-                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_size": 2560,
+        "head_dim": 256,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 34,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 131072,
+        "sliding_window": 1024,
+        "layer_types": GEMMA3_TYPES,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        },
+    },
 }
 
 
@@ -95,8 +189,16 @@ def test_real_family_configs_give_the_table_count(name, tmp_path):
 def test_real_family_counts_by_hand():
     """The same rule spelled out per family, so a change in either shows."""
     got = {name: features_from_hf_config(cfg)["count"] for name, cfg in HF_CONFIGS.items()}
-    assert got == {"llama2_7b": 1, "llama3_1_8b": 1, "mistral_7b_v0_1": 2, "qwen3_8b": 2, "olmo2_7b": 2,
-                   "olmo3_7b": 2, "gemma3_4b_pattern": 3, "gemma3_4b_layer_types": 3}
+    assert got == {
+        "llama2_7b": 1,
+        "llama3_1_8b": 1,
+        "mistral_7b_v0_1": 2,
+        "qwen3_8b": 2,
+        "olmo2_7b": 2,
+        "olmo3_7b": 2,
+        "gemma3_4b_pattern": 3,
+        "gemma3_4b_layer_types": 3,
+    }
 
 
 def test_norm_placement_follows_the_traps():
@@ -119,8 +221,14 @@ def test_sliding_window_rules_per_family():
     assert not qwen["swa"] and qwen["window"] is None and any("use_sliding_window" in n for n in qwen["notes"])
     qwen_on = dict(HF_CONFIGS["qwen3_8b"], use_sliding_window=True, max_window_layers=28)
     assert features_from_hf_config(qwen_on)["n_sliding_layers"] == 8
-    gemma2 = {"model_type": "gemma2", "num_attention_heads": 16, "num_key_value_heads": 8, "num_hidden_layers": 42,
-              "sliding_window": 4096, "max_position_embeddings": 8192}
+    gemma2 = {
+        "model_type": "gemma2",
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 42,
+        "sliding_window": 4096,
+        "max_position_embeddings": 8192,
+    }
     g2 = features_from_hf_config(gemma2)
     assert (g2["n_sliding_layers"], g2["count"], g2["norm_placement"]) == (21, 2, "sandwich")
 
@@ -128,7 +236,9 @@ def test_sliding_window_rules_per_family():
 def test_pretraining_context_reads_original_max_position_embeddings():
     olmo3_v4 = dict(HF_CONFIGS["olmo3_7b"])  # transformers 4.x spelling: rope_theta + rope_scaling
     del olmo3_v4["rope_parameters"]
-    olmo3_v4.update(rope_theta=500000, rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192})
+    olmo3_v4.update(
+        rope_theta=500000, rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 8192}
+    )
     assert features_from_hf_config(olmo3_v4)["pretrain_ctx"] == 8192
     llama = dict(HF_CONFIGS["llama3_1_8b"])
     llama["rope_parameters"] = dict(llama.pop("rope_scaling"), rope_theta=500000.0)
@@ -167,7 +277,13 @@ def test_unknown_model_type_names_the_type(tmp_path):
 
 # -------------------------------------------------------------------------------- archpool presets and configs
 # Expected by hand from presets.py's family table: (QK-norm, GQA, SWA, short ctx: pretrained at half the long ctx).
-PRESET_BITS = {"llama2": (0, 0, 0, 1), "llama3": (0, 1, 0, 0), "qwen3": (1, 1, 0, 0), "olmo2": (1, 0, 0, 1), "olmo3": (1, 0, 1, 0)}
+PRESET_BITS = {
+    "llama2": (0, 0, 0, 1),
+    "llama3": (0, 1, 0, 0),
+    "qwen3": (1, 1, 0, 0),
+    "olmo2": (1, 0, 0, 1),
+    "olmo3": (1, 0, 1, 0),
+}
 
 
 @pytest.mark.parametrize("size", ["tiny", "7b"])

@@ -1,4 +1,5 @@
 """``archpool export-hf`` / ``import-hf`` and ``archpool.load``: checkpoints and HF directories, tokenizer included."""
+
 import json
 
 import pytest
@@ -13,8 +14,20 @@ from archpool.model.checkpoint import is_archpool_checkpoint, load_checkpoint, s
 
 
 def tiny_cfg(**kw):
-    base = dict(vocab_size=64, d_model=32, n_layers=4, n_heads=4, n_kv_heads=2, max_seq_len=64, norm="post",
-                qk_norm="layerwise", window=8, swa_pattern="olmo3", init_std=0.1, family="olmo3")
+    base = dict(
+        vocab_size=64,
+        d_model=32,
+        n_layers=4,
+        n_heads=4,
+        n_kv_heads=2,
+        max_seq_len=64,
+        norm="post",
+        qk_norm="layerwise",
+        window=8,
+        swa_pattern="olmo3",
+        init_std=0.1,
+        family="olmo3",
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -23,7 +36,7 @@ def write_tokenizer(path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     specials = ["<|bos|>", "<|eos|>", "<|pad|>", "[UNK]"]
-    vocab = {w: i for i, w in enumerate(specials + "the cat sat on a mat".split())}
+    vocab = {w: i for i, w in enumerate(specials + ["the", "cat", "sat", "on", "a", "mat"])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(path))
@@ -76,9 +89,17 @@ def test_load_returns_decoder_from_checkpoint_or_hf_dir(tmp_path):
     model = Decoder(tiny_cfg(norm="pre", qk_norm="headwise", swa_pattern="none", window=None), seed=3).eval()
     save_checkpoint(model, tmp_path / "ckpt")
     torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(transformers.LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=1, tie_word_embeddings=True)).eval()
+    hf = transformers.AutoModelForCausalLM.from_config(
+        transformers.LlamaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            tie_word_embeddings=True,
+        )
+    ).eval()
     hf.save_pretrained(tmp_path / "hf")
     ids = torch.randint(0, 64, (3, 16))
     for path, want in ((tmp_path / "ckpt", model(ids)), (tmp_path / "hf", hf(ids).logits)):
@@ -97,7 +118,9 @@ def test_importing_archpool_does_not_import_torch_or_transformers():
     import subprocess
     import sys
 
-    code = ("import sys, archpool, archpool.model, archpool.cli.model, archpool.model.features, archpool.cli;"
-            "archpool.cli.build_parser(); print('torch' in sys.modules, 'transformers' in sys.modules)")
+    code = (
+        "import sys, archpool, archpool.model, archpool.cli.model, archpool.model.features, archpool.cli;"
+        "archpool.cli.build_parser(); print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

@@ -1,4 +1,5 @@
 """``import-hf`` on bad directories: each a one-line CheckpointError / ConfigError naming the file or field (issue 13)."""
+
 import json
 import os
 import pickle
@@ -69,7 +70,10 @@ def _kv_heads(d):
 def _shard(name):
     def mutate(d):
         (d / "model.safetensors").rename(d.parent / "outside.safetensors")
-        (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {"model.embed_tokens.weight": name}}))
+        (d / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": {"model.embed_tokens.weight": name}})
+        )
+
     return mutate
 
 
@@ -77,17 +81,33 @@ CASES = {
     "missing weights": (_missing, CheckpointError, r"hf: no weights \(model.safetensors or model.safetensors.index.json\)"),
     "bad json": (_bad_json, CheckpointError, r"hf/config.json: not valid JSON"),
     "truncated safetensors": (_truncated, CheckpointError, r"hf/model.safetensors: unreadable or truncated safetensors file"),
-    "config not matching weights": (_shapes, CheckpointError,
-                                    r"hf/model.safetensors: tensor 'model.layers.0.mlp.down_proj.weight' has shape \(32, 96\), the config needs \(32, 200\)"),
+    "config not matching weights": (
+        _shapes,
+        CheckpointError,
+        r"hf/model.safetensors: tensor 'model.layers.0.mlp.down_proj.weight' has shape \(32, 96\), the config needs \(32, 200\)",
+    ),
     "pickle only": (_pickle, CheckpointError, r"hf/pytorch_model.bin: pickle-format weights are refused"),
     "custom code": (_custom_code, ConfigError, r"auto_map: .*hf/config.json: a custom-code model \(needs trust_remote_code\)"),
-    "3 kv heads for 4 heads": (_kv_heads, ConfigError, r"hf/config.json: num_key_value_heads: 3 KV heads do not evenly divide num_attention_heads=4"),
-    "shard ../": (_shard("../outside.safetensors"), CheckpointError,
-                  r"model.safetensors.index.json: weight_map shard '../outside.safetensors' contains a path separator"),
-    "shard absolute": (_shard("/tmp/outside.safetensors"), CheckpointError,
-                       r"model.safetensors.index.json: weight_map shard '/tmp/outside.safetensors' is an absolute path"),
-    "shard separator": (_shard("sub/outside.safetensors"), CheckpointError,
-                        r"model.safetensors.index.json: weight_map shard 'sub/outside.safetensors' contains a path separator"),
+    "3 kv heads for 4 heads": (
+        _kv_heads,
+        ConfigError,
+        r"hf/config.json: num_key_value_heads: 3 KV heads do not evenly divide num_attention_heads=4",
+    ),
+    "shard ../": (
+        _shard("../outside.safetensors"),
+        CheckpointError,
+        r"model.safetensors.index.json: weight_map shard '../outside.safetensors' contains a path separator",
+    ),
+    "shard absolute": (
+        _shard("/tmp/outside.safetensors"),
+        CheckpointError,
+        r"model.safetensors.index.json: weight_map shard '/tmp/outside.safetensors' is an absolute path",
+    ),
+    "shard separator": (
+        _shard("sub/outside.safetensors"),
+        CheckpointError,
+        r"model.safetensors.index.json: weight_map shard 'sub/outside.safetensors' contains a path separator",
+    ),
     "shard ..": (_shard(".."), CheckpointError, r"weight_map shard '..' contains '..'"),
 }
 
@@ -124,8 +144,24 @@ def test_valid_directory_and_sharded_index_still_import(hf_dir, tmp_path):
 
 def test_eval_and_features_refuse_bad_hf_configs(hf_dir, tmp_path, capsys):
     _custom_code(hf_dir)
-    assert main(["eval", str(hf_dir), "--suite", "tiny", "--n", "1", "--lengths", "16", "--no-progress",
-                 "--cache", str(tmp_path / "cache")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                str(hf_dir),
+                "--suite",
+                "tiny",
+                "--n",
+                "1",
+                "--lengths",
+                "16",
+                "--no-progress",
+                "--cache",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 2
+    )
     assert "a custom-code model (needs trust_remote_code)" in capsys.readouterr().err
     edit_config(hf_dir, auto_map=None, num_key_value_heads=3)
     assert main(["features", str(hf_dir)]) == 2

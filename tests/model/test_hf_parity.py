@@ -1,5 +1,6 @@
 """Hugging Face interop: transformers models imported into archpool, and archpool models exported to
 transformers, give the same logits; export picks the native class; unsupported variants fail loudly."""
+
 import pytest
 import torch
 
@@ -12,14 +13,31 @@ from archpool.model.hf import export_hf, hf_model_to_archpool, import_hf, to_hf_
 TOL = 1e-4
 VOCAB, SEQ = 101, 48
 IMPLS = ["eager", "sdpa"]
-YARN = {"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0, "original_max_position_embeddings": 16,
-        "beta_fast": 32.0, "beta_slow": 1.0}
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10_000.0,
+    "factor": 4.0,
+    "original_max_position_embeddings": 16,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+}
 
 
 def hf_config(model_type, **kw):
-    base = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
-                num_key_value_heads=4, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.1,
-                pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    base = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-6,
+        initializer_range=0.1,
+        pad_token_id=None,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     base.update(kw)
     return transformers.AutoConfig.for_model(model_type, **base)
 
@@ -45,23 +63,53 @@ def max_diff(a, b):
 # sliding window (8 tokens, 3 of 4 layers) with YaRN on full layers only, on sequences longer than the window.
 HF_CASES = {
     "llama-mha": ("llama", dict(rope_parameters={"rope_type": "default", "rope_theta": 10_000.0})),
-    "llama-gqa-linear": ("llama", dict(num_key_value_heads=2, rope_parameters={"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0})),
+    "llama-gqa-linear": (
+        "llama",
+        dict(num_key_value_heads=2, rope_parameters={"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0}),
+    ),
     "llama-gqa-tied": ("llama", dict(num_key_value_heads=1, tie_word_embeddings=True)),
     "qwen3-gqa-yarn": ("qwen3", dict(num_key_value_heads=2, head_dim=16, rope_parameters=dict(YARN))),
-    "qwen3-swa": ("qwen3", dict(num_key_value_heads=2, head_dim=16, use_sliding_window=True, sliding_window=8, max_window_layers=2)),
+    "qwen3-swa": (
+        "qwen3",
+        dict(num_key_value_heads=2, head_dim=16, use_sliding_window=True, sliding_window=8, max_window_layers=2),
+    ),
     "olmo2-mha": ("olmo2", dict(rope_parameters={"rope_type": "default", "rope_theta": 500_000.0})),
     "olmo2-gqa-yarn": ("olmo2", dict(num_key_value_heads=2, rope_parameters=dict(YARN, attention_factor=1.3))),
-    "olmo3-swa-yarn-full": ("olmo3", dict(sliding_window=8, rope_parameters={
-        "full_attention": dict(YARN, rope_theta=500_000.0), "sliding_attention": {"rope_type": "default", "rope_theta": 500_000.0}})),
-    "olmo3-gqa-swa-linear": ("olmo3", dict(num_key_value_heads=2, sliding_window=8, rope_parameters={
-        "full_attention": {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0},
-        "sliding_attention": {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0}})),
+    "olmo3-swa-yarn-full": (
+        "olmo3",
+        dict(
+            sliding_window=8,
+            rope_parameters={
+                "full_attention": dict(YARN, rope_theta=500_000.0),
+                "sliding_attention": {"rope_type": "default", "rope_theta": 500_000.0},
+            },
+        ),
+    ),
+    "olmo3-gqa-swa-linear": (
+        "olmo3",
+        dict(
+            num_key_value_heads=2,
+            sliding_window=8,
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0},
+                "sliding_attention": {"rope_type": "linear", "rope_theta": 10_000.0, "factor": 2.0},
+            },
+        ),
+    ),
     "mistral-swa": ("mistral", dict(num_key_value_heads=2, sliding_window=8)),
-    "ministral-mixed": ("ministral", dict(num_key_value_heads=2, sliding_window=8, head_dim=16,
-                                          layer_types=["sliding_attention", "full_attention"] * 2)),
+    "ministral-mixed": (
+        "ministral",
+        dict(num_key_value_heads=2, sliding_window=8, head_dim=16, layer_types=["sliding_attention", "full_attention"] * 2),
+    ),
 }
-NATIVE = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-          "olmo3": "Olmo3ForCausalLM", "mistral": "MistralForCausalLM", "ministral": "MinistralForCausalLM"}
+NATIVE = {
+    "llama": "LlamaForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "olmo3": "Olmo3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "ministral": "MinistralForCausalLM",
+}
 
 
 @pytest.fixture(scope="module")
@@ -121,16 +169,49 @@ EXPORT_CASES = {
     "mistral-swa-all": (tiny(n_kv_heads=2, window=8, swa_pattern="all"), "MistralForCausalLM"),
     "ministral-swa-olmo3": (tiny(n_kv_heads=2, window=8, swa_pattern="olmo3"), "MinistralForCausalLM"),
     "qwen3-gqa-linear": (tiny(qk_norm="headwise", n_kv_heads=2, rope=dict(type="linear", factor=2.0)), "Qwen3ForCausalLM"),
-    "qwen3-swa-layer-types": (tiny(qk_norm="headwise", n_kv_heads=2, window=8, swa_pattern=["full", "sliding", "sliding", "full"],
-                                   rope=dict(type="yarn", factor=4.0, original_max_seq_len=16, attention_factor=1.25)), "Qwen3ForCausalLM"),
-    "olmo2-yarn": (tiny(norm="post", qk_norm="layerwise", rope=dict(type="yarn", factor=4.0, original_max_seq_len=16)), "Olmo2ForCausalLM"),
+    "qwen3-swa-layer-types": (
+        tiny(
+            qk_norm="headwise",
+            n_kv_heads=2,
+            window=8,
+            swa_pattern=["full", "sliding", "sliding", "full"],
+            rope=dict(type="yarn", factor=4.0, original_max_seq_len=16, attention_factor=1.25),
+        ),
+        "Qwen3ForCausalLM",
+    ),
+    "olmo2-yarn": (
+        tiny(norm="post", qk_norm="layerwise", rope=dict(type="yarn", factor=4.0, original_max_seq_len=16)),
+        "Olmo2ForCausalLM",
+    ),
     "olmo2-head-dim": (tiny(norm="post", qk_norm="layerwise", n_kv_heads=2, head_dim=8), "Olmo2ForCausalLM"),
-    "olmo3-yarn-full-only": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern="olmo3",
-                                  rope=dict(theta=500_000.0, type="yarn", factor=8.0, original_max_seq_len=16, full_layers_only=True)), "Olmo3ForCausalLM"),
-    "olmo3-gqa-ntk": (tiny(norm="post", qk_norm="layerwise", n_kv_heads=2, window=8, swa_pattern="olmo3", rope=dict(type="ntk", factor=4.0)), "Olmo3ForCausalLM"),
-    "olmo3-theta-full-only": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern="olmo3",
-                                   rope=dict(theta=160_000.0, full_layers_only=True, sliding_theta=10_000.0)), "Olmo3ForCausalLM"),
-    "olmo3-any-layer-types": (tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern=["sliding", "full", "sliding", "full"]), "Olmo3ForCausalLM"),
+    "olmo3-yarn-full-only": (
+        tiny(
+            norm="post",
+            qk_norm="layerwise",
+            window=8,
+            swa_pattern="olmo3",
+            rope=dict(theta=500_000.0, type="yarn", factor=8.0, original_max_seq_len=16, full_layers_only=True),
+        ),
+        "Olmo3ForCausalLM",
+    ),
+    "olmo3-gqa-ntk": (
+        tiny(norm="post", qk_norm="layerwise", n_kv_heads=2, window=8, swa_pattern="olmo3", rope=dict(type="ntk", factor=4.0)),
+        "Olmo3ForCausalLM",
+    ),
+    "olmo3-theta-full-only": (
+        tiny(
+            norm="post",
+            qk_norm="layerwise",
+            window=8,
+            swa_pattern="olmo3",
+            rope=dict(theta=160_000.0, full_layers_only=True, sliding_theta=10_000.0),
+        ),
+        "Olmo3ForCausalLM",
+    ),
+    "olmo3-any-layer-types": (
+        tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern=["sliding", "full", "sliding", "full"]),
+        "Olmo3ForCausalLM",
+    ),
 }
 
 
@@ -165,13 +246,29 @@ def test_parity_tolerance_detects_a_rope_mismatch():
 
 
 # -------------------------------------------------------------------------------- what must not pass silently
-@pytest.mark.parametrize("cfg, feature, nearest", [
-    (tiny(norm="pre", qk_norm="layerwise"), "layerwise", "Qwen3ForCausalLM"),
-    (tiny(norm="post", qk_norm="headwise"), "headwise", "Olmo2ForCausalLM"),
-    (tiny(norm="pre", qk_norm="headwise", window=8, swa_pattern="olmo3",
-          rope=dict(type="yarn", factor=4.0, original_max_seq_len=16, full_layers_only=True)), "full-attention layers only", "Olmo3ForCausalLM"),
-    (tiny(norm="pre", window=8, swa_pattern="all", rope=dict(type="linear", factor=2.0, full_layers_only=True)), "full-attention layers only", "Olmo3ForCausalLM"),
-])
+@pytest.mark.parametrize(
+    "cfg, feature, nearest",
+    [
+        (tiny(norm="pre", qk_norm="layerwise"), "layerwise", "Qwen3ForCausalLM"),
+        (tiny(norm="post", qk_norm="headwise"), "headwise", "Olmo2ForCausalLM"),
+        (
+            tiny(
+                norm="pre",
+                qk_norm="headwise",
+                window=8,
+                swa_pattern="olmo3",
+                rope=dict(type="yarn", factor=4.0, original_max_seq_len=16, full_layers_only=True),
+            ),
+            "full-attention layers only",
+            "Olmo3ForCausalLM",
+        ),
+        (
+            tiny(norm="pre", window=8, swa_pattern="all", rope=dict(type="linear", factor=2.0, full_layers_only=True)),
+            "full-attention layers only",
+            "Olmo3ForCausalLM",
+        ),
+    ],
+)
 def test_export_of_variant_without_native_class_names_feature_and_nearest_class(cfg, feature, nearest, tmp_path):
     with pytest.raises(ConfigError, match=feature) as err:
         export_hf(Decoder(cfg), tmp_path)
@@ -202,14 +299,31 @@ def test_qwen2_imports_only_with_zero_biases(tmp_path):
 
 
 def test_import_refuses_unknown_model_type_and_unsupported_rope(tmp_path):
-    gemma = transformers.AutoModelForCausalLM.from_config(transformers.Gemma2Config(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16))
+    gemma = transformers.AutoModelForCausalLM.from_config(
+        transformers.Gemma2Config(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+        )
+    )
     gemma.save_pretrained(tmp_path / "gemma")
     with pytest.raises(ConfigError, match="'gemma2'"):
         import_hf(tmp_path / "gemma")
-    llama31 = hf_config("llama", max_position_embeddings=128, rope_parameters={
-        "rope_type": "llama3", "rope_theta": 500_000.0, "factor": 8.0, "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0, "original_max_position_embeddings": 16})
+    llama31 = hf_config(
+        "llama",
+        max_position_embeddings=128,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    )
     with pytest.raises(ConfigError, match="'llama3'"):
         hf_model_to_archpool(transformers.AutoModelForCausalLM.from_config(llama31))

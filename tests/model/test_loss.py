@@ -1,4 +1,5 @@
 """The fused, chunked LM-head cross-entropy against PyTorch's own ``F.cross_entropy`` on full logits."""
+
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,5 @@
 """The decoder's axes: attention masking, QK-norm variants, parameter matching, shared init, config validation."""
+
 import math
 import warnings
 
@@ -84,7 +85,7 @@ def test_kv_cache_decoding_equals_full_forward_beyond_window(pattern):
     ids = torch.randint(0, 97, (2, 30))
     full = model(ids)
     cache = model.new_cache()
-    steps = [model(ids[:, :11], kv_cache=cache)] + [model(ids[:, i:i + 1], kv_cache=cache) for i in range(11, 30)]
+    steps = [model(ids[:, :11], kv_cache=cache)] + [model(ids[:, i : i + 1], kv_cache=cache) for i in range(11, 30)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -171,7 +172,9 @@ def test_shared_initialisation_is_bit_identical_where_names_and_shapes_agree():
                 assert torch.equal(b[name], p), name
                 shared += 1
         assert shared >= len(b) - 2 * base.cfg.n_layers
-    assert not torch.equal(b["layers.0.attn.q_proj.weight"], dict(Decoder(base.cfg, seed=12).named_parameters())["layers.0.attn.q_proj.weight"])
+    assert not torch.equal(
+        b["layers.0.attn.q_proj.weight"], dict(Decoder(base.cfg, seed=12).named_parameters())["layers.0.attn.q_proj.weight"]
+    )
     assert b["layers.0.attn.k_proj.weight"].shape != dict(mha.named_parameters())["layers.0.attn.k_proj.weight"].shape
 
 

@@ -1,4 +1,5 @@
 """Fixtures of the pool tests (the helpers are in poolhelpers.py, importable by name)."""
+
 from __future__ import annotations
 
 import pytest

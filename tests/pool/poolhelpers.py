@@ -1,4 +1,5 @@
 """Shared helpers for the pool tests: toy pools (no training) and a CLI runner in a child process."""
+
 from __future__ import annotations
 
 import os

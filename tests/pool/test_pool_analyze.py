@@ -1,12 +1,13 @@
 """`archpool analyze POOL_DIR` gives the same numbers as `archpool analyze` on the exported table."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from poolhelpers import run_cli, toy_pool
 
 from archpool.cli import main
-from poolhelpers import run_cli, toy_pool
 
 pytest.importorskip("archpool.analysis")
 
@@ -22,8 +23,7 @@ def _analyze(capsys, source) -> dict:
 def test_analyze_pool_dir_equals_analyze_exported_table(tmp_path, capsys):
     pool = toy_pool(tmp_path)
     out = tmp_path / "out"
-    r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress",
-                env={"TOY_FAIL": "noqk_swa_s1:eval"})
+    r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress", env={"TOY_FAIL": "noqk_swa_s1:eval"})
     assert r.returncode == 1  # one run failed: it is listed, never fitted
     table = tmp_path / "table.csv"
     capsys.readouterr()

@@ -1,5 +1,6 @@
 """End to end with the real stages (slow): the shipped smoke pool, and SIGKILL + resume with the
 real trainer giving bit-identical results."""
+
 from __future__ import annotations
 
 import csv
@@ -12,9 +13,9 @@ import time
 
 import pytest
 import yaml
+from poolhelpers import REPO, child_env, pool_cmd, run_cli
 
 from archpool.pool.graph import read_events
-from poolhelpers import REPO, child_env, pool_cmd, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -37,16 +38,30 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert (out / "report" / "report.html").is_file() and (out / "report" / "analysis.json").is_file()
     assert "report:" in r.stdout
     # MQAR by distance bucket and chains, before and after extension; attention before extension too
-    for col in ("mqar_acc@512[d>128]", "mqar_lp@512[64<d<=128]", "mqar_chain_chain@512", "base_mqar_acc@128",
-                "base_mqar_acc@512", "kv_recall_lp@512", "attn_sink_rate", "base_attn_sink_rate"):
+    for col in (
+        "mqar_acc@512[d>128]",
+        "mqar_lp@512[64<d<=128]",
+        "mqar_chain_chain@512",
+        "base_mqar_acc@128",
+        "base_mqar_acc@512",
+        "kv_recall_lp@512",
+        "attn_sink_rate",
+        "base_attn_sink_rate",
+    ):
         assert all(row.get(col) not in (None, "") for row in rows.values()), col
     assert 0 <= float(row["mqar_acc@512[d>128]"]) <= 1
     # one definition of short context: results.csv, `archpool analyze POOL` (whose default target is the
     # pool's report.target) and the report count the same features
     counts = {run: int(x["feature_count"]) for run, x in rows.items()}
     assert {x["short_ctx"] for x in rows.values()} == {"64"}
-    a = subprocess.run([sys.executable, "-m", "archpool.cli", "analyze", str(out), "--json"], cwd=REPO,
-                       env=child_env(), capture_output=True, text=True, timeout=120)
+    a = subprocess.run(
+        [sys.executable, "-m", "archpool.cli", "analyze", str(out), "--json"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert a.returncode == 0, a.stderr
     an = json.loads(a.stdout)
     assert an["target"] == "mqar_lp@512[d>128]" and an["short_ctx"] == 64
@@ -54,16 +69,25 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     rep = json.loads((out / "report" / "analysis.json").read_text())
     assert {x["run"]: x["feature_count"] for x in rep["runs"]} == counts
     assert any(p["predictor"].startswith("base_attn") for p in an["pre_extension"])
-    c = subprocess.run([sys.executable, "-m", "archpool.cli", "analyze", str(out / "results.csv"), "--target",
-                        an["target"], "--json"], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    c = subprocess.run(
+        [sys.executable, "-m", "archpool.cli", "analyze", str(out / "results.csv"), "--target", an["target"], "--json"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert c.returncode == 0, c.stderr
     assert {x["run"]: x["feature_count"] for x in json.loads(c.stdout)["runs"]} == counts
     # one definition of a run's final loss: the pool's column and `archpool eval`'s short metrics agree
     from archpool.eval.short import final_loss
     from archpool.train.trainer import run_dir_final
 
-    by_run = {json.loads((d / "node.json").read_text())["run"]: d for d in (out / "stages" / "pretrain").iterdir()
-              if (d / "DONE").is_file()}
+    by_run = {
+        json.loads((d / "node.json").read_text())["run"]: d
+        for d in (out / "stages" / "pretrain").iterdir()
+        if (d / "DONE").is_file()
+    }
     for run, d in by_run.items():
         assert final_loss(run_dir_final(d)) == pytest.approx(float(rows[run]["pretrain_loss"]), rel=1e-9), run
     print(f"smoke pool: {time.time() - t0:.0f}s")
@@ -71,17 +95,26 @@ def test_smoke_pool_runs_every_stage(tmp_path):
 
 def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
     spec = dict(
-        name="killreal", seeds=[0], data=dict(synthetic=dict(seed=0)),
+        name="killreal",
+        seeds=[0],
+        data=dict(synthetic=dict(seed=0)),
         train=dict(max_steps=24, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
-        extension=[dict(name="ntk", tokens=8192, length_ratio=2)], eval=dict(enabled=False), attention=dict(enabled=False),
+        extension=[dict(name="ntk", tokens=8192, length_ratio=2)],
+        eval=dict(enabled=False),
+        attention=dict(enabled=False),
         factorial=dict(axes=dict(swa=[False, True])),
     )
     pool = tmp_path / "killreal.yaml"
     pool.write_text(yaml.safe_dump(spec))
     out, ref = tmp_path / "out", tmp_path / "ref"
     env = child_env()
-    proc = subprocess.Popen(pool_cmd("run", str(pool), "--out", str(out), "--no-progress"), cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        pool_cmd("run", str(pool), "--out", str(out), "--no-progress"),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline, killed_in = time.time() + 300, None
     while time.time() < deadline and killed_in is None:
         done = {e["key"] for e in read_events(out) if e["kind"] == "done"}
@@ -99,7 +132,7 @@ def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
     finished = {e["key"] for e in before if e["kind"] == "done"}
     r = run_cli("run", str(pool), "--out", str(out), "--no-progress", timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    after = read_events(out)[len(before):]
+    after = read_events(out)[len(before) :]
     assert not ({e["key"] for e in after if e["kind"] == "start"} & finished)
     assert [e for e in after if e["kind"] == "start" and e["key"] == killed_in][0]["resumed"]
     log = (out / "stages" / "pretrain" / killed_in / "metrics.jsonl").read_text()
@@ -112,9 +145,13 @@ def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
 def test_torchrun_worker_two_ranks(tmp_path):
     """The in-job launch for several GPUs per run, here two CPU ranks with gloo."""
     spec = dict(
-        name="ddp", seeds=[0], data=dict(synthetic=dict(seed=0)),
+        name="ddp",
+        seeds=[0],
+        data=dict(synthetic=dict(seed=0)),
         train=dict(max_steps=8, global_batch_tokens=2048, micro_batch_size=4, log_every=2, ckpt_every=4, warmup_steps=1),
-        extension=[dict(name="ntk", tokens=4096, length_ratio=2)], eval=dict(enabled=False), attention=dict(enabled=False),
+        extension=[dict(name="ntk", tokens=4096, length_ratio=2)],
+        eval=dict(enabled=False),
+        attention=dict(enabled=False),
         runs=[dict(name="A")],
     )
     pool = tmp_path / "ddp.yaml"
@@ -129,10 +166,19 @@ def test_torchrun_worker_two_ranks(tmp_path):
         shutil.rmtree(two / "stages" / stage)
     shutil.rmtree(two / "runs")
     env = child_env()
-    torchrun = [os.path.join(os.path.dirname(os.sys.executable), "torchrun"), "--standalone", "--nproc-per-node", "2",
-                "-m", "archpool.pool.worker", str(two), "A_s0", "1"]
+    torchrun = [
+        os.path.join(os.path.dirname(os.sys.executable), "torchrun"),
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "archpool.pool.worker",
+        str(two),
+        "A_s0",
+        "1",
+    ]
     p = subprocess.run(torchrun, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads((two / "runs" / "A_s0" / "status.json").read_text())["state"] == "done"
-    res = lambda d: json.loads(next((d / "stages" / "pretrain").glob("*/DONE")).read_text())["result"]["metrics"]  # noqa: E731
+    res = lambda d: json.loads(next((d / "stages" / "pretrain").glob("*/DONE")).read_text())["result"]["metrics"]
     assert res(one)["pretrain_loss"] == pytest.approx(res(two)["pretrain_loss"], rel=1e-5)

@@ -1,20 +1,19 @@
 """A run whose stage raises is marked failed with its error; the others finish; exit code 1."""
+
 from __future__ import annotations
 
 import csv
 import json
 
-import yaml
+from poolhelpers import run_cli, toy_pool
 
 from archpool.pool.graph import read_events
-from poolhelpers import run_cli, toy_pool
 
 
 def test_injected_failure_is_isolated_reported_and_retried(tmp_path):
     pool = toy_pool(tmp_path)
     out = tmp_path / "out"
-    r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress",
-                env={"TOY_FAIL": "lqk_swa_s0:extend"})
+    r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress", env={"TOY_FAIL": "lqk_swa_s0:extend"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED lqk_swa_s0" in r.stdout and "injected failure" in r.stdout
     status = json.loads((out / "runs" / "lqk_swa_s0" / "status.json").read_text())
@@ -31,7 +30,7 @@ def test_injected_failure_is_isolated_reported_and_retried(tmp_path):
 
     s = run_cli("status", str(out))
     assert s.returncode == 0
-    line = next(l for l in s.stdout.splitlines() if l.startswith("lqk_swa_s0"))
+    line = next(x for x in s.stdout.splitlines() if x.startswith("lqk_swa_s0"))
     assert "failed" in line and "pretrain✓" in line and "✗" in line
     assert "injected failure" in s.stdout
 

@@ -1,8 +1,8 @@
 """Kill `archpool run` with SIGKILL mid-pool and re-run it: nothing finished recomputes, the
 interrupted stage resumes from its checkpoint, and the results equal an uninterrupted pool's."""
+
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -10,13 +10,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from archpool.pool.graph import read_events
 from poolhelpers import REPO, child_env, pool_cmd, run_cli, toy_pool
+
+from archpool.pool.graph import read_events
 
 
 def _steps_log(out: Path) -> list[tuple[str, str, int]]:
     path = out / "toy_steps.log"
-    return [(a, b, int(c)) for a, b, c in (l.split() for l in path.read_text().splitlines())] if path.is_file() else []
+    return [(a, b, int(c)) for a, b, c in (line.split() for line in path.read_text().splitlines())] if path.is_file() else []
 
 
 def _interrupted(out: Path) -> str | None:
@@ -37,8 +38,13 @@ def test_sigkill_mid_pool_then_rerun_resumes_without_recomputing(tmp_path):
     pool = toy_pool(tmp_path, seeds=[0], train=dict(steps=8, step_seconds=0.15))
     out = tmp_path / "out"
     env = child_env()
-    proc = subprocess.Popen(pool_cmd("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress"),
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        pool_cmd("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress"),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     key = None
     while time.time() < deadline:
@@ -60,7 +66,7 @@ def test_sigkill_mid_pool_then_rerun_resumes_without_recomputing(tmp_path):
 
     r = run_cli("run", str(pool), "--jobs", "2", "--out", str(out), "--no-progress")
     assert r.returncode == 0, r.stdout + r.stderr
-    after = read_events(out)[len(before):]
+    after = read_events(out)[len(before) :]
     restarted = {e["key"] for e in after if e["kind"] == "start"}
     assert not (restarted & finished_before), "a finished stage was recomputed"
     resumed = [e for e in after if e["kind"] == "start" and e["key"] == key]

@@ -1,4 +1,5 @@
 """Pool files: generators (factorial, seeds, milestones), the olmpool mapping, validation errors."""
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,9 @@ def _pool(**over):
 
 
 def test_factorial_expands_every_combination_times_seeds():
-    pool = _pool(runs=[], seeds=[0, 1, 2], factorial=dict(axes=dict(qk_norm=["none", "layerwise"], swa=[False, True],
-                                                                    n_kv_heads=[4, 1])))
+    pool = _pool(
+        runs=[], seeds=[0, 1, 2], factorial=dict(axes=dict(qk_norm=["none", "layerwise"], swa=[False, True], n_kv_heads=[4, 1]))
+    )
     assert len(pool.runs) == 2 * 2 * 2 * 3
     names = {r.name for r in pool.runs}
     assert "lqk_swa_1kv_s2" in names and "noqk_full_4kv_s0" in names
@@ -65,22 +67,25 @@ def test_content_keys_change_only_with_inputs():
     assert all(a[i] != c[i] for i in a if i != "data")  # pretraining changed: everything downstream is new
 
 
-@pytest.mark.parametrize("over, field", [
-    (dict(runs=[dict(name="A", axes=dict(qk_norm="sideways"))]), "runs[A].model.qk_norm"),
-    (dict(runs=[dict(name="A", axes=dict(n_kv_heads=3))]), "runs[A].axes.n_kv_heads"),
-    (dict(runs=[dict(name="A", axes=dict(swa="maybe"))]), "runs[A].axes.swa"),
-    (dict(runs=[dict(name="A", axes=dict(depth=3))]), "runs[A].axes.depth"),
-    (dict(runs=[dict(name="A", colour="red")]), "runs[A].colour"),
-    (dict(runs=[dict(name="A", preset="gpt5")]), "runs[A].preset"),
-    (dict(runs=[dict(name="A", model=dict(n_heads=3))]), "runs[A].model.head_dim"),
-    (dict(runs=[dict(name="A", model=dict(window=500, swa_pattern="all"))]), "runs[A].model.window"),
-    (dict(runs=[dict(name="A"), dict(name="A")]), "runs[A_s0].name"),
-    (dict(runs=[dict(name="bad name")]), "runs[bad name].name"),
-    (dict(seeds=[0, 0]), "seeds"),
-    (dict(milestones=[1.5]), "milestones"),
-    (dict(factorial=dict(axes=dict(qk_norm=[]))), "factorial.axes.qk_norm"),
-    (dict(trian={}), "trian"),
-])
+@pytest.mark.parametrize(
+    "over, field",
+    [
+        (dict(runs=[dict(name="A", axes=dict(qk_norm="sideways"))]), "runs[A].model.qk_norm"),
+        (dict(runs=[dict(name="A", axes=dict(n_kv_heads=3))]), "runs[A].axes.n_kv_heads"),
+        (dict(runs=[dict(name="A", axes=dict(swa="maybe"))]), "runs[A].axes.swa"),
+        (dict(runs=[dict(name="A", axes=dict(depth=3))]), "runs[A].axes.depth"),
+        (dict(runs=[dict(name="A", colour="red")]), "runs[A].colour"),
+        (dict(runs=[dict(name="A", preset="gpt5")]), "runs[A].preset"),
+        (dict(runs=[dict(name="A", model=dict(n_heads=3))]), "runs[A].model.head_dim"),
+        (dict(runs=[dict(name="A", model=dict(window=500, swa_pattern="all"))]), "runs[A].model.window"),
+        (dict(runs=[dict(name="A"), dict(name="A")]), "runs[A_s0].name"),
+        (dict(runs=[dict(name="bad name")]), "runs[0].name"),
+        (dict(seeds=[0, 0]), "seeds"),
+        (dict(milestones=[1.5]), "milestones"),
+        (dict(factorial=dict(axes=dict(qk_norm=[]))), "factorial.axes.qk_norm"),
+        (dict(trian={}), "trian"),
+    ],
+)
 def test_validation_errors_name_the_run_and_field(over, field):
     with pytest.raises(ConfigError) as e:
         _pool(**over)
@@ -121,7 +126,12 @@ def test_olmpool_maps_every_row_keeping_axes_init_and_d_ff_ratio(size):
         assert abs(run.model.d_ff / min(r.model.d_ff for r in pool.runs) - int(row["d_ff"]) / 11008) < 0.1
         assert (run.model.n_layers > min(r.model.n_layers for r in pool.runs)) == (int(row["n_layers"]) > 32)
         # the paper's feature count: the 4K runs are the short ones
-        expected = int(row["qk_norm"] != "none") + int(int(row["n_kv_heads"]) < 32) + int(row["swa"]) + int(row["pretrain_ctx"] == "4096")
+        expected = (
+            int(row["qk_norm"] != "none")
+            + int(int(row["n_kv_heads"]) < 32)
+            + int(row["swa"])
+            + int(row["pretrain_ctx"] == "4096")
+        )
         assert run.feature_count(long_ctx // 2) == expected
         # at the paper's size the mapping lands on the paper's parameter counts; K's listed 7.0B does not
         # fit its own columns (36 layers, d_ff 12288, 8 KV heads give ~7.8B with this vocabulary)

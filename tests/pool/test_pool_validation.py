@@ -1,6 +1,7 @@
 """Every bad pool input is a one-line named error before any work (issue 13's campaign, kept as
 regression cases), and random mutations of the shipped pools give a valid plan or a ConfigError,
 never another exception or a hang (hypothesis)."""
+
 from __future__ import annotations
 
 import copy
@@ -108,8 +109,13 @@ def _paths(d, prefix=()):
 
 
 values = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 10**6), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8), st.lists(st.integers(-2, 300), max_size=3), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.lists(st.integers(-2, 300), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
     st.sampled_from(["yes", "no", "true", "abc", "1e-3", "../x", "base", "", "ntk", "olmo3", "layerwise", "7"]),
 )
 

@@ -8,6 +8,7 @@ points, GQA × SWA compounds, seeds add noise) so the analysis and report have s
 ``TOY_FAIL="run:stage[,run:stage...]"`` (run may be ``*``) makes those stages raise, to test failure
 isolation, reporting and retries.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -84,7 +85,7 @@ def _score(run: dict[str, Any], milestone: float, recipe: str, long_ctx: int) ->
     return score + 1.0 * _unit("seed", run["arch"], run["seed"], recipe)
 
 
-def eval(ctx: StageContext) -> dict[str, Any]:  # noqa: A001 - the stage's name
+def eval(ctx: StageContext) -> dict[str, Any]:
     run = ctx.run or {}
     time.sleep(float(ctx.config["eval"].get("seconds", 0)))
     if ctx.config["phase"] == "base":
@@ -117,5 +118,7 @@ def _failing(stage: str, fn):
     return run
 
 
-STAGES = {name: _failing(name, fn) for name, fn in
-          {"data": data, "pretrain": pretrain, "extend": extend, "eval": eval, "attention": attention}.items()}
+STAGES = {
+    name: _failing(name, fn)
+    for name, fn in {"data": data, "pretrain": pretrain, "extend": extend, "eval": eval, "attention": attention}.items()
+}

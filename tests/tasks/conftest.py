@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from archpool.tokenizer import train_tokenizer
 from archpool.tasks.haystack import NOISE, pseudo_sentences
+from archpool.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
 """MQAR generator: layout, answers, distances, chains beyond a window, and the text round trip."""
+
 from __future__ import annotations
 
 import random
@@ -53,8 +54,12 @@ def _check(doc, length: int, vocab: TaskVocab = VOCAB) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(length=st.integers(8, 600), seed=st.integers(0, 2**32), pair_every=st.integers(2, 16),
-       distance=st.sampled_from(["uniform", "powerlaw"]))
+@given(
+    length=st.integers(8, 600),
+    seed=st.integers(0, 2**32),
+    pair_every=st.integers(2, 16),
+    distance=st.sampled_from(["uniform", "powerlaw"]),
+)
 def test_documents_are_exact_and_answers_correct(length, seed, pair_every, distance):
     doc = make_document(random.Random(seed), length, VOCAB, dict(pair_every=pair_every, distance=distance))
     _check(doc, length)
@@ -154,8 +159,11 @@ def test_documents_are_byte_identical_to_the_recorded_generator():
 
     h = hashlib.sha256()
     for seed in range(40):
-        for vocab, params in ((VOCAB, dict(pair_every=4, chains=0.3)), (COMPOSITE, dict(pair_every=4, chains=0.2)),
-                              (VOCAB, dict(pair_every=8, distance="powerlaw", distractors=1))):
+        for vocab, params in (
+            (VOCAB, dict(pair_every=4, chains=0.3)),
+            (COMPOSITE, dict(pair_every=4, chains=0.2)),
+            (VOCAB, dict(pair_every=8, distance="powerlaw", distractors=1)),
+        ):
             d = make_document(random.Random(seed), 128 + 3 * seed, vocab, params)
             h.update(repr((d.ids, [tuple(vars(a).values()) for a in d.answers])).encode())
     assert h.hexdigest() == "e0a76c7831f6de67b9fdc48e4173b2e09ca6e2d88c2e5c27d50533c2a921a21d"

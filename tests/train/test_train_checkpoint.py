@@ -1,17 +1,18 @@
 """Checkpoints: atomic, validated, pruned, resumable to the same losses, loadable as models."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
 import torch
+from trainhelpers import read_losses, tiny_run
 
 from archpool.errors import CheckpointError
 from archpool.model.checkpoint import load_checkpoint
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import RunConfig
 from archpool.train.trainer import pretrain
-from trainhelpers import read_losses, tiny_run
 
 
 def _run(tmp_path, name="run", **train):

@@ -1,13 +1,14 @@
 """The same entry point under torchrun (gloo, 2 processes): DDP and FSDP2 match 1 process, and
 checkpoints written at one world size resume at another."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
+from trainhelpers import read_losses, run_cli, tiny_run, write_config
 
 from archpool.train import checkpoint as ckpt
-from trainhelpers import read_losses, run_cli, tiny_run, write_config
 
 
 def _config(tmp_path, name, **train):

@@ -1,11 +1,13 @@
 """Context-extension recipes: RoPE frequencies equal transformers' for the same settings, and the
 extended model trains at the longer length and records its recipe."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
+from trainhelpers import read_losses, tiny_run, write_config
 from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -15,17 +17,16 @@ from archpool.errors import ConfigError
 from archpool.model.checkpoint import load_checkpoint
 from archpool.model.config import ModelConfig, RopeConfig
 from archpool.model.rope import rope_frequencies
-from archpool.train.config import ExtensionConfig, RunConfig, TrainConfig
-from archpool.train.extend import extend, extension_rope, plan_extension
-from archpool.train.trainer import pretrain
-from trainhelpers import read_losses, tiny_run, write_config
+from archpool.train.config import ExtensionConfig, TrainConfig
+from archpool.train.extend import extension_rope, plan_extension
 
 HEAD_DIM, PRE_LEN, LENGTH = 16, 32, 256
 
 
 def _hf(rope_parameters: dict):
-    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=HEAD_DIM, max_position_embeddings=LENGTH,
-                      rope_parameters=rope_parameters)
+    cfg = LlamaConfig(
+        hidden_size=64, num_attention_heads=4, head_dim=HEAD_DIM, max_position_embeddings=LENGTH, rope_parameters=rope_parameters
+    )
     kind = rope_parameters["rope_type"]
     if kind == "default":
         return LlamaRotaryEmbedding.compute_default_rope_parameters(cfg, device="cpu")
@@ -43,8 +44,16 @@ def test_recipe_frequencies_match_transformers(recipe):
     elif recipe == "pi":
         ref, ref_scale = _hf({"rope_type": "linear", "rope_theta": 500_000.0, "factor": LENGTH / PRE_LEN})
     else:
-        ref, ref_scale = _hf({"rope_type": "yarn", "rope_theta": 500_000.0, "factor": LENGTH / PRE_LEN,
-                              "original_max_position_embeddings": PRE_LEN, "beta_fast": 32.0, "beta_slow": 1.0})
+        ref, ref_scale = _hf(
+            {
+                "rope_type": "yarn",
+                "rope_theta": 500_000.0,
+                "factor": LENGTH / PRE_LEN,
+                "original_max_position_embeddings": PRE_LEN,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+            }
+        )
         assert ref_scale > 1.0
     torch.testing.assert_close(ours, ref.float(), rtol=1e-6, atol=0)
     assert scale == pytest.approx(ref_scale)
@@ -53,7 +62,9 @@ def test_recipe_frequencies_match_transformers(recipe):
 
 
 def test_yarn_on_full_layers_only_leaves_sliding_layers_at_plain_rope():
-    rope = extension_rope(RopeConfig(theta=10_000.0), ExtensionConfig(recipe="yarn", factor=8.0, full_layers_only=True), 8192, 65536)
+    rope = extension_rope(
+        RopeConfig(theta=10_000.0), ExtensionConfig(recipe="yarn", factor=8.0, full_layers_only=True), 8192, 65536
+    )
     assert (rope.factor, rope.original_max_seq_len, rope.beta_fast, rope.beta_slow) == (8.0, 8192, 32.0, 1.0)  # Olmo 3's
     full, full_scale = rope_frequencies(rope, HEAD_DIM, "full_attention")
     sliding, sliding_scale = rope_frequencies(rope, HEAD_DIM, "sliding_attention")

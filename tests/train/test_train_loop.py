@@ -1,10 +1,11 @@
 """The training loop, optimizer groups, LR schedules, configs and the stability score."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-import torch
+from trainhelpers import read_losses, tiny_run
 
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig
@@ -13,7 +14,6 @@ from archpool.train.config import RunConfig, TrainConfig
 from archpool.train.optim import LRSchedule, param_groups
 from archpool.train.stability import stability_score
 from archpool.train.trainer import pretrain
-from trainhelpers import read_losses, tiny_run
 
 
 def test_loss_decreases_on_a_tiny_model(tmp_path):
@@ -32,7 +32,9 @@ def test_gradient_accumulation_and_intra_doc_mask_keep_the_global_batch_mean(tmp
     """Micro-batches of 1, 2 or 8 sequences give the same update: the loss is a mean over the global batch."""
     runs = {}
     for mb in (1, 2, 8):
-        runs[mb] = pretrain(RunConfig.from_dict(tiny_run(micro_batch_size=mb, max_steps=5, intra_doc_mask=True)), tmp_path / f"mb{mb}").losses
+        runs[mb] = pretrain(
+            RunConfig.from_dict(tiny_run(micro_batch_size=mb, max_steps=5, intra_doc_mask=True)), tmp_path / f"mb{mb}"
+        ).losses
     for mb in (1, 2):
         assert runs[mb] == pytest.approx(runs[8], rel=1e-5)
     plain = pretrain(RunConfig.from_dict(tiny_run(max_steps=5)), tmp_path / "plain").losses
@@ -56,7 +58,9 @@ def test_no_weight_decay_on_norms_and_embeddings_unless_configured():
     model = Decoder(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, qk_norm="headwise", max_seq_len=32))
     names = {id(p): n for n, p in model.named_parameters()}
     decay, no_decay = param_groups(model, 0.1)
-    assert {names[id(p)] for p in no_decay["params"]} == {n for n, p in model.named_parameters() if "norm" in n or n == "embed.weight"}
+    assert {names[id(p)] for p in no_decay["params"]} == {
+        n for n, p in model.named_parameters() if "norm" in n or n == "embed.weight"
+    }
     assert "lm_head.weight" in {names[id(p)] for p in decay["params"]}
     groups = param_groups(model, 0.1, decay_embeddings=True, decay_norms=True)
     assert len(groups) == 1 and len(groups[0]["params"]) == len(list(model.parameters()))

@@ -1,39 +1,38 @@
 """The trainer reads the data stage's prepared store and streams, and resumes them exactly."""
+
 from __future__ import annotations
 
-import random
 import shutil
 
 import pytest
+from trainhelpers import read_losses
 
 from archpool.errors import ConfigError
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import RunConfig
 from archpool.train.trainer import pretrain
-from trainhelpers import read_losses
-
-WORDS = "the a river stone light morning window letter garden winter reader story quiet green long short house".split()
-
-
-@pytest.fixture(scope="module")
-def data_section(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    for i in range(40):
-        n = 1500 if i % 5 == 0 else rng.randint(40, 200)
-        (root / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(n)) + "\n")
-    return {"sources": [{"kind": "files", "path": str(root)}], "vocab_size": 300, "tokenizer_sample_chars": 100_000,
-            "max_chars": None, "long_doc_tokens": 256, "holdout_fraction": 0.05, "long_holdout_fraction": 0.1,
-            "cache_dir": str(tmp_path_factory.mktemp("cache"))}
 
 
 def _cfg(data, **train):
-    return RunConfig.from_dict({
-        "model": {"vocab_size": 320, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32},
-        "data": data,
-        "train": {"lr": 1e-2, "warmup_steps": 2, "global_batch_tokens": 256, "micro_batch_size": 2, "max_steps": 8,
-                  "log_every": 1, "ckpt_every": 4, "keep_last": 3, "progress": False, "intra_doc_mask": True, **train},
-    })
+    return RunConfig.from_dict(
+        {
+            "model": {"vocab_size": 320, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_seq_len": 32},
+            "data": data,
+            "train": {
+                "lr": 1e-2,
+                "warmup_steps": 2,
+                "global_batch_tokens": 256,
+                "micro_batch_size": 2,
+                "max_steps": 8,
+                "log_every": 1,
+                "ckpt_every": 4,
+                "keep_last": 3,
+                "progress": False,
+                "intra_doc_mask": True,
+                **train,
+            },
+        }
+    )
 
 
 def test_pretraining_on_the_prepared_store_resumes_its_stream_exactly(tmp_path, data_section):

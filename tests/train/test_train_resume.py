@@ -1,4 +1,5 @@
 """Exact resume after a real SIGKILL of a training process."""
+
 from __future__ import annotations
 
 import os
@@ -8,9 +9,9 @@ import sys
 import time
 
 import pytest
+from trainhelpers import REPO, child_env, read_losses, run_cli, tiny_run, write_config
 
 from archpool.train import checkpoint as ckpt
-from trainhelpers import REPO, child_env, read_losses, run_cli, tiny_run, write_config
 
 
 @pytest.mark.slow

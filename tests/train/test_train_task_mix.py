@@ -1,4 +1,5 @@
 """Synthetic task documents mixed into the pretraining stream (data.tasks), resumable like the rest."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,12 +7,12 @@ import pytest
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
 from archpool.train.data_stage import build_data_stage_stream
-from test_train_real_data import data_section  # noqa: F401  (the shared small corpus fixture)
 
 
 def _stream(data, **kw):
-    return build_data_stage_stream(DataSection.from_dict(data), split="pretrain", vocab_size=512, seq_len=64, sequences_per_step=4,
-                                   micro_batch_size=2, **kw)
+    return build_data_stage_stream(
+        DataSection.from_dict(data), split="pretrain", vocab_size=512, seq_len=64, sequences_per_step=4, micro_batch_size=2, **kw
+    )
 
 
 def _text(stream, n):

@@ -1,4 +1,5 @@
 """Shared helpers for the train-stage tests: tiny run configs on the synthetic token source."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
 
 import yaml
 
@@ -18,8 +18,17 @@ def tiny_run(**train) -> dict:
     return {
         "model": {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "max_seq_len": 32},
         "data": {"synthetic": {}},
-        "train": {"lr": 1e-2, "warmup_steps": 2, "global_batch_tokens": 256, "micro_batch_size": 4, "max_steps": 12,
-                  "log_every": 1, "ckpt_every": 4, "progress": False, **train},
+        "train": {
+            "lr": 1e-2,
+            "warmup_steps": 2,
+            "global_batch_tokens": 256,
+            "micro_batch_size": 4,
+            "max_steps": 12,
+            "log_every": 1,
+            "ckpt_every": 4,
+            "progress": False,
+            **train,
+        },
     }
 
 
@@ -55,5 +64,3 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-

@@ -4,6 +4,7 @@ A pool's ``backend`` says where its stage functions come from: ``real`` (these a
 each stage's Python API, imported lazily inside the worker) or the dotted name of an importable
 module whose ``STAGES`` maps every stage name to a function (a test double, another trainer).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -11,7 +12,7 @@ from types import ModuleType
 
 from archpool.errors import ConfigError
 from archpool.pool.graph import StageFn
-from archpool.pool.stages import attention, data, eval, extend, pretrain  # noqa: A004 - stage names
+from archpool.pool.stages import attention, data, eval, extend, pretrain
 
 STAGE_NAMES = ("data", "pretrain", "extend", "eval", "attention")
 STAGES: dict[str, StageFn] = {

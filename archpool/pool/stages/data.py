@@ -1,4 +1,5 @@
 """The data stage of a pool: prepare (or reuse) the pool's tokenised store once; every member opens it by path."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,14 @@ def run(ctx: StageContext) -> dict[str, Any]:
     store = prepare(section.data, progress=False, log=ctx.log)
     counts = store.manifest.get("counts", {})
     ctx.log(f"data store {store.path}: {counts}")
-    return {"data_cfg": {**section.to_dict(), "store": str(store.path)}, "store": str(store.path), "key": store.key,
-            "vocab_size": store.tokenizer.vocab_size, "counts": counts, "metrics": {}}
+    return {
+        "data_cfg": {**section.to_dict(), "store": str(store.path)},
+        "store": str(store.path),
+        "key": store.key,
+        "vocab_size": store.tokenizer.vocab_size,
+        "counts": counts,
+        "metrics": {},
+    }
 
 
 def section(ctx: StageContext) -> DataSection:

@@ -1,6 +1,7 @@
 """The eval stage of a pool run: task suites (or a task list) at the pool's lengths on the pretrained
 model (``phase: base``) or an extended one; LongPPL / perplexity where asked. Columns follow
 :mod:`archpool.columns`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,14 +39,33 @@ def run(ctx: StageContext) -> dict[str, Any]:
             haystack = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
         cfg = TaskRunConfig(list(tasks), at, modes, n, seed, params, haystack)
         stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
-        rs = run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash, tokenizer_hash=target.tokenizer_hash,
-                       out_dir=out_dir, progress=False, stop_ids=stop)
+        rs = run_tasks(
+            target.lm,
+            target.tokenizer,
+            cfg,
+            model_hash=target.model_hash,
+            tokenizer_hash=target.tokenizer_hash,
+            out_dir=out_dir,
+            progress=False,
+            stop_ids=stop,
+        )
         result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in rs]
         result["aggregate"] = aggregate(rs)
     suites = e.suite_list()
     if suites:
-        more = evaluate(target, suites=suites, lengths=at, modes=modes, n_samples=n, seed=seed, out_dir=out_dir,
-                        store=store, task_params=params, short_tasks=not tasks, progress=False)
+        more = evaluate(
+            target,
+            suites=suites,
+            lengths=at,
+            modes=modes,
+            n_samples=n,
+            seed=seed,
+            out_dir=out_dir,
+            store=store,
+            task_params=params,
+            short_tasks=not tasks,
+            progress=False,
+        )
         result["tasks"] = result.get("tasks", []) + more.get("tasks", [])
         result["aggregate"] = {**more.get("aggregate", {}), **result.get("aggregate", {})}
         for k in ("longppl", "short"):

@@ -1,4 +1,5 @@
 """The extension stage of a pool run: one recipe from the final model or a milestone, to the pool's length."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,10 +26,23 @@ def run(ctx: StageContext) -> dict[str, Any]:
     source_cfg, weights = ckpt.load_weights(src)
     plan = plan_extension(source_cfg, run_cfg.train, ext, source)
     plan.train.progress = False
-    record = {"kind": "extension", "extension": ext.to_dict(), "source": str(src.resolve()),
-              "source_sha256": sha256_file(src / ckpt.MANIFEST_NAME), "model": plan.model.to_dict(),
-              "data": run_cfg.data.to_dict(), "train": plan.train.to_dict()}
-    res = Trainer(ctx.out_dir, plan.model, plan.train, run_cfg.data, plan.stages, init_state=weights, record=record,
-                  metadata={"stage": "extension", "recipe": ext.recipe}).run()
-    return {"metrics": {"extension_loss": study.final_loss(res.losses)}, "tokens": res.tokens,
-            "length": plan.model.max_seq_len}
+    record = {
+        "kind": "extension",
+        "extension": ext.to_dict(),
+        "source": str(src.resolve()),
+        "source_sha256": sha256_file(src / ckpt.MANIFEST_NAME),
+        "model": plan.model.to_dict(),
+        "data": run_cfg.data.to_dict(),
+        "train": plan.train.to_dict(),
+    }
+    res = Trainer(
+        ctx.out_dir,
+        plan.model,
+        plan.train,
+        run_cfg.data,
+        plan.stages,
+        init_state=weights,
+        record=record,
+        metadata={"stage": "extension", "recipe": ext.recipe},
+    ).run()
+    return {"metrics": {"extension_loss": study.final_loss(res.losses)}, "tokens": res.tokens, "length": plan.model.max_seq_len}

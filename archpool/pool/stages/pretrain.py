@@ -1,4 +1,5 @@
 """The pretraining stage of a pool run: the trainer at the run's pretraining context, with milestones."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,15 @@ def run(ctx: StageContext) -> dict[str, Any]:
     train["milestones"] = sorted(set(milestone_steps.values()))
     tcfg = TrainConfig.from_dict(train)
     section = data.section(ctx)
-    record = {"kind": "pretrain", "model": c["model"], "data": section.to_dict(), "train": tcfg.to_dict(), "extension": [],
-              "model_resolved": cfg.to_dict(), "init_seed": c["init_seed"]}
+    record = {
+        "kind": "pretrain",
+        "model": c["model"],
+        "data": section.to_dict(),
+        "train": tcfg.to_dict(),
+        "extension": [],
+        "model_resolved": cfg.to_dict(),
+        "init_seed": c["init_seed"],
+    }
     meta = {"stage": "pretrain", "run": (ctx.run or {}).get("name")}
     res = Trainer(ctx.out_dir, cfg, tcfg, section, record=record, metadata=meta, init_seed=c["init_seed"]).run()
     stability = res.stability or {}
