@@ -289,6 +289,7 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
         np.save(tmp / "index.npy", index)
 
         counts = _counts(index)
+        _check_enough_text(counts, config)
         manifest = {
             "format": FORMAT_VERSION,
             "key": key,
@@ -500,6 +501,16 @@ class _ShardWriter:
         self.f.flush()
         os.fsync(self.f.fileno())
         self.f.close()
+
+
+def _check_enough_text(counts: dict, config: DataConfig) -> None:
+    """A store that cannot fill one training sequence of the reference context is an input mistake."""
+    train = counts["train"]["tokens"] + counts["extension"]["tokens"]
+    if train < config.reference_context:
+        raise DataError(
+            f"the sources give {train} training tokens, fewer than one {config.reference_context}-token "
+            "sequence (reference_context); give the data stage more text"
+        )
 
 
 def _counts(index: np.ndarray) -> dict:

@@ -301,7 +301,10 @@ class RunConfig:
             raise ConfigError("model", "a mapping of ModelConfig fields (or {preset: ..., size: ...})")
         from archpool.model.config import ModelConfig
 
-        ModelConfig.from_dict(data["model"])  # validate early; errors name the field
+        try:
+            ModelConfig.from_dict(data["model"])  # validate early; errors name the field
+        except ConfigError as e:
+            raise ConfigError(f"model.{e.field}", str(e).split(": ", 1)[-1]) from None
         ext = data.get("extension") or []
         ext = ext if isinstance(ext, list) else [ext]
         extensions = []
