@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
-import math
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from archpool.io import read_config_file
 from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
+from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
 from archpool.pool.sections import EvalSettings, ReportSettings, attention_settings, parse_extensions
 from archpool.train.config import TrainConfig
 
@@ -57,10 +57,6 @@ TOP_LEVEL_KEYS = {
     "jobs",
 }
 RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
-AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
-
-# The paper's 7B reference shapes that ``paper:`` rows are expressed in (study.md §2).
-PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
 
 
 @dataclass
@@ -342,29 +338,15 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
         entry["axes"] = {**entry.get("axes", {}), **values}
         if template:
             try:
-                entry["name"] = str(template).format(**{k: _code(k, v) for k, v in values.items()})
+                entry["name"] = str(template).format(**{k: axis_code(k, v) for k, v in values.items()})
             except KeyError as e:
                 raise ConfigError("factorial.name", f"template names unknown axis {e}; axes: {', '.join(keys)}") from None
             except (IndexError, ValueError) as e:
                 raise ConfigError("factorial.name", f"not a name template such as '{{qk_norm}}_{{swa}}' ({e})") from None
         else:
-            entry["name"] = "_".join(_code(k, v) for k, v in values.items())
+            entry["name"] = "_".join(axis_code(k, v) for k, v in values.items())
         entries.append(entry)
     return entries
-
-
-def _code(axis: str, value: Any) -> str:
-    """Short, readable name part for an axis value (``lqk``, ``swa``, ``2kv``, ``short``)."""
-    if axis == "qk_norm":
-        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk"}.get(study.canonical_qk_norm(value))
-        return v or f"qk{value}"
-    if axis == "swa":
-        return "swa" if value not in (False, 0, "none", "off", None) else "full"
-    if axis == "n_kv_heads":
-        return f"{str(value).replace('/', 'of')}kv"
-    if axis == "pretrain_ctx":
-        return f"ctx{value}" if isinstance(value, int) else str(value)
-    return str(value)
 
 
 def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
@@ -390,7 +372,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     preset = entry.get("preset", base.pop("preset", None))
     base.pop("size", None)
     try:
-        model = preset_dict(preset, size) if preset else _plain_size(size)
+        model = preset_dict(preset, size) if preset else plain_size(size)
     except ConfigError as e:
         raise ConfigError(f"{label}.{'preset' if e.field == 'preset' else e.field}", str(e).split(": ", 1)[-1]) from None
     if preset and base.get("rope"):
@@ -402,7 +384,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     # 2. paper-unit rows (olmpool): scale each ratio to this size
     paper = entry.get("paper")
     if paper is not None:
-        model, pretrain_ctx, columns = _scale_paper_row(paper, model, size, long_ctx, f"{label}.paper")
+        model, pretrain_ctx, columns = scale_paper_row(paper, model, size, long_ctx, f"{label}.paper")
 
     # 3. axes in pool units
     axes = entry.get("axes") or {}
@@ -416,11 +398,11 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if "qk_norm" in axes:
         model["qk_norm"] = study.canonical_qk_norm(axes["qk_norm"])
     if "n_kv_heads" in axes:
-        model["n_kv_heads"] = _kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
+        model["n_kv_heads"] = kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
     if "pretrain_ctx" in axes:
-        pretrain_ctx = _context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
+        pretrain_ctx = context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
     if "swa" in axes:
-        model.update(_swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
+        model.update(swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
 
     # 4. raw model overrides win over everything
     overrides = entry.get("model") or {}
@@ -431,7 +413,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
         model["vocab_size"] = ctx.data_vocab
     if "max_seq_len" in overrides:
         pretrain_ctx = overrides["max_seq_len"]
-    model["max_seq_len"] = _model_ctx(pretrain_ctx, model, long_ctx)
+    model["max_seq_len"] = model_ctx(pretrain_ctx, model, long_ctx)
 
     try:
         with warnings.catch_warnings():
@@ -474,115 +456,3 @@ def init_seed(group: str, seed: int) -> int:
     if group == "shared":
         return seed
     return int.from_bytes(hashlib.sha256(f"init|{group}|{seed}".encode()).digest()[:4], "little")
-
-
-def _plain_size(size: str) -> dict[str, Any]:
-    shp = dict(SIZES[size])
-    ctx = shp.pop("ctx")
-    return dict(shp, max_seq_len=ctx, rope=dict(theta=10_000.0))
-
-
-def _kv_heads(value: Any, n_heads: int, fld: str) -> int:
-    """An absolute count, or ``"k/N"`` = the paper's k KV heads of N query heads, scaled to n_heads."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        kv = value
-    elif isinstance(value, str) and "/" in value:
-        try:
-            k, n = (int(x) for x in value.split("/"))
-        except ValueError:
-            raise ConfigError(fld, f"a count or 'k/N', got {value!r}") from None
-        if (n_heads * k) % n:
-            raise ConfigError(fld, f"{value} of {n_heads} query heads is not a whole number of KV heads")
-        kv = n_heads * k // n
-    elif value in ("mha", "none"):
-        kv = n_heads
-    elif value == "mqa":
-        kv = 1
-    else:
-        raise ConfigError(fld, f"a KV-head count, 'k/N', 'mha' or 'mqa', got {value!r}")
-    if not 1 <= kv <= n_heads or n_heads % kv:
-        raise ConfigError(fld, f"{kv} KV heads must divide n_heads={n_heads}")
-    return kv
-
-
-def _context(value: Any, long_ctx: int, fld: str) -> int:
-    if value == "long":
-        return long_ctx
-    if value == "short":
-        return study.pool_short_ctx(long_ctx)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    raise ConfigError(fld, f"'long', 'short' or a token count, got {value!r}")
-
-
-def _swa(value: Any, long_ctx: int, fld: str) -> dict[str, Any]:
-    """``true`` = Olmo 3's pattern (3 of 4 layers local) at a window of half the long context."""
-    if value in (False, 0, None, "none", "off"):
-        return dict(swa_pattern="none", window=None)
-    if value in (True, 1, "olmo3"):
-        return dict(swa_pattern="olmo3", window=long_ctx // 2)
-    if value == "all":
-        return dict(swa_pattern="all", window=long_ctx // 2)
-    if isinstance(value, dict):
-        unknown = sorted(set(value) - {"pattern", "window"})
-        if unknown:
-            raise ConfigError(f"{fld}.{unknown[0]}", "allowed: pattern, window")
-        return dict(swa_pattern=value.get("pattern", "olmo3"), window=value.get("window", long_ctx // 2))
-    raise ConfigError(fld, f"true/false, 'all', or {{pattern, window}}, got {value!r}")
-
-
-def _model_ctx(pretrain_ctx: int, model: dict[str, Any], long_ctx: int) -> int:
-    """The ModelConfig context. A window as long as the pretraining context (the paper's 4K window
-    at 4K pretraining) is full attention until extension; the config needs window < max_seq_len, so
-    the model records one more position while the trainer still uses ``pretrain_ctx``."""
-    window = model.get("window")
-    if model.get("swa_pattern", "none") != "none" and window and pretrain_ctx <= window <= long_ctx // 2:
-        return window + 1
-    return pretrain_ctx
-
-
-def _scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str):
-    """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio."""
-    if not isinstance(paper, dict):
-        raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
-    allowed = {"swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name"}
-    unknown = sorted(set(paper) - allowed)
-    if unknown:
-        raise ConfigError(f"{fld}.{unknown[0]}", f"unknown paper column; allowed: {', '.join(sorted(allowed))}")
-    for key in ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx"):
-        if key not in paper:
-            raise ConfigError(f"{fld}.{key}", "required in a paper row")
-    shp = SIZES[size]
-    d_model = model["d_model"]
-    # KV ratios down to 4 of 32 need n_heads divisible by 8
-    n_heads = 8 * math.ceil(shp["n_heads"] / 8)
-    if d_model % n_heads or (d_model // n_heads) % 2:
-        raise ConfigError(f"{fld}.n_kv_heads", f"size {size!r} (d_model={d_model}) cannot hold {n_heads} heads of even width")
-    model = dict(model, n_heads=n_heads, head_dim=d_model // n_heads)
-    kv = paper["n_kv_heads"]
-    if not isinstance(kv, int) or PAPER["n_heads"] % kv:
-        raise ConfigError(f"{fld}.n_kv_heads", f"KV heads of the paper's 32 query heads, got {kv!r}")
-    model["n_kv_heads"] = _kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
-    p_ctx = paper["pretrain_ctx"]
-    if p_ctx not in (4096, 8192):
-        raise ConfigError(f"{fld}.pretrain_ctx", f"the paper pretrains at 4096 or 8192, got {p_ctx!r}")
-    pretrain_ctx = long_ctx * p_ctx // PAPER["long_ctx"]
-    model.update(_swa(bool(int(paper["swa"])), long_ctx, f"{fld}.swa"))
-    model["qk_norm"] = study.canonical_qk_norm(paper["qk_norm"])
-    model["norm"] = paper["norm"]
-    d_ff = paper.get("d_ff", PAPER["d_ff"])
-    model["d_ff"] = study.scaled_d_ff(d_model, d_ff / PAPER["d_ff"])
-    layers = paper.get("n_layers", PAPER["n_layers"])
-    n_layers = shp["n_layers"] * layers / PAPER["n_layers"]
-    # keep "deeper" deeper even where the ratio rounds away (36/32 of 4 layers -> 5)
-    model["n_layers"] = math.ceil(n_layers) if layers > PAPER["n_layers"] else max(1, math.floor(n_layers))
-    columns = dict(
-        paper_name=paper.get("name", ""),
-        paper_d_ff=d_ff,
-        paper_n_kv_heads=kv,
-        paper_pretrain_ctx=p_ctx,
-        paper_params_b=paper.get("params_b", ""),
-        d_ff_ratio=round(d_ff / PAPER["d_ff"], 4),
-        fp8=bool(int(paper.get("fp8", 0))),
-    )
-    return model, pretrain_ctx, columns
