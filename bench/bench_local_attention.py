@@ -59,7 +59,7 @@ def forward(model, ids) -> None:
     import torch
 
     with torch.no_grad():
-        model(ids, return_hidden=True)
+        model(ids)  # logits (1, T, vocab), the LM head included
 
 
 def train_step(model, ids) -> None:

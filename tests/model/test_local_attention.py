@@ -170,3 +170,15 @@ def test_decoder_takes_the_blockwise_path(small_tiles, monkeypatch):
         model.set_local_attention(False)
         model(ids, doc_ids=docs(2, 40))
     assert calls == []
+
+
+@pytest.mark.parametrize("window", [None, 4])
+def test_blockwise_probabilities_after_cached_keys(window):
+    q, k, v = qkv(1, 4, 2, 13, S=21, seed=10)
+    mask = LocalMask(window)
+    y, probs = local_attention_probs(q, k, v, mask, block=4)
+    allowed = mask.dense(13, 21, q.device)
+    scores = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) / 8**0.5
+    want = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    torch.testing.assert_close(probs, want, **TOL)
+    torch.testing.assert_close(y, dense_reference(q, k, v, mask), **TOL)
