@@ -2,7 +2,7 @@
 
 One fresh process per (path, T): archpool's Decoder at the ``small`` size (olmo3 family, window =
 T/8), batch 1, one forward with ``output_attentions=True`` under ``no_grad``. Reported: peak RSS growth
-over the RSS before the forward, and the bytes of the returned probabilities (B·H·T² per layer,
+over the RSS before the forward (``VmHWM`` after resetting it), and the bytes of the returned probabilities (B·H·T² per layer,
 float32: what the API must return). The difference is what the path allocates on top of its output.
 
     nice -n 10 .venv/bin/python bench/bench_attention_probs_memory.py --lengths 1024 2048 4096
@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024  # kB
 
 
 def child(path: str, T: int) -> None:
@@ -31,12 +35,12 @@ def child(path: str, T: int) -> None:
     ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         model(ids[:, :64], output_attentions=True)  # one-time costs out of the delta
-        with open("/proc/self/statm") as f:
-            before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak (VmHWM) to the current RSS
+        before = _status_mb("VmRSS")
         _, probs = model(ids, output_attentions=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out = sum(p.numel() * p.element_size() for p in probs)
-    print(json.dumps({"path": path, "T": T, "peak_delta_mb": (peak - before) / 2**20, "probs_mb": out / 2**20}))
+    print(json.dumps({"path": path, "T": T, "peak_delta_mb": _status_mb("VmHWM") - before, "probs_mb": out / 2**20}))
 
 
 def main() -> None:
