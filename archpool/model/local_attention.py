@@ -76,7 +76,9 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Loc
 def sliding_window_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, doc_ids: torch.Tensor | None = None, block: int = 128
 ) -> torch.Tensor:
-    """All query tiles in one SDPA call: tile i sees the ``block + window - 1`` keys ending at its last row."""
+    """Query tiles stacked in the batch dimension: tile i sees the ``block + window - 1`` keys ending
+    at its last row. Without documents, all tiles past the first few (whose keys start before key 0)
+    share one (block, width) band mask, broadcast; the first few run as a separate call."""
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
     offset = S - T  # key index of query 0
@@ -86,27 +88,34 @@ def sliding_window_attention(
     front = max(0, window - 1 - offset)  # padded keys before key 0 (masked)
     first = offset - window + 1 + front  # index, in the padded keys, of tile 0's first key
 
-    def tiles(x: torch.Tensor) -> torch.Tensor:  # (B, KV, S, D) -> (B * n, KV, width, D)
+    def tiles(x: torch.Tensor) -> torch.Tensor:  # (B, KV, S, D) -> (n * B, KV, width, D), tile-major
         x = F.pad(x, (0, 0, front, tail))[:, :, first:]
-        return x.unfold(2, width, block).permute(0, 2, 1, 4, 3).reshape(B * n, KV, width, D)
+        return x.unfold(2, width, block).permute(2, 0, 1, 4, 3).reshape(n * B, KV, width, D)
 
-    q_t = F.pad(q, (0, 0, 0, tail)).view(B, H, n, block, D).transpose(1, 2).reshape(B * n, H, block, D)
+    q_t = F.pad(q, (0, 0, 0, tail)).view(B, H, n, block, D).permute(2, 0, 1, 3, 4).reshape(n * B, H, block, D)
+    k_t, v_t = tiles(k), tiles(v)
     rows = torch.arange(block, device=q.device)[:, None]
     cols = torch.arange(width, device=q.device)[None, :]
-    allowed = (cols >= rows) & (cols < rows + window)  # (block, width): causal band of one tile
+    band = (cols >= rows) & (cols < rows + window)  # (block, width): causal band of one tile
     key_index = torch.arange(n, device=q.device)[:, None] * block + (offset - window + 1) + cols  # (n, width)
-    allowed = allowed & (key_index >= 0)[:, None, :]  # (n, block, width)
+    allowed = band & (key_index >= 0)[:, None, :]  # (n, block, width)
+    gqa = H != KV
     if doc_ids is not None:
         if offset:
             raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
         q_doc = F.pad(doc_ids, (0, tail), value=-2).view(B, n, block)
         k_doc = F.pad(F.pad(doc_ids, (front, 0), value=-1), (0, tail), value=-2)[:, first:].unfold(1, width, block)
         allowed = allowed & (q_doc[..., :, None] == k_doc[..., None, :])  # (B, n, block, width)
+        mask = allowed.transpose(0, 1).reshape(n * B, 1, block, width)
+        y = F.scaled_dot_product_attention(q_t, k_t, v_t, attn_mask=mask, enable_gqa=gqa)
     else:
-        allowed = allowed.expand(B, n, block, width)
-    allowed = allowed.reshape(B * n, 1, block, width)
-    y = F.scaled_dot_product_attention(q_t, tiles(k), tiles(v), attn_mask=allowed, enable_gqa=H != KV)
-    return y.view(B, n, H, block, D).transpose(1, 2).reshape(B, H, n * block, D)[:, :, :T]
+        edge = min(n, -(-front // block)) * B  # rows of the tiles that reach before key 0
+        mask = allowed[: edge // B].repeat_interleave(B, dim=0)[:, None]
+        parts = [F.scaled_dot_product_attention(q_t[:edge], k_t[:edge], v_t[:edge], attn_mask=mask, enable_gqa=gqa)] if edge else []
+        if edge < n * B:
+            parts.append(F.scaled_dot_product_attention(q_t[edge:], k_t[edge:], v_t[edge:], attn_mask=band, enable_gqa=gqa))
+        y = torch.cat(parts) if len(parts) > 1 else parts[0]
+    return y.view(n, B, H, block, D).permute(1, 2, 0, 3, 4).reshape(B, H, n * block, D)[:, :, :T]
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
