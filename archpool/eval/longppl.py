@@ -42,11 +42,18 @@ def short_context_nll(lm, ids: torch.Tensor, K: int, d: int) -> torch.Tensor:
     return out
 
 
-def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, alpha: float = ALPHA, beta: float = BETA) -> list[list[int]]:
-    """Indices j into each document's NLL vector (target token j+1) that are LongPPL key tokens."""
+def document_nll(lm, docs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Each document's full-context per-token NLL, one document at a time."""
+    return [lm.token_nll(ids[None])[0] for ids in docs]
+
+
+def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, alpha: float = ALPHA, beta: float = BETA,
+                      full_nll: Sequence[torch.Tensor] | None = None) -> list[list[int]]:
+    """Indices j into each document's NLL vector (target token j+1) that are LongPPL key tokens.
+    ``full_nll``: the evaluator's ``document_nll`` of ``docs`` when already computed."""
     keys = []
-    for ids in docs:
-        full = evaluator.token_nll(ids[None])[0]
+    for i, ids in enumerate(docs):
+        full = full_nll[i] if full_nll is not None else evaluator.token_nll(ids[None])[0]
         short = short_context_nll(evaluator, ids, K, d)
         lsd = short - full
         mask = (lsd > alpha) & (-full > beta)
@@ -56,7 +63,8 @@ def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, a
 
 
 def cached_key_tokens(evaluator, evaluator_hash: str, tokenizer_hash: str, docs: Sequence[torch.Tensor], K: int, d: int,
-                      alpha: float = ALPHA, beta: float = BETA, cache_dir: Path | None = None) -> tuple[list[list[int]], str]:
+                      alpha: float = ALPHA, beta: float = BETA, cache_dir: Path | None = None,
+                      full_nll: Sequence[torch.Tensor] | None = None) -> tuple[list[list[int]], str]:
     doc_hash = sha256_json([ids.tolist() for ids in docs])[:16]
     key = sha256_json({"v": 2, "evaluator": evaluator_hash,  # v2: verified model hashes (see runner.TASK_FORMAT_VERSION)
                        "tokenizer": tokenizer_hash, "docs": doc_hash,
@@ -67,18 +75,20 @@ def cached_key_tokens(evaluator, evaluator_hash: str, tokenizer_hash: str, docs:
         if data["tokenizer"] != tokenizer_hash:
             raise ConfigError("longppl.evaluator", "cached key tokens were chosen with another tokenizer")
         return data["keys"], key
-    keys = select_key_tokens(evaluator, docs, K, d, alpha, beta)
+    keys = select_key_tokens(evaluator, docs, K, d, alpha, beta, full_nll)
     if path is not None:
         atomic_write_json(path, {"keys": keys, "tokenizer": tokenizer_hash, "evaluator": evaluator_hash, "K": K, "d": d,
                                  "alpha": alpha, "beta": beta, "docs": doc_hash})
     return keys, key
 
 
-def longppl(lm, docs: Sequence[torch.Tensor], keys: Sequence[Sequence[int]]) -> dict[str, Any]:
-    """The evaluated model's LongPPL over the key tokens and PPL over all tokens, corpus-weighted."""
+def longppl(lm, docs: Sequence[torch.Tensor], keys: Sequence[Sequence[int]],
+            nll_per_doc: Sequence[torch.Tensor] | None = None) -> dict[str, Any]:
+    """The evaluated model's LongPPL over the key tokens and PPL over all tokens, corpus-weighted.
+    ``nll_per_doc``: the model's ``document_nll`` of ``docs`` when already computed."""
     key_nll, n_key, all_nll, n_all, per_doc = 0.0, 0, 0.0, 0, []
-    for ids, k in zip(docs, keys):
-        nll = lm.token_nll(ids[None])[0]
+    nlls = nll_per_doc if nll_per_doc is not None else (lm.token_nll(ids[None])[0] for ids in docs)
+    for nll, k in zip(nlls, keys):
         kn = float(nll[list(k)].sum()) if k else 0.0
         key_nll += kn
         n_key += len(k)
@@ -100,7 +110,9 @@ def run_longppl(lm, evaluator, docs: Sequence[torch.Tensor], lengths: Sequence[i
                 alpha: float = ALPHA, beta: float = BETA, evaluator_hash: str, tokenizer_hash: str,
                 cache_dir: Path | None = None, max_docs: int = 8) -> list[dict[str, Any]]:
     """LongPPL and PPL at every length: documents at least that long, truncated to it. Lengths at
-    most K have no key tokens by definition (only PPL is reported there)."""
+    most K have no key tokens by definition (only PPL is reported there). When the evaluator is the
+    model itself, each document's full NLL is computed once and serves both the key choice and the
+    LongPPL (the same per-document forwards as before, so the same numbers)."""
     d = d or max(1, K // 4)
     out = []
     for L in lengths:
@@ -113,8 +125,9 @@ def run_longppl(lm, evaluator, docs: Sequence[torch.Tensor], lengths: Sequence[i
             continue
         row.update(perplexity(lm, torch.stack(use)))
         if L > K:
-            keys, key = cached_key_tokens(evaluator, evaluator_hash, tokenizer_hash, use, K, d, alpha, beta, cache_dir)
-            res = longppl(lm, use, keys)
+            own = document_nll(lm, use) if evaluator is lm else None
+            keys, key = cached_key_tokens(evaluator, evaluator_hash, tokenizer_hash, use, K, d, alpha, beta, cache_dir, own)
+            res = longppl(lm, use, keys, own)
             row.update(longppl=res["longppl"], n_key_token=res["n_key_token"], key_cache=key)
         out.append(row)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +17,7 @@ from torch import nn
 
 from archpool.model.config import ModelConfig
 from archpool.model.init import init_weights
+from archpool.model.local_attention import LocalMask, local_attention, local_attention_probs, pays_off
 from archpool.model.loss import linear_cross_entropy
 from archpool.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 
@@ -72,6 +73,7 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(hd, cfg.norm_eps)
             self.k_norm = RMSNorm(hd, cfg.norm_eps)
         self.impl = "sdpa"
+        self.local = True  # blockwise local attention for windows / documents (False: dense masks, the reference)
         self.captured: dict[str, torch.Tensor] | None = None  # set by Decoder.capture_qk()
 
     def forward(
@@ -79,8 +81,8 @@ class Attention(nn.Module):
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: torch.Tensor | None,
-        cache: KVCache | None = None,
+        mask: "torch.Tensor | LocalMask | None",
+        cache: "KVCache | None" = None,
         return_probs: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, _ = x.shape
@@ -96,12 +98,12 @@ class Attention(nn.Module):
         if self.captured is not None:
             self.captured["q"], self.captured["k"] = q.detach(), k.detach()
         if cache is not None:
-            k, v, k_start = cache.update(self.layer_idx, k, v, self.window)
-            q_pos = torch.arange(cache.seen - T, cache.seen, device=x.device)
-            k_pos = torch.arange(k_start, k_start + k.shape[2], device=x.device)
-            mask = attention_mask(q_pos, k_pos, self.window)
+            k, v, _ = cache.update(self.layer_idx, k, v, self.window)
+            mask = LocalMask(self.window)  # queries are the last T of the returned keys
+            if not self.local:
+                mask = mask.dense(T, k.shape[2], x.device)
         if return_probs or self.impl == "eager":
-            y, probs = eager_attention(q, k, v, mask)
+            y, probs = eager_attention(q, k, v, mask, return_probs)
         elif self.impl == "flex" and cache is None:
             y, probs = flex_attention_fn(q, k, v, mask), None
         else:
@@ -110,9 +112,18 @@ class Attention(nn.Module):
         return self.o_proj(y), probs
 
 
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """SDPA with GQA handled by the kernel (no repeated K/V); ``mask=None`` means plain causal."""
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: "torch.Tensor | LocalMask | None") -> torch.Tensor:
+    """SDPA with GQA handled by the kernel (no repeated K/V); ``mask=None`` means plain causal.
+    A ``LocalMask`` (window / documents) is tiled blockwise when long enough to pay, else made dense."""
     gqa = q.shape[1] != k.shape[1]
+    if isinstance(mask, LocalMask):
+        T, S = q.shape[2], k.shape[2]
+        if mask.window is None and mask.doc_ids is None and T == S:
+            mask = None
+        elif (mask.window is not None or mask.doc_ids is not None) and pays_off(T, mask):
+            return local_attention(q, k, v, mask)
+        else:
+            mask = mask.dense(T, S, q.device)
     if mask is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
@@ -150,8 +161,13 @@ def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m
     return fn(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
-def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The math written out; returns the attention probabilities (B, H, Tq, Tk) for analysis."""
+def eager_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: "torch.Tensor | LocalMask | None", return_probs: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The math written out; returns the attention probabilities (B, H, Tq, Tk) for analysis.
+    Without a dense mask it runs tile by tile (``local_attention_probs``): no T×T scores in flight."""
+    if mask is None or isinstance(mask, LocalMask):
+        return local_attention_probs(q, k, v, mask, return_probs=return_probs)
     groups = q.shape[1] // k.shape[1]
     if groups > 1:
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
@@ -259,6 +275,11 @@ class Decoder(nn.Module):
         for block in self.layers:
             block.attn.impl = impl
 
+    def set_local_attention(self, enabled: bool) -> None:
+        """Blockwise local attention for windows / documents (default), or dense T×T masks (the reference)."""
+        for block in self.layers:
+            block.attn.local = enabled
+
     def new_cache(self) -> KVCache:
         return KVCache(self.cfg.n_layers)
 
@@ -315,6 +336,8 @@ class Decoder(nn.Module):
             return flex_block_mask(positions.shape[0], window, doc_ids, positions.device)
         if window is None and doc_ids is None:
             return None  # plain causal: SDPA's is_causal fast path
+        if self.layers[0].attn.local:
+            return LocalMask(window, doc_ids)
         return attention_mask(positions, positions, window, doc_ids, doc_ids)
 
     @contextlib.contextmanager

@@ -1,0 +1,232 @@
+"""Sliding-window attention cost vs context length: full causal vs Olmo 3 pattern vs all-layer SWA.
+
+archpool's Decoder at the ``base`` size (olmo3 family: d_model 256, 8 layers, 8 heads, vocab 8192),
+float32, batch 1, window 256, 1 thread by default (``--threads``). Cases (same weights shapes, only the layer types differ):
+
+- ``full``: every layer full causal (SDPA ``is_causal``);
+- ``olmo3`` / ``swa``: 3 of 4 layers / every layer windowed, blockwise local attention (the default);
+- ``olmo3-dense`` / ``swa-dense``: the same through SDPA with a dense T×T boolean mask (the old path,
+  ``Decoder.set_local_attention(False)``), to show what the tiling changed.
+
+Time: all cases live in one process and run interleaved (full, olmo3, swa, ... then again), so a
+shared, busy CPU slows them alike. The table reports best-of-n seconds, the speed-up as the ratio of
+best times, and the median [min–max] of the per-round ratios (each round's cases ran back to back). Forward is under
+``no_grad``; the training step is forward + summed cross-entropy (the fused head) + backward.
+Memory: one fresh process per (case, T) runs a 128-token warm-up step, then one training step at T;
+peak RSS growth over the RSS just before that step (``VmHWM`` after resetting it, minus ``VmRSS``; not ``ru_maxrss``, which a child inherits from its
+parent across fork + exec: activations,
+attention masks, gradients and the allocator's slack; not the weights).
+
+    nice -n 10 .venv/bin/python bench/bench_local_attention.py            # writes bench/results/local_attention.{json,png}
+    nice -n 10 .venv/bin/python bench/bench_local_attention.py --lengths 512 2048 --repeats 2 --no-memory
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CASES = {  # name: (swa_pattern, blockwise local attention)
+    "full": ("none", True),
+    "olmo3": ("olmo3", True),
+    "swa": ("all", True),
+    "olmo3-dense": ("olmo3", False),
+    "swa-dense": ("all", False),
+}
+DENSE_MAX_T = 8192  # dense T×T masks beyond this take minutes and GBs: not run
+RESULTS = Path(__file__).parent / "results"
+
+
+def build(case: str, T: int, window: int):
+    import torch
+
+    from archpool.model.config import ModelConfig
+    from archpool.model.model import Decoder
+
+    pattern, local = CASES[case]
+    cfg = ModelConfig.preset("olmo3", size="base", max_seq_len=T, window=window, swa_pattern=pattern)
+    model = Decoder(cfg, seed=0)
+    model.set_local_attention(local)
+    ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
+    return model, ids
+
+
+def forward(model, ids) -> None:
+    import torch
+
+    with torch.no_grad():
+        model(ids)  # logits (1, T, vocab), the LM head included
+
+
+def train_step(model, ids) -> None:
+    model.zero_grad(set_to_none=True)
+    model(ids, targets=ids).backward()
+
+
+def cases_at(T: int, cases: list[str]) -> list[str]:
+    return [c for c in cases if not (c.endswith("-dense") and T > DENSE_MAX_T)]
+
+
+def time_cases(T: int, window: int, repeats: int, cases: list[str]) -> dict:
+    """Median seconds and per-repeat ratios to ``full`` for forward and training step, interleaved."""
+    models = {c: build(c, T, window) for c in cases_at(T, cases)}
+    out: dict = {}
+    for kind, fn in (("forward", forward), ("train", train_step)):
+        for c, (m, ids) in models.items():  # warm-up (allocator, first-call costs); long training steps need none
+            if kind == "forward" or T < 4096:
+                fn(m, ids)
+        times: dict[str, list[float]] = {c: [] for c in models}
+        for _ in range(repeats):
+            for c, (m, ids) in models.items():
+                t0 = time.perf_counter()
+                fn(m, ids)
+                times[c].append(time.perf_counter() - t0)
+        for c, ts in times.items():
+            ratios = [tf / t for tf, t in zip(times["full"], ts)]  # speed-up over full, per round
+            out.setdefault(c, {})[kind] = {"s": statistics.median(ts), "all_s": ts, "speedup_vs_full": ratios}
+            dense = c + "-dense"
+            if dense in times:
+                out[c][kind]["speedup_vs_dense"] = [td / t for td, t in zip(times[dense], ts)]
+        for m, _ in models.values():
+            m.zero_grad(set_to_none=True)
+    return out
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":")) / 1024  # kB
+
+
+def memory_child(case: str, T: int, window: int, threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    model, ids = build(case, T, window)
+    train_step(model, ids[:, :128])  # one-time costs (thread pools, kernels' scratch) out of the delta
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak (VmHWM) to the current RSS
+    before = _status_mb("VmRSS")
+    train_step(model, ids)
+    print(json.dumps({"peak_delta_mb": _status_mb("VmHWM") - before}))
+
+
+def memory(case: str, T: int, window: int, threads: int) -> float:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, __file__, "--memory-child", case, str(T), str(window), str(threads)],
+                         capture_output=True, text=True, check=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_delta_mb"]
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f} [{min(xs):.2f}–{max(xs):.2f}]"
+
+
+def best_ratio(r: dict, ref: dict) -> str:
+    return f"{min(ref['all_s']) / min(r['all_s']):.2f}×"
+
+
+def table(res: dict) -> str:
+    """Best-of-n seconds, speed-ups as the ratio of best times, then the per-round ratios' median [min–max]."""
+    lines = ["| T | case | fwd s (best) | fwd vs full | fwd vs dense mask | train s (best) | train vs full "
+             "| train vs dense mask | train peak RSS growth MB |", "|---|---|---|---|---|---|---|---|---|"]
+    for T, row in res["by_T"].items():
+        for c, r in row.items():
+            cells = []
+            for kind in ("forward", "train"):
+                x = r[kind]
+                full, dense = row["full"][kind], row.get(c + "-dense", {}).get(kind)
+                cells.append(f"{min(x['all_s']):.3f}")
+                cells.append(f"{best_ratio(x, full)} {spread(x['speedup_vs_full'])}" if c != "full" else "1")
+                cells.append(f"{best_ratio(x, dense)} {spread(x['speedup_vs_dense'])}" if dense else "")
+            mem = r.get("peak_delta_mb")
+            lines.append(f"| {T} | {c} | " + " | ".join(cells) + f" | {'' if mem is None else f'{mem:.0f}'} |")
+    return "\n".join(lines)
+
+
+def figure(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for c in res["cases"]:
+        Ts = [int(T) for T, row in res["by_T"].items() if c in row]
+        rows = [res["by_T"][str(T)][c] for T in Ts]
+        style = "--" if c.endswith("-dense") else "-"
+        axes[0].plot(Ts, [min(r["forward"]["all_s"]) for r in rows], style, marker="o", label=c)
+        axes[1].plot(Ts, [min(r["train"]["all_s"]) for r in rows], style, marker="o", label=c)
+        mem = [(T, r["peak_delta_mb"]) for T, r in zip(Ts, rows) if r.get("peak_delta_mb") is not None]
+        if mem:
+            axes[2].plot(*zip(*mem), style, marker="o", label=c)
+    for ax, title in zip(axes, ["forward (s, best of n)", "training step fwd+bwd (s, best of n)", "training step peak RSS growth (MB)"]):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("T (tokens, batch 1)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(f"archpool Decoder, base size, window {res['window']}, float32, {res['threads']} CPU threads")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--long-repeats", type=int, default=1, help="repeats at T > 8192")
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS / "local_attention.json")
+    ap.add_argument("--report", action="store_true", help="only print the table and draw the figure of --out")
+    ap.add_argument("--memory-only", action="store_true", help="(re)measure memory for the cases and lengths in --out")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1: on a shared, busy CPU one stalled OpenMP thread stalls a 2-thread run)")
+    ap.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.report:
+        return report(json.loads(args.out.read_text()), args.out)
+    if args.memory_only:
+        res = json.loads(args.out.read_text())
+        for T, row in res["by_T"].items():
+            for c in row:
+                row[c]["peak_delta_mb"] = memory(c, int(T), res["window"], res["threads"])
+            print(f"T={T} memory done", file=sys.stderr, flush=True)
+            args.out.write_text(json.dumps(res, indent=1))
+        return report(res, args.out)
+    if args.memory_child:
+        case, T, window, threads = args.memory_child
+        return memory_child(case, int(T), int(window), int(threads))
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    res = {"window": args.window, "threads": torch.get_num_threads(), "torch": torch.__version__, "batch": 1,
+           "cases": args.cases, "repeats": args.repeats, "by_T": {}}
+    for T in args.lengths:
+        t0 = time.perf_counter()
+        row = time_cases(T, args.window, args.repeats if T <= 8192 else args.long_repeats, args.cases)
+        if not args.no_memory:
+            for c in row:
+                row[c]["peak_delta_mb"] = memory(c, T, args.window, args.threads)
+        res["by_T"][str(T)] = row
+        print(f"T={T} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(res, indent=1))  # partial results survive an interrupt
+    report(res, args.out)
+
+
+def report(res: dict, out: Path) -> None:
+    print(table(res))
+    figure(res, out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Blockwise local attention against SDPA with the dense mask: forward, backward, GQA, documents, decoding."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from archpool.model.config import ModelConfig
+from archpool.model.local_attention import LocalMask, document_starts, local_attention, local_attention_probs
+from archpool.model.model import Decoder
+
+TOL = dict(atol=1e-5, rtol=1e-5)
+
+
+def qkv(B: int, H: int, KV: int, T: int, S: int | None = None, D: int = 8, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    S = S or T
+    q = torch.randn(B, H, T, D, generator=g, requires_grad=True)
+    k = torch.randn(B, KV, S, D, generator=g, requires_grad=True)
+    v = torch.randn(B, KV, S, D, generator=g, requires_grad=True)
+    return q, k, v
+
+
+def dense_reference(q, k, v, mask: LocalMask):
+    allowed = mask.dense(q.shape[2], k.shape[2], q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def check_forward_backward(q, k, v, mask: LocalMask, block: int):
+    got = local_attention(q, k, v, mask, block=block)
+    want = dense_reference(q, k, v, mask)
+    torch.testing.assert_close(got, want, **TOL)
+    w = torch.randn_like(got)
+    g_got = torch.autograd.grad((got * w).sum(), (q, k, v))
+    g_want = torch.autograd.grad((want * w).sum(), (q, k, v))
+    for a, b in zip(g_got, g_want):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def docs(B: int, T: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    bounds = (torch.rand(B, T, generator=g) < 0.08).long()
+    bounds[:, 0] = 0
+    return bounds.cumsum(1)
+
+
+@pytest.mark.parametrize("T,window,block", [(37, 5, 8), (64, 16, 8), (50, 7, 16), (33, 40, 8), (9, 3, 4), (1, 4, 8)])
+def test_sliding_window_matches_dense_mask(T, window, block):
+    check_forward_backward(*qkv(2, 4, 4, T), LocalMask(window), block)
+
+
+@pytest.mark.parametrize("KV", [1, 2])
+def test_sliding_window_gqa_matches_dense_mask(KV):
+    check_forward_backward(*qkv(2, 4, KV, 45, seed=1), LocalMask(6), 8)
+
+
+@pytest.mark.parametrize("window", [None, 6])
+@pytest.mark.parametrize("KV", [4, 2])
+def test_documents_match_dense_mask(window, KV):
+    doc_ids = docs(3, 53, seed=2)
+    check_forward_backward(*qkv(3, 4, KV, 53, seed=3), LocalMask(window, doc_ids), 8)
+
+
+def test_documents_not_sorted_fall_back_to_exact_ranges():
+    doc_ids = torch.tensor([[0] * 10 + [1] * 10 + [0] * 11])
+    assert document_starts(doc_ids).eq(0).all()
+    check_forward_backward(*qkv(1, 2, 2, 31, seed=4), LocalMask(None, doc_ids), 8)
+    check_forward_backward(*qkv(1, 2, 2, 31, seed=4), LocalMask(12, doc_ids), 8)
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_queries_after_cached_keys_match_dense_mask(window):
+    # a KV-cache step: T queries are the last T of S keys
+    q, k, v = qkv(2, 4, 2, 19, S=27, seed=5)
+    if window is None:
+        want = dense_reference(q, k, v, LocalMask(None))
+        got, _ = local_attention_probs(q, k, v, LocalMask(None), block=4, return_probs=False)
+        torch.testing.assert_close(got, want, **TOL)
+    else:
+        check_forward_backward(q, k, v, LocalMask(window), 4)
+
+
+@pytest.mark.parametrize("mask", [LocalMask(None), LocalMask(5), LocalMask(None, docs(2, 29, 6)), LocalMask(7, docs(2, 29, 7))])
+def test_blockwise_probabilities_match_dense(mask):
+    q, k, v = qkv(2, 4, 2, 29, seed=8)
+    y, probs = local_attention_probs(q, k, v, mask, block=8)
+    allowed = mask.dense(29, 29, q.device)
+    scores = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) / 8**0.5
+    want = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    torch.testing.assert_close(probs, want, **TOL)
+    torch.testing.assert_close(y, want @ v.repeat_interleave(2, 1), **TOL)
+    gy = torch.autograd.grad(y.sum(), q)[0]
+    torch.testing.assert_close(gy, torch.autograd.grad((want @ v.repeat_interleave(2, 1)).sum(), q)[0], **TOL)
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of 8 rows inside the Decoder, so short test sequences take the blockwise path."""
+    import archpool.model.local_attention as la
+
+    monkeypatch.setattr(la, "default_block", lambda window: 8)
+    assert la.pays_off(24, LocalMask(None, torch.zeros(1, 24)))
+
+
+def tiny(**kw) -> ModelConfig:
+    base = dict(vocab_size=97, d_model=32, n_layers=4, n_heads=4, n_kv_heads=2, d_ff=64, max_seq_len=256)
+    base.update(kw)
+    return ModelConfig.from_dict(base)
+
+
+@pytest.mark.parametrize("pattern", ["olmo3", "all"])
+def test_decoder_blockwise_equals_dense_masks_forward_and_backward(pattern, small_tiles):
+    model = Decoder(tiny(swa_pattern=pattern, window=8), seed=1)
+    ids = torch.randint(0, 97, (2, 101))
+    doc_ids = docs(2, 101, seed=9)
+    for kw in ({}, {"doc_ids": doc_ids}):
+        model.zero_grad()
+        loss = model(ids, targets=ids, **kw)
+        loss.backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.set_local_attention(False)
+        model.zero_grad()
+        want_loss = model(ids, targets=ids, **kw)
+        want_loss.backward()
+        model.set_local_attention(True)
+        torch.testing.assert_close(loss, want_loss, **TOL)
+        for a, p in zip(got, model.parameters()):
+            torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_decoding_with_windowed_cache_matches_full_forward(small_tiles):
+    model = Decoder(tiny(swa_pattern="olmo3", window=6), seed=2).eval()
+    ids = torch.randint(0, 97, (2, 90))
+    with torch.no_grad():
+        model.set_local_attention(False)
+        full = model(ids)
+        model.set_local_attention(True)
+        torch.testing.assert_close(model(ids), full, **TOL)
+        cache = model.new_cache()  # a long prefill chunk (tiled), then chunks and single tokens
+        steps = [model(ids[:, :40], kv_cache=cache), model(ids[:, 40:70], kv_cache=cache)]
+        steps += [model(ids[:, i:i + 1], kv_cache=cache) for i in range(70, 90)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, **TOL)
+
+
+def test_output_attentions_blockwise_equals_dense(small_tiles):
+    model = Decoder(tiny(swa_pattern="olmo3", window=5), seed=3)
+    ids = torch.randint(0, 97, (1, 45))
+    with torch.no_grad():
+        logits, probs = model(ids, output_attentions=True)
+        model.set_local_attention(False)
+        want_logits, want_probs = model(ids, output_attentions=True)
+    torch.testing.assert_close(logits, want_logits, **TOL)
+    for a, b in zip(probs, want_probs):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def test_decoder_takes_the_blockwise_path(small_tiles, monkeypatch):
+    import archpool.model.model as mm
+
+    calls = []
+    real = mm.local_attention
+    monkeypatch.setattr(mm, "local_attention", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
+    model = Decoder(tiny(swa_pattern="olmo3", window=6), seed=4)
+    ids = torch.randint(0, 97, (2, 40))
+    with torch.no_grad():
+        model(ids, doc_ids=docs(2, 40))
+    assert [m.window for m in calls] == [6, 6, 6, None]
+    calls.clear()
+    with torch.no_grad():
+        model.set_local_attention(False)
+        model(ids, doc_ids=docs(2, 40))
+    assert calls == []
+
+
+@pytest.mark.parametrize("window", [None, 4])
+def test_blockwise_probabilities_after_cached_keys(window):
+    q, k, v = qkv(1, 4, 2, 13, S=21, seed=10)
+    mask = LocalMask(window)
+    y, probs = local_attention_probs(q, k, v, mask, block=4)
+    allowed = mask.dense(13, 21, q.device)
+    scores = (q @ k.repeat_interleave(2, 1).transpose(-1, -2)) / 8**0.5
+    want = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
+    torch.testing.assert_close(probs, want, **TOL)
+    torch.testing.assert_close(y, dense_reference(q, k, v, mask), **TOL)
