@@ -7,6 +7,7 @@ float32: what the API must return). The difference is what the path allocates on
 
     nice -n 10 .venv/bin/python bench/bench_attention_probs_memory.py --lengths 1024 2048 4096
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,17 @@ def main() -> None:
     print("| T | path | returned probs MB | peak RSS growth MB | on top of the output MB |\n|---|---|---|---|---|")
     for T in args.lengths:
         for path in ("dense", "blockwise"):
-            r = json.loads(subprocess.run([sys.executable, __file__, "--child", path, str(T)], capture_output=True,
-                                          text=True, check=True, env=env).stdout.strip().splitlines()[-1])
-            print(f"| {T} | {path} | {r['probs_mb']:.0f} | {r['peak_delta_mb']:.0f} | {r['peak_delta_mb'] - r['probs_mb']:.0f} |", flush=True)
+            r = json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, "--child", path, str(T)], capture_output=True, text=True, check=True, env=env
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+            print(
+                f"| {T} | {path} | {r['probs_mb']:.0f} | {r['peak_delta_mb']:.0f} | {r['peak_delta_mb'] - r['probs_mb']:.0f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ attention masks, gradients and the allocator's slack; not the weights).
     nice -n 10 .venv/bin/python bench/bench_local_attention.py            # writes bench/results/local_attention.{json,png}
     nice -n 10 .venv/bin/python bench/bench_local_attention.py --lengths 512 2048 --repeats 2 --no-memory
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,7 +78,7 @@ def time_cases(T: int, window: int, repeats: int, cases: list[str]) -> dict:
     models = {c: build(c, T, window) for c in cases_at(T, cases)}
     out: dict = {}
     for kind, fn in (("forward", forward), ("train", train_step)):
-        for c, (m, ids) in models.items():  # warm-up (allocator, first-call costs); long training steps need none
+        for m, ids in models.values():  # warm-up (allocator, first-call costs); long training steps need none
             if kind == "forward" or T < 4096:
                 fn(m, ids)
         times: dict[str, list[float]] = {c: [] for c in models}
@@ -117,8 +118,13 @@ def memory_child(case: str, T: int, window: int, threads: int) -> None:
 
 def memory(case: str, T: int, window: int, threads: int) -> float:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    out = subprocess.run([sys.executable, __file__, "--memory-child", case, str(T), str(window), str(threads)],
-                         capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "--memory-child", case, str(T), str(window), str(threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_delta_mb"]
 
 
@@ -132,8 +138,11 @@ def best_ratio(r: dict, ref: dict) -> str:
 
 def table(res: dict) -> str:
     """Best-of-n seconds, speed-ups as the ratio of best times, then the per-round ratios' median [min–max]."""
-    lines = ["| T | case | fwd s (best) | fwd vs full | fwd vs dense mask | train s (best) | train vs full "
-             "| train vs dense mask | train peak RSS growth MB |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| T | case | fwd s (best) | fwd vs full | fwd vs dense mask | train s (best) | train vs full "
+        "| train vs dense mask | train peak RSS growth MB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for T, row in res["by_T"].items():
         for c, r in row.items():
             cells = []
@@ -164,7 +173,9 @@ def figure(res: dict, path: Path) -> None:
         mem = [(T, r["peak_delta_mb"]) for T, r in zip(Ts, rows) if r.get("peak_delta_mb") is not None]
         if mem:
             axes[2].plot(*zip(*mem), style, marker="o", label=c)
-    for ax, title in zip(axes, ["forward (s, best of n)", "training step fwd+bwd (s, best of n)", "training step peak RSS growth (MB)"]):
+    for ax, title in zip(
+        axes, ["forward (s, best of n)", "training step fwd+bwd (s, best of n)", "training step peak RSS growth (MB)"]
+    ):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("T (tokens, batch 1)")
@@ -187,8 +198,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "local_attention.json")
     ap.add_argument("--report", action="store_true", help="only print the table and draw the figure of --out")
     ap.add_argument("--memory-only", action="store_true", help="(re)measure memory for the cases and lengths in --out")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (1: on a shared, busy CPU one stalled OpenMP thread stalls a 2-thread run)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (1: on a shared, busy CPU one stalled OpenMP thread stalls a 2-thread run)",
+    )
     ap.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.report:
@@ -208,8 +223,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    res = {"window": args.window, "threads": torch.get_num_threads(), "torch": torch.__version__, "batch": 1,
-           "cases": args.cases, "repeats": args.repeats, "by_T": {}}
+    res = {
+        "window": args.window,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "batch": 1,
+        "cases": args.cases,
+        "repeats": args.repeats,
+        "by_T": {},
+    }
     for T in args.lengths:
         t0 = time.perf_counter()
         row = time_cases(T, args.window, args.repeats if T <= 8192 else args.long_repeats, args.cases)

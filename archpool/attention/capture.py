@@ -16,6 +16,7 @@ keys, their positions, the layer's window and softmax scale.
 Both support incremental decoding (``start`` / ``step``) for the retrieval-head test, keeping every
 key seen so far per layer (sliding layers included; the window is applied when rows are computed).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,7 @@ class _QSlicingSlot(dict):
     def __setitem__(self, key: str, value: torch.Tensor) -> None:
         if isinstance(value, torch.Tensor):
             if key == "q" and self.keep is not None:
-                value = value[:, :, -self.keep:]
+                value = value[:, :, -self.keep :]
             value = value.detach()
         super().__setitem__(key, value)
 
@@ -73,7 +74,7 @@ class Probe:
         out = []
         for i, s in enumerate(slots):
             k = s["k"]
-            out.append(LayerQK(s["q"], k, pos[T - s["q"].shape[2]:], pos, self.windows[i], s["scale"], self.layer_types[i]))
+            out.append(LayerQK(s["q"], k, pos[T - s["q"].shape[2] :], pos, self.windows[i], s["scale"], self.layer_types[i]))
         return out
 
     # ---------------------------------------------------------------- incremental decoding
@@ -95,8 +96,14 @@ class Probe:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
-        return {"n_layers": self.n_layers, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
-                "head_dim": self.head_dim, "layer_types": list(self.layer_types), "windows": list(self.windows)}
+        return {
+            "n_layers": self.n_layers,
+            "n_heads": self.n_heads,
+            "n_kv_heads": self.n_kv_heads,
+            "head_dim": self.head_dim,
+            "layer_types": list(self.layer_types),
+            "windows": list(self.windows),
+        }
 
 
 class DecodeState:
@@ -111,8 +118,10 @@ class DecodeState:
         qp = torch.tensor([self.seen - 1])
         kp = torch.arange(self.seen)
         p = self.probe
-        return [LayerQK(q, k, qp, kp, p.windows[i], self.scales[i], p.layer_types[i])
-                for i, (q, k) in enumerate(zip(self.last_q, self.keys))]
+        return [
+            LayerQK(q, k, qp, kp, p.windows[i], self.scales[i], p.layer_types[i])
+            for i, (q, k) in enumerate(zip(self.last_q, self.keys))
+        ]
 
     @torch.no_grad()
     def step(self, token: int) -> None:

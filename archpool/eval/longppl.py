@@ -6,6 +6,7 @@ K preceding tokens (approximated by sliding windows of step d: each target sees 
 The choice is cached (positions, by evaluator hash × tokenizer hash × documents × K, d, alpha, beta),
 so every pool member is scored on the same tokens. Corpus LongPPL = exp(key-token-weighted mean NLL).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,15 @@ def document_nll(lm, docs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [lm.token_nll(ids[None])[0] for ids in docs]
 
 
-def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, alpha: float = ALPHA, beta: float = BETA,
-                      full_nll: Sequence[torch.Tensor] | None = None) -> list[list[int]]:
+def select_key_tokens(
+    evaluator,
+    docs: Sequence[torch.Tensor],
+    K: int,
+    d: int,
+    alpha: float = ALPHA,
+    beta: float = BETA,
+    full_nll: Sequence[torch.Tensor] | None = None,
+) -> list[list[int]]:
     """Indices j into each document's NLL vector (target token j+1) that are LongPPL key tokens.
     ``full_nll``: the evaluator's ``document_nll`` of ``docs`` when already computed."""
     keys = []
@@ -62,13 +70,31 @@ def select_key_tokens(evaluator, docs: Sequence[torch.Tensor], K: int, d: int, a
     return keys
 
 
-def cached_key_tokens(evaluator, evaluator_hash: str, tokenizer_hash: str, docs: Sequence[torch.Tensor], K: int, d: int,
-                      alpha: float = ALPHA, beta: float = BETA, cache_dir: Path | None = None,
-                      full_nll: Sequence[torch.Tensor] | None = None) -> tuple[list[list[int]], str]:
+def cached_key_tokens(
+    evaluator,
+    evaluator_hash: str,
+    tokenizer_hash: str,
+    docs: Sequence[torch.Tensor],
+    K: int,
+    d: int,
+    alpha: float = ALPHA,
+    beta: float = BETA,
+    cache_dir: Path | None = None,
+    full_nll: Sequence[torch.Tensor] | None = None,
+) -> tuple[list[list[int]], str]:
     doc_hash = sha256_json([ids.tolist() for ids in docs])[:16]
-    key = sha256_json({"v": 2, "evaluator": evaluator_hash,  # v2: verified model hashes (see runner.TASK_FORMAT_VERSION)
-                       "tokenizer": tokenizer_hash, "docs": doc_hash,
-                       "K": K, "d": d, "alpha": alpha, "beta": beta})[:24]
+    key = sha256_json(
+        {
+            "v": 2,
+            "evaluator": evaluator_hash,  # v2: verified model hashes (see runner.TASK_FORMAT_VERSION)
+            "tokenizer": tokenizer_hash,
+            "docs": doc_hash,
+            "K": K,
+            "d": d,
+            "alpha": alpha,
+            "beta": beta,
+        }
+    )[:24]
     path = Path(cache_dir) / f"longppl_keys_{key}.json" if cache_dir else None
     if path is not None and path.is_file():
         data = json.loads(path.read_text())
@@ -77,13 +103,25 @@ def cached_key_tokens(evaluator, evaluator_hash: str, tokenizer_hash: str, docs:
         return data["keys"], key
     keys = select_key_tokens(evaluator, docs, K, d, alpha, beta, full_nll)
     if path is not None:
-        atomic_write_json(path, {"keys": keys, "tokenizer": tokenizer_hash, "evaluator": evaluator_hash, "K": K, "d": d,
-                                 "alpha": alpha, "beta": beta, "docs": doc_hash})
+        atomic_write_json(
+            path,
+            {
+                "keys": keys,
+                "tokenizer": tokenizer_hash,
+                "evaluator": evaluator_hash,
+                "K": K,
+                "d": d,
+                "alpha": alpha,
+                "beta": beta,
+                "docs": doc_hash,
+            },
+        )
     return keys, key
 
 
-def longppl(lm, docs: Sequence[torch.Tensor], keys: Sequence[Sequence[int]],
-            nll_per_doc: Sequence[torch.Tensor] | None = None) -> dict[str, Any]:
+def longppl(
+    lm, docs: Sequence[torch.Tensor], keys: Sequence[Sequence[int]], nll_per_doc: Sequence[torch.Tensor] | None = None
+) -> dict[str, Any]:
     """The evaluated model's LongPPL over the key tokens and PPL over all tokens, corpus-weighted.
     ``nll_per_doc``: the model's ``document_nll`` of ``docs`` when already computed."""
     key_nll, n_key, all_nll, n_all, per_doc = 0.0, 0, 0.0, 0, []
@@ -94,10 +132,21 @@ def longppl(lm, docs: Sequence[torch.Tensor], keys: Sequence[Sequence[int]],
         n_key += len(k)
         all_nll += float(nll.sum())
         n_all += nll.numel()
-        per_doc.append({"longppl": math.exp(kn / len(k)) if k else None, "n_key_token": len(k),
-                        "ppl": math.exp(float(nll.mean())), "n_token": nll.numel()})
-    return {"longppl": math.exp(key_nll / n_key) if n_key else None, "n_key_token": n_key,
-            "ppl": math.exp(all_nll / n_all) if n_all else None, "n_token": n_all, "docs": per_doc}
+        per_doc.append(
+            {
+                "longppl": math.exp(kn / len(k)) if k else None,
+                "n_key_token": len(k),
+                "ppl": math.exp(float(nll.mean())),
+                "n_token": nll.numel(),
+            }
+        )
+    return {
+        "longppl": math.exp(key_nll / n_key) if n_key else None,
+        "n_key_token": n_key,
+        "ppl": math.exp(all_nll / n_all) if n_all else None,
+        "n_token": n_all,
+        "docs": per_doc,
+    }
 
 
 def perplexity(lm, rows: torch.Tensor) -> dict[str, Any]:
@@ -106,9 +155,21 @@ def perplexity(lm, rows: torch.Tensor) -> dict[str, Any]:
     return {"ppl": math.exp(float(nll.mean())), "n_token": nll.numel(), "n_docs": rows.shape[0]}
 
 
-def run_longppl(lm, evaluator, docs: Sequence[torch.Tensor], lengths: Sequence[int], K: int, *, d: int | None = None,
-                alpha: float = ALPHA, beta: float = BETA, evaluator_hash: str, tokenizer_hash: str,
-                cache_dir: Path | None = None, max_docs: int = 8) -> list[dict[str, Any]]:
+def run_longppl(
+    lm,
+    evaluator,
+    docs: Sequence[torch.Tensor],
+    lengths: Sequence[int],
+    K: int,
+    *,
+    d: int | None = None,
+    alpha: float = ALPHA,
+    beta: float = BETA,
+    evaluator_hash: str,
+    tokenizer_hash: str,
+    cache_dir: Path | None = None,
+    max_docs: int = 8,
+) -> list[dict[str, Any]]:
     """LongPPL and PPL at every length: documents at least that long, truncated to it. Lengths at
     most K have no key tokens by definition (only PPL is reported there). When the evaluator is the
     model itself, each document's full NLL is computed once and serves both the key choice and the
@@ -117,8 +178,16 @@ def run_longppl(lm, evaluator, docs: Sequence[torch.Tensor], lengths: Sequence[i
     out = []
     for L in lengths:
         use = [ids[:L] for ids in docs if ids.shape[0] >= L][:max_docs]
-        row: dict[str, Any] = {"suite": "longppl", "length": L, "K": K, "d": d, "alpha": alpha, "beta": beta,
-                               "n_docs": len(use), "evaluator": evaluator_hash[:16]}
+        row: dict[str, Any] = {
+            "suite": "longppl",
+            "length": L,
+            "K": K,
+            "d": d,
+            "alpha": alpha,
+            "beta": beta,
+            "n_docs": len(use),
+            "evaluator": evaluator_hash[:16],
+        }
         if not use:
             row["skipped"] = f"no held-out document of at least {L} tokens"
             out.append(row)

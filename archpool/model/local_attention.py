@@ -15,6 +15,7 @@ The result is exact: each query sees the same keys with the same softmax as with
 ``local_attention_probs`` is the same tiling written out (the eager path), returning probabilities
 for analysis without ever holding a T×S score matrix in flight.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ class LocalMask:
             allowed = allowed & (diff < self.window)
         if self.doc_ids is not None:
             d = self.doc_ids
-            allowed = allowed[None] & (d[:, S - T:, None] == d[:, None, :])
+            allowed = allowed[None] & (d[:, S - T :, None] == d[:, None, :])
             return allowed[:, None]
         return allowed
 
@@ -58,9 +59,9 @@ def default_block(window: int | None) -> int:
 def pays_off(T: int, mask: LocalMask, block: int | None = None) -> bool:
     """Whether tiling beats one dense-masked SDPA call: at least three tiles of queries and, for a
     window, T > 2W (measured on CPU: at T = 2W dense and tiled are even, at 4W tiled is 1.4-1.8x faster)."""
-    if mask.window is not None and T <= 2 * mask.window:
+    if mask.window is not None and 2 * mask.window >= T:
         return False
-    return T >= 3 * (block or default_block(mask.window))
+    return 3 * (block or default_block(mask.window)) <= T
 
 
 def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LocalMask, block: int | None = None) -> torch.Tensor:
@@ -111,7 +112,9 @@ def sliding_window_attention(
     else:
         edge = min(n, -(-front // block)) * B  # rows of the tiles that reach before key 0
         mask = allowed[: edge // B].repeat_interleave(B, dim=0)[:, None]
-        parts = [F.scaled_dot_product_attention(q_t[:edge], k_t[:edge], v_t[:edge], attn_mask=mask, enable_gqa=gqa)] if edge else []
+        parts = (
+            [F.scaled_dot_product_attention(q_t[:edge], k_t[:edge], v_t[:edge], attn_mask=mask, enable_gqa=gqa)] if edge else []
+        )
         if edge < n * B:
             parts.append(F.scaled_dot_product_attention(q_t[edge:], k_t[edge:], v_t[edge:], attn_mask=band, enable_gqa=gqa))
         y = torch.cat(parts) if len(parts) > 1 else parts[0]
@@ -130,7 +133,9 @@ def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(new, idx, torch.zeros_like(idx)).cummax(dim=1).values
 
 
-def document_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, block: int = 128) -> torch.Tensor:
+def document_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, block: int = 128
+) -> torch.Tensor:
     """Causal attention within documents, tile by tile: each tile sees keys from its earliest document's start."""
     B, H, T, D = q.shape
     if k.shape[2] != T:
@@ -141,8 +146,11 @@ def document_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_id
     for i, lo in enumerate(starts):
         s, e = i * block, min(T, (i + 1) * block)
         allowed = (pos[s:e, None] >= pos[None, lo:e]) & (doc_ids[:, s:e, None] == doc_ids[:, None, lo:e])
-        out.append(F.scaled_dot_product_attention(
-            q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], attn_mask=allowed[:, None], enable_gqa=H != k.shape[1]))
+        out.append(
+            F.scaled_dot_product_attention(
+                q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], attn_mask=allowed[:, None], enable_gqa=k.shape[1] != H
+            )
+        )
     return torch.cat(out, dim=2)
 
 
@@ -178,7 +186,7 @@ def local_attention_probs(
         kt, vt = k[:, :, lo:hi], v[:, :, lo:hi]
         if groups > 1:
             kt, vt = kt.repeat_interleave(groups, dim=1), vt.repeat_interleave(groups, dim=1)
-        diff = pos[s + offset:hi, None] - pos[None, lo:hi]
+        diff = pos[s + offset : hi, None] - pos[None, lo:hi]
         allowed = diff >= 0
         if mask.window is not None:
             allowed = allowed & (diff < mask.window)

@@ -5,11 +5,12 @@ SDPA), ``MLP`` (SwiGLU), ``Block`` (where pre- vs post-norm is decided), ``KVCac
 The axes are branches on config fields at the one place each matters. Distributed training,
 compilation and data live elsewhere; this module imports neither.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -81,8 +82,8 @@ class Attention(nn.Module):
         x: torch.Tensor,
         cos: torch.Tensor,
         sin: torch.Tensor,
-        mask: "torch.Tensor | LocalMask | None",
-        cache: "KVCache | None" = None,
+        mask: torch.Tensor | LocalMask | None,
+        cache: KVCache | None = None,
         return_probs: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, _ = x.shape
@@ -112,7 +113,7 @@ class Attention(nn.Module):
         return self.o_proj(y), probs
 
 
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: "torch.Tensor | LocalMask | None") -> torch.Tensor:
+def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | LocalMask | None) -> torch.Tensor:
     """SDPA with GQA handled by the kernel (no repeated K/V); ``mask=None`` means plain causal.
     A ``LocalMask`` (window / documents) is tiled blockwise when long enough to pay, else made dense."""
     gqa = q.shape[1] != k.shape[1]
@@ -162,7 +163,7 @@ def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m
 
 
 def eager_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: "torch.Tensor | LocalMask | None", return_probs: bool = True
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | LocalMask | None, return_probs: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The math written out; returns the attention probabilities (B, H, Tq, Tk) for analysis.
     Without a dense mask it runs tile by tile (``local_attention_probs``): no T×T scores in flight."""
@@ -232,7 +233,7 @@ class KVCache:
             v = torch.cat([self.v[layer], v], dim=2)
         start = self.start[layer]
         keep = k.shape[2] if window is None else min(k.shape[2], window - 1)
-        self.k[layer], self.v[layer] = k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:]
+        self.k[layer], self.v[layer] = k[:, :, k.shape[2] - keep :], v[:, :, v.shape[2] - keep :]
         self.start[layer] = start + k.shape[2] - keep
         return k, v, start
 
@@ -305,10 +306,7 @@ class Decoder(nn.Module):
             raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
         positions = torch.arange(offset, offset + T, device=input_ids.device)
         x = self.embed(input_ids)
-        rope = {
-            t: rope_cos_sin(getattr(self, f"inv_freq_{t}"), self.rope_scale[t], positions, x.dtype)
-            for t in self.rope_scale
-        }
+        rope = {t: rope_cos_sin(getattr(self, f"inv_freq_{t}"), self.rope_scale[t], positions, x.dtype) for t in self.rope_scale}
         masks = {}
         if kv_cache is None:  # with a cache each layer builds its own mask from cached positions
             flex = self.layers[0].attn.impl == "flex" and not output_attentions

@@ -1,4 +1,5 @@
 """LongPPL with the model as its own evaluator: each document's full NLL is computed once, same numbers."""
+
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,5 @@
 """Blockwise local attention against SDPA with the dense mask: forward, backward, GQA, documents, decoding."""
+
 from __future__ import annotations
 
 import pytest
@@ -138,7 +139,7 @@ def test_decoding_with_windowed_cache_matches_full_forward(small_tiles):
         torch.testing.assert_close(model(ids), full, **TOL)
         cache = model.new_cache()  # a long prefill chunk (tiled), then chunks and single tokens
         steps = [model(ids[:, :40], kv_cache=cache), model(ids[:, 40:70], kv_cache=cache)]
-        steps += [model(ids[:, i:i + 1], kv_cache=cache) for i in range(70, 90)]
+        steps += [model(ids[:, i : i + 1], kv_cache=cache) for i in range(70, 90)]
     torch.testing.assert_close(torch.cat(steps, 1), full, **TOL)
 
 
