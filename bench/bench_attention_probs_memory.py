@@ -1,7 +1,7 @@
 """Peak memory of ``output_attentions`` (the eager probabilities path): blockwise vs the old dense path.
 
 One fresh process per (path, T): archpool's Decoder at the ``small`` size (olmo3 family, window =
-T/8), batch 1, one forward with ``output_attentions=True`` under ``no_grad``. Reported: peak RSS growth
+T/8), batch 1, one ``forward_with_attentions`` under ``no_grad``. Reported: peak RSS growth
 over the RSS before the forward (``VmHWM`` after resetting it), and the bytes of the returned probabilities (B·H·T² per layer,
 float32: what the API must return). The difference is what the path allocates on top of its output.
 
@@ -31,15 +31,14 @@ def child(path: str, T: int) -> None:
 
     torch.set_num_threads(1)
     cfg = ModelConfig.preset("olmo3", size="small", max_seq_len=T, window=T // 8)
-    model = Decoder(cfg, seed=0).eval()
-    model.set_local_attention(path == "blockwise")
+    model = Decoder(cfg, seed=0, local_attention=path == "blockwise").eval()
     ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        model(ids[:, :64], output_attentions=True)  # one-time costs out of the delta
+        model.forward_with_attentions(ids[:, :64])  # one-time costs out of the delta
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak (VmHWM) to the current RSS
         before = _status_mb("VmRSS")
-        _, probs = model(ids, output_attentions=True)
+        _, probs = model.forward_with_attentions(ids)
     out = sum(p.numel() * p.element_size() for p in probs)
     print(json.dumps({"path": path, "T": T, "peak_delta_mb": _status_mb("VmHWM") - before, "probs_mb": out / 2**20}))
 

@@ -88,8 +88,7 @@ def peak_flops(device: torch.device, override_tflops: float | None) -> float | N
 def run_case(case: Case, args, device: torch.device) -> dict:
     cfg = model_config(args.size, case.seq_len, case.swa, args.window_ratio)
     torch.manual_seed(0)
-    model = Decoder(cfg).to(device)
-    model.set_attn_impl(case.attn_impl)
+    model = Decoder(cfg, attn_impl=case.attn_impl).to(device)
     model = parallelize(model, "none", DistInfo(device=device), compile=case.compile)
     opt = build_optimizer(model, 3e-4, 0.1, (0.9, 0.95), 1e-8)
     batch = max(1, args.batch_tokens // case.seq_len)

@@ -6,7 +6,7 @@ float32, batch 1, window 256, 1 thread by default (``--threads``). Cases (same w
 - ``full``: every layer full causal (SDPA ``is_causal``);
 - ``olmo3`` / ``swa``: 3 of 4 layers / every layer windowed, blockwise local attention (the default);
 - ``olmo3-dense`` / ``swa-dense``: the same through SDPA with a dense T×T boolean mask (the old path,
-  ``Decoder.set_local_attention(False)``), to show what the tiling changed.
+  ``Decoder(cfg, local_attention=False)``), to show what the tiling changed.
 
 Time: all cases live in one process and run interleaved (full, olmo3, swa, ... then again), so a
 shared, busy CPU slows them alike. The table reports best-of-n seconds, the speed-up as the ratio of
@@ -51,8 +51,7 @@ def build(case: str, T: int, window: int):
 
     pattern, local = CASES[case]
     cfg = ModelConfig.preset("olmo3", size="base", max_seq_len=T, window=window, swa_pattern=pattern)
-    model = Decoder(cfg, seed=0)
-    model.set_local_attention(local)
+    model = Decoder(cfg, seed=0, local_attention=local)
     ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
     return model, ids
 

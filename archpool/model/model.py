@@ -55,7 +55,10 @@ def attention_mask(
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_idx: int):
+    """``impl``: the kernel (sdpa | eager | flex); ``local``: windows and documents tiled over query
+    blocks (O(T·W)) rather than dense T×T masks (the reference). Both are fixed at construction."""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int, impl: str = "sdpa", local: bool = True):
         super().__init__()
         self.layer_idx = layer_idx
         self.layer_type = cfg.layer_types[layer_idx]
@@ -73,8 +76,7 @@ class Attention(nn.Module):
         elif cfg.qk_norm == "headwise":  # per head over head_dim (Qwen 3, Gemma 3)
             self.q_norm = RMSNorm(hd, cfg.norm_eps)
             self.k_norm = RMSNorm(hd, cfg.norm_eps)
-        self.impl = "sdpa"
-        self.local = True  # blockwise local attention for windows / documents (False: dense masks, the reference)
+        self.impl, self.local = impl, local
         self.captured: dict[str, torch.Tensor] | None = None  # set by Decoder.capture_qk()
 
     def forward(
@@ -196,11 +198,11 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """``pre``: x + attn(norm(x)) (Llama, Qwen). ``post``: x + norm(attn(x)), Olmo 2/3's reordered norm."""
 
-    def __init__(self, cfg: ModelConfig, layer_idx: int):
+    def __init__(self, cfg: ModelConfig, layer_idx: int, impl: str = "sdpa", local: bool = True):
         super().__init__()
         self.post_norm = cfg.norm == "post"
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, layer_idx)
+        self.attn = Attention(cfg, layer_idx, impl, local)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = MLP(cfg)
 
@@ -239,13 +241,20 @@ class KVCache:
 
 
 class Decoder(nn.Module):
-    """Decoder-only LM: ``model(input_ids)`` maps (B, T) token ids to (B, T, vocab) logits."""
+    """Decoder-only LM: ``model(input_ids)`` maps (B, T) token ids to (B, T, vocab) logits.
 
-    def __init__(self, cfg: ModelConfig, seed: int = 0):
+    ``attn_impl`` (sdpa | eager | flex) and ``local_attention`` (tiled windows and documents, or the
+    dense-mask reference) choose how attention is computed, never what: they are fixed when the
+    model is built (the trainer builds it for its device) and are not part of the checkpoint."""
+
+    def __init__(self, cfg: ModelConfig, seed: int = 0, *, attn_impl: str = "sdpa", local_attention: bool = True):
         super().__init__()
+        if attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl: unknown {attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
         self.cfg = cfg
+        self.attn_impl, self.local_attention = attn_impl, local_attention
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg, i) for i in range(cfg.n_layers))
+        self.layers = nn.ModuleList(Block(cfg, i, attn_impl, local_attention) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
@@ -270,17 +279,6 @@ class Decoder(nn.Module):
             setattr(self, f"inv_freq_{layer_type}", inv_freq.to(device))
             self.rope_scale[layer_type] = scale
 
-    def set_attn_impl(self, impl: str) -> None:
-        if impl not in ATTN_IMPLS:
-            raise ValueError(f"attn_impl: unknown {impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
-        for block in self.layers:
-            block.attn.impl = impl
-
-    def set_local_attention(self, enabled: bool) -> None:
-        """Blockwise local attention for windows / documents (default), or dense T×T masks (the reference)."""
-        for block in self.layers:
-            block.attn.local = enabled
-
     def new_cache(self) -> KVCache:
         return KVCache(self.cfg.n_layers)
 
@@ -291,16 +289,31 @@ class Decoder(nn.Module):
         *,
         doc_ids: torch.Tensor | None = None,
         kv_cache: KVCache | None = None,
-        output_attentions: bool = False,
-        return_hidden: bool = False,
         targets: torch.Tensor | None = None,
-    ):
+    ) -> torch.Tensor:
         """Logits (B, T, V). ``doc_ids`` (B, T) restricts attention to each token's own document
         (intra-document masking). With ``kv_cache`` the tokens continue the cached sequence.
-        ``output_attentions`` returns ``(logits, [probs per layer])`` via the eager path.
-        With ``targets`` (B, T; -100 = ignore) it returns the summed cross-entropy instead, through
-        the fused, chunked head (``archpool.model.loss``): the training path, logits never built."""
-        B, T = input_ids.shape
+        With ``targets`` (B, T; -100 = ignore): the summed cross-entropy instead, through the fused,
+        chunked head (``archpool.model.loss``), logits never built. This is the training path, and it
+        goes through ``forward`` because DDP, FSDP and ``torch.compile`` wrap ``forward``."""
+        h, _ = self._trunk(input_ids, doc_ids, kv_cache, with_probs=False)
+        if targets is not None:
+            return linear_cross_entropy(h, self.lm_head.weight, targets)
+        return self.lm_head(h)
+
+    def forward_with_attentions(
+        self, input_ids: torch.Tensor, *, doc_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``(logits, [attention probabilities (B, H, T, T) per layer])`` through the eager path
+        (computed per block of query rows on windowed layers)."""
+        h, probs = self._trunk(input_ids, doc_ids, None, with_probs=True)
+        return self.lm_head(h), probs
+
+    def _trunk(
+        self, input_ids: torch.Tensor, doc_ids: torch.Tensor | None, kv_cache: KVCache | None, with_probs: bool
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The final hidden states (B, T, D), after the last norm, and each layer's probabilities if asked."""
+        _, T = input_ids.shape
         offset = kv_cache.seen if kv_cache is not None else 0
         if kv_cache is not None and doc_ids is not None:
             raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
@@ -309,23 +322,17 @@ class Decoder(nn.Module):
         rope = {t: rope_cos_sin(getattr(self, f"inv_freq_{t}"), self.rope_scale[t], positions, x.dtype) for t in self.rope_scale}
         masks = {}
         if kv_cache is None:  # with a cache each layer builds its own mask from cached positions
-            flex = self.layers[0].attn.impl == "flex" and not output_attentions
+            flex = self.attn_impl == "flex" and not with_probs
             masks = {t: self._mask(t, positions, doc_ids, flex) for t in self.rope_scale}
-        if kv_cache is not None:
+        else:
             kv_cache.advance(T)
         all_probs = []
         for block in self.layers:
             t = block.attn.layer_type
-            x, probs = block(x, *rope[t], masks.get(t), kv_cache, output_attentions)
-            if output_attentions:
+            x, probs = block(x, *rope[t], masks.get(t), kv_cache, with_probs)
+            if with_probs:
                 all_probs.append(probs)
-        h = self.norm(x)
-        if return_hidden:
-            return h
-        if targets is not None:
-            return linear_cross_entropy(h, self.lm_head.weight, targets)
-        logits = self.lm_head(h)
-        return (logits, all_probs) if output_attentions else logits
+        return self.norm(x), all_probs
 
     def _mask(self, layer_type: str, positions: torch.Tensor, doc_ids: torch.Tensor | None, flex: bool = False):
         """Flex block mask, dense boolean mask, or ``None`` for plain causal (SDPA's is_causal path)."""
@@ -334,7 +341,7 @@ class Decoder(nn.Module):
             return flex_block_mask(positions.shape[0], window, doc_ids, positions.device)
         if window is None and doc_ids is None:
             return None  # plain causal: SDPA's is_causal fast path
-        if self.layers[0].attn.local:
+        if self.local_attention:
             return LocalMask(window, doc_ids)
         return attention_mask(positions, positions, window, doc_ids, doc_ids)
 

@@ -180,7 +180,8 @@ class Trainer:
             resume = str(found) if found else None
         resume = D.all_gather_object(resume)[0]
 
-        model = Decoder(self.cfg, seed=self.init_seed)
+        impl = tcfg.resolved_attn_impl(info.device.type, self.cfg.swa or tcfg.intra_doc_mask)
+        model = Decoder(self.cfg, seed=self.init_seed, attn_impl=impl)
         state = None
         if resume:
             _, weights = ckpt.load_weights(resume)
@@ -189,7 +190,6 @@ class Trainer:
         elif self.init_state is not None:
             model.load_state_dict(self.init_state)
         model.to(info.device)
-        model.set_attn_impl(tcfg.resolved_attn_impl(info.device.type, self.cfg.swa or tcfg.intra_doc_mask))
         autocast, bf16 = self._autocast(info.device)
         mode = D.resolve_mode(tcfg.parallel, info)
         wrapped = D.parallelize(model, mode, info, compile=tcfg.compile, bf16=bf16 and mode == "fsdp")

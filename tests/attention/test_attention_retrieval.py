@@ -32,7 +32,7 @@ def test_greedy_decoding_with_the_cache_matches_full_recomputation():
     ids = list(prompt)
     for step in range(4):
         with torch.no_grad():
-            logits, probs = model(torch.tensor([ids]), output_attentions=True)
+            logits, probs = model.forward_with_attentions(torch.tensor([ids]))
         assert int(logits[0, -1].argmax()) == gen[step]
         assert torch.equal(torch.stack([p[0, :, -1].argmax(-1) for p in probs]), top1[step])
         ids.append(gen[step])

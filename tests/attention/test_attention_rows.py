@@ -25,7 +25,7 @@ def test_rows_from_captured_qk_equal_the_models_eager_probabilities(name):
     model = tiny(**VARIANTS[name])
     ids = torch.randint(0, 64, (2, 24))
     with torch.no_grad():
-        _, probs = model(ids, output_attentions=True)
+        _, probs = model.forward_with_attentions(ids)
     for layer, lq in enumerate(DecoderProbe(model).capture(ids)):
         torch.testing.assert_close(full_attention(lq.q, lq.k, window=lq.window, scale=lq.scale), probs[layer], atol=1e-6, rtol=0)
     # the last few queries only (the long-context path), in chunks of 2 rows
@@ -49,7 +49,7 @@ def test_row_recomputation_fails_loudly_on_a_wrong_window():
     model = tiny(**VARIANTS["post_layerwise_swa_all"])
     ids = torch.randint(0, 64, (1, 24))
     with torch.no_grad():
-        _, probs = model(ids, output_attentions=True)
+        _, probs = model.forward_with_attentions(ids)
     lq = DecoderProbe(model).capture(ids)[0]
     assert (full_attention(lq.q, lq.k, window=None) - probs[0]).abs().max() > 1e-2
 

@@ -112,30 +112,27 @@ def tiny(**kw) -> ModelConfig:
 @pytest.mark.parametrize("pattern", ["olmo3", "all"])
 def test_decoder_blockwise_equals_dense_masks_forward_and_backward(pattern, small_tiles):
     model = Decoder(tiny(swa_pattern=pattern, window=8), seed=1)
+    dense = Decoder(tiny(swa_pattern=pattern, window=8), seed=1, local_attention=False)  # the same weights
     ids = torch.randint(0, 97, (2, 101))
     doc_ids = docs(2, 101, seed=9)
     for kw in ({}, {"doc_ids": doc_ids}):
         model.zero_grad()
+        dense.zero_grad()
         loss = model(ids, targets=ids, **kw)
         loss.backward()
-        got = [p.grad.clone() for p in model.parameters()]
-        model.set_local_attention(False)
-        model.zero_grad()
-        want_loss = model(ids, targets=ids, **kw)
+        want_loss = dense(ids, targets=ids, **kw)
         want_loss.backward()
-        model.set_local_attention(True)
         torch.testing.assert_close(loss, want_loss, **TOL)
-        for a, p in zip(got, model.parameters()):
-            torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+        for a, p in zip(model.parameters(), dense.parameters()):
+            torch.testing.assert_close(a.grad, p.grad, atol=1e-5, rtol=1e-4)
 
 
 def test_decoding_with_windowed_cache_matches_full_forward(small_tiles):
     model = Decoder(tiny(swa_pattern="olmo3", window=6), seed=2).eval()
+    dense = Decoder(tiny(swa_pattern="olmo3", window=6), seed=2, local_attention=False).eval()
     ids = torch.randint(0, 97, (2, 90))
     with torch.no_grad():
-        model.set_local_attention(False)
-        full = model(ids)
-        model.set_local_attention(True)
+        full = dense(ids)
         torch.testing.assert_close(model(ids), full, **TOL)
         cache = model.new_cache()  # a long prefill chunk (tiled), then chunks and single tokens
         steps = [model(ids[:, :40], kv_cache=cache), model(ids[:, 40:70], kv_cache=cache)]
@@ -145,11 +142,11 @@ def test_decoding_with_windowed_cache_matches_full_forward(small_tiles):
 
 def test_output_attentions_blockwise_equals_dense(small_tiles):
     model = Decoder(tiny(swa_pattern="olmo3", window=5), seed=3)
+    dense = Decoder(tiny(swa_pattern="olmo3", window=5), seed=3, local_attention=False)
     ids = torch.randint(0, 97, (1, 45))
     with torch.no_grad():
-        logits, probs = model(ids, output_attentions=True)
-        model.set_local_attention(False)
-        want_logits, want_probs = model(ids, output_attentions=True)
+        logits, probs = model.forward_with_attentions(ids)
+        want_logits, want_probs = dense.forward_with_attentions(ids)
     torch.testing.assert_close(logits, want_logits, **TOL)
     for a, b in zip(probs, want_probs):
         torch.testing.assert_close(a, b, **TOL)
@@ -168,8 +165,7 @@ def test_decoder_takes_the_blockwise_path(small_tiles, monkeypatch):
     assert [m.window for m in calls] == [6, 6, 6, None]
     calls.clear()
     with torch.no_grad():
-        model.set_local_attention(False)
-        model(ids, doc_ids=docs(2, 40))
+        Decoder(tiny(swa_pattern="olmo3", window=6), seed=4, local_attention=False)(ids, doc_ids=docs(2, 40))
     assert calls == []
 
 
