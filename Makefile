@@ -25,7 +25,7 @@ browser:
 demo: setup corpus
 	$(BIN)/archpool run
 
-# ruff (lint + format) and the import-layering contracts of pyproject.toml
+# ruff (lint + format) and the import-layering contracts of .importlinter
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -15,6 +15,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+RESULTS_FILE = "results.csv"  # one row per run, in a pool directory
+# the design columns a pool writes first, in this order (what a run is, not what it measured)
+DESIGN_COLUMNS = (
+    "run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8",
+    "window", "d_ff", "n_layers", "d_model", "short_ctx", "feature_count", "state", "error",
+)  # fmt: skip
 BASE_PREFIX = "base_"
 # ``[base_]<metric>@<length>[_pre|_post]``, the length an integer of two or more digits
 LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")

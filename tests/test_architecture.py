@@ -1,5 +1,5 @@
 """The architecture as a test: no import cycles anywhere in the package (function-local imports
-included), and the layering contracts of pyproject.toml (`lint-imports`, also run by `make test`)."""
+included), and the layering contracts of .importlinter (`lint-imports`, also run by `make test`)."""
 
 from __future__ import annotations
 

@@ -41,40 +41,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.errors import DataError
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
-RESULTS_FILE = "results.csv"
 REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
 AXES = ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
 NORMS = ("pre", "post")
 # Columns that describe a run rather than measure it; never used as single predictors.
-DESIGN = {
-    "run",
-    "name",
-    "arch",
-    "swa",
-    "qk_norm",
-    "norm",
-    "n_kv_heads",
-    "n_heads",
-    "pretrain_ctx",
-    "seed",
-    "init",
-    "fp8",
-    "window",
-    "d_ff",
-    "n_layers",
-    "d_model",
-    "params_b",
-    "d_ff_ratio",
-    "short_ctx",
-    "feature_count",
-    "state",
-    "error",
-    "stage",
-    "node",
-}
+DESIGN = {*DESIGN_COLUMNS, "name", "params_b", "d_ff_ratio", "stage", "node"}
 TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
 # Confounds that must match for two runs to count as a matched pair (critique §5: init, fp8, depth).
 MATCH_CONFOUNDS = ("init", "fp8", "n_layers")

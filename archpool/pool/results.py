@@ -11,33 +11,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.pool.graph import Node, is_done, read_result
 from archpool.pool.job import read_status
 from archpool.pool.plan import read_plan, result_columns
 from archpool.pool.spec import PoolSpec
 
-RESULTS = "results.csv"
-DESIGN_COLUMNS = [
-    "run",
-    "arch",
-    "swa",
-    "qk_norm",
-    "norm",
-    "n_kv_heads",
-    "n_heads",
-    "pretrain_ctx",
-    "seed",
-    "init",
-    "fp8",
-    "window",
-    "d_ff",
-    "n_layers",
-    "d_model",
-    "short_ctx",
-    "feature_count",
-    "state",
-    "error",
-]
+RESULTS = RESULTS_FILE
 
 
 def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[str, Any]:
