@@ -44,6 +44,13 @@ def check_counts(lengths: Sequence[int], n_samples: int) -> None:
             raise ConfigError(name, f"must be positive integers, got {bad[0]!r}")
 
 
+def store_haystack(store) -> list[str] | None:
+    """Held-out text for corpus haystacks: the store's long validation documents, else its short ones."""
+    from archpool.data.streams import validation_texts
+
+    return validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
+
+
 def evaluate(
     target,
     *,
@@ -87,9 +94,7 @@ def evaluate(
     out = Path(out_dir) if out_dir else None
     cache = Path(cache_dir) if cache_dir else None
     if haystack_texts is None and store is not None:
-        from archpool.data.streams import validation_texts
-
-        haystack_texts = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
+        haystack_texts = store_haystack(store)
     result: dict[str, Any] = {
         "target": str(target.path),
         "kind": target.kind,
@@ -110,43 +115,17 @@ def evaluate(
         if s in suites:
             task_names += [t for t in SUITES[s] if t not in task_names]
     stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
-    task_results: list[dict[str, Any]] = []
-    if task_names:
-        cfg = TaskRunConfig(task_names, lengths, list(modes), n_samples, seed, dict(task_params or {}), haystack_texts)
-        task_results = run_tasks(
-            target.lm,
-            target.tokenizer,
-            cfg,
-            model_hash=target.model_hash,
-            tokenizer_hash=target.tokenizer_hash,
-            out_dir=out,
-            cache_dir=cache,
-            progress=progress,
-            stop_ids=stop,
-        )
+
+    def tasks_at(names: list[str], at: list[int]) -> list[dict[str, Any]]:
+        cfg = TaskRunConfig(names, at, list(modes), n_samples, seed, dict(task_params or {}), haystack_texts)
+        return run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash, tokenizer_hash=target.tokenizer_hash,
+                         out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)  # fmt: skip
+
+    task_results: list[dict[str, Any]] = tasks_at(task_names, lengths) if task_names else []
     if "short" in suites:
         short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
         if not task_names and short_tasks:  # the task suites at the pretraining context
-            cfg = TaskRunConfig(
-                SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"],
-                [target.pretrain_len],
-                list(modes),
-                n_samples,
-                seed,
-                dict(task_params or {}),
-                haystack_texts,
-            )
-            task_results += run_tasks(
-                target.lm,
-                target.tokenizer,
-                cfg,
-                model_hash=target.model_hash,
-                tokenizer_hash=target.tokenizer_hash,
-                out_dir=out,
-                cache_dir=cache,
-                progress=progress,
-                stop_ids=stop,
-            )
+            task_results += tasks_at(SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"], [target.pretrain_len])
         if store is not None:
             short["val_ppl"] = S.validation_perplexity(target.lm, store, target.pretrain_len)
         else:

@@ -165,17 +165,7 @@ def execute_node(
         log_event(out, kind="start", node=node.id, stage=node.stage, key=node.key, run=label, resumed=resumed)
         log(f"[{node.stage}] {'resume' if resumed else 'start'} {node.id} -> {d}")
         t0 = time.time()
-        deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
-        ctx = StageContext(
-            out_dir=d,
-            config=node.config,
-            inputs={name: node_dir(out, dn) for name, dn in deps.items()},
-            input_results={name: read_result(out, dn) for name, dn in deps.items()},
-            run=run,
-            pool=pool,
-            threads=threads,
-            log=log,
-        )
+        ctx = _context(out, node, nodes_by_id, run, pool, threads, log)
         try:
             result = fn(ctx) or {}
         except BaseException as e:
@@ -190,6 +180,21 @@ def execute_node(
         return result
 
 
+def _context(out: Path, node: Node, nodes_by_id: dict[str, Node], run, pool, threads: int, log) -> StageContext:
+    """What the stage function of ``node`` gets: its directory, config and its finished inputs."""
+    deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
+    return StageContext(
+        out_dir=node_dir(out, node),
+        config=node.config,
+        inputs={name: node_dir(out, dn) for name, dn in deps.items()},
+        input_results={name: read_result(out, dn) for name, dn in deps.items()},
+        run=run,
+        pool=pool,
+        threads=threads,
+        log=log,
+    )
+
+
 DISTRIBUTED_STAGES = {"pretrain", "extend"}  # stages whose functions run on every torchrun rank
 
 
@@ -201,17 +206,7 @@ def _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, l
     while not all(is_done(out, dn) for dn in deps.values()):  # rank 0 writes its inputs' markers
         time.sleep(0.5)
     if node.stage in DISTRIBUTED_STAGES and not (d / DONE).is_file():
-        ctx = StageContext(
-            out_dir=d,
-            config=node.config,
-            inputs={n: node_dir(out, dn) for n, dn in deps.items()},
-            input_results={n: read_result(out, dn) for n, dn in deps.items()},
-            run=run,
-            pool=pool,
-            threads=threads,
-            log=log,
-        )
-        return fn(ctx) or {}
+        return fn(_context(out, node, nodes_by_id, run, pool, threads, log)) or {}
     while not (d / DONE).is_file():
         time.sleep(1.0)
     return read_result(out, node)

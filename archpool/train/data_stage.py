@@ -88,7 +88,7 @@ class DataStageStream:
         self._rows = []
 
 
-def build_data_stage_stream(
+def build_stream(
     section: DataSection,
     *,
     split: str,
@@ -100,7 +100,19 @@ def build_data_stage_stream(
     world_size: int = 1,
     seed: int = 0,
     doc_ids: bool = True,
-) -> DataStageStream:
+) -> BatchStream:
+    """The batch stream a run config's ``data:`` section describes, for ``split`` (pretrain | extension):
+    the trainer's synthetic stream, or this rank's rows of the prepared store's packed stream."""
+    syn = section.synthetic
+    if syn is not None:
+        vocab = vocab_size if syn.vocab_size is None else syn.vocab_size
+        if vocab > vocab_size:
+            raise ConfigError("data.synthetic.vocab_size", f"{vocab} exceeds the model's vocab_size={vocab_size}")
+        mean = syn.mean_doc_len or (48 if split == "pretrain" else 4 * seq_len)
+        source = SyntheticSource(
+            vocab, seq_len, seed=seed if syn.seed is None else syn.seed, split=split, mean_doc_len=mean, noise=syn.noise
+        )
+        return RankSlicedStream(source, sequences_per_step, micro_batch_size, rank, world_size)
     store = open_store(section)
     n_vocab = store.tokenizer.vocab_size
     if n_vocab > vocab_size:
@@ -118,39 +130,3 @@ def build_data_stage_stream(
         return PretrainStream(store, seq_len, sequences_per_step, order_seed, **common)
 
     return DataStageStream(make, micro_batch_size, store, rank, world_size, doc_ids, extra)
-
-
-def build_stream(
-    section: DataSection,
-    *,
-    split: str,
-    vocab_size: int,
-    seq_len: int,
-    sequences_per_step: int,
-    micro_batch_size: int,
-    rank: int = 0,
-    world_size: int = 1,
-    seed: int = 0,
-) -> BatchStream:
-    """The batch stream a run config's ``data:`` section describes, for ``split`` (pretrain | extension)."""
-    syn = section.synthetic
-    if syn is not None:
-        vocab = vocab_size if syn.vocab_size is None else syn.vocab_size
-        if vocab > vocab_size:
-            raise ConfigError("data.synthetic.vocab_size", f"{vocab} exceeds the model's vocab_size={vocab_size}")
-        mean = syn.mean_doc_len or (48 if split == "pretrain" else 4 * seq_len)
-        source = SyntheticSource(
-            vocab, seq_len, seed=seed if syn.seed is None else syn.seed, split=split, mean_doc_len=mean, noise=syn.noise
-        )
-        return RankSlicedStream(source, sequences_per_step, micro_batch_size, rank, world_size)
-    return build_data_stage_stream(
-        section,
-        split=split,
-        vocab_size=vocab_size,
-        seq_len=seq_len,
-        sequences_per_step=sequences_per_step,
-        micro_batch_size=micro_batch_size,
-        rank=rank,
-        world_size=world_size,
-        seed=seed,
-    )

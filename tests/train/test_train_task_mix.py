@@ -6,11 +6,11 @@ import pytest
 
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
-from archpool.train.data_stage import build_data_stage_stream
+from archpool.train.data_stage import build_stream
 
 
 def _stream(data, **kw):
-    return build_data_stage_stream(
+    return build_stream(
         DataSection.from_dict(data), split="pretrain", vocab_size=512, seq_len=64, sequences_per_step=4, micro_batch_size=2, **kw
     )
 

@@ -15,7 +15,7 @@ from archpool.pool.stages import data
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from archpool.eval.api import evaluate
+    from archpool.eval.api import evaluate, store_haystack
     from archpool.eval.lm import stop_token_ids
     from archpool.eval.runner import TaskRunConfig, aggregate, run_tasks
     from archpool.eval.target import load_target
@@ -32,11 +32,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     result: dict[str, Any] = {}
     tasks = e.tasks
     if tasks:
-        haystack = None
-        if store is not None:
-            from archpool.data.streams import validation_texts
-
-            haystack = validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
+        haystack = store_haystack(store) if store is not None else None
         cfg = TaskRunConfig(list(tasks), at, modes, n, seed, params, haystack)
         stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
         rs = run_tasks(
