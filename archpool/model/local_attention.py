@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import FunctionCtx
 
 
 @dataclass(frozen=True)
@@ -74,51 +75,184 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Loc
     raise ValueError("local_attention: plain causal attention needs no tiling (use SDPA's is_causal)")
 
 
+@dataclass(frozen=True)
+class WindowTiles:
+    """The geometry of ``sliding_window_attention``'s tiles: ``n`` tiles of ``block`` query rows, tile
+    ``i`` seeing the ``width = block + window - 1`` keys that end at its last row."""
+
+    B: int
+    T: int
+    S: int
+    window: int
+    block: int
+
+    @property
+    def n(self) -> int:
+        return -(-self.T // self.block)
+
+    @property
+    def tail(self) -> int:  # padded query rows (discarded)
+        return self.n * self.block - self.T
+
+    @property
+    def width(self) -> int:
+        return self.block + self.window - 1
+
+    @property
+    def offset(self) -> int:  # key index of query 0
+        return self.S - self.T
+
+    @property
+    def front(self) -> int:  # padded keys before key 0 (masked)
+        return max(0, self.window - 1 - self.offset)
+
+    @property
+    def first(self) -> int:  # index, in the padded keys, of tile 0's first key
+        return self.offset - self.window + 1 + self.front
+
+    def queries(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
+        B, H, _, D = x.shape
+        return (
+            F.pad(x, (0, 0, 0, self.tail)).view(B, H, self.n, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
+        )
+
+    def keys(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, KV, S, D) -> (n * B, KV, width, D), tile-major."""
+        B, KV, _, D = x.shape
+        x = F.pad(x, (0, 0, self.front, self.tail))[:, :, self.first :]
+        return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
+
+    def fold_keys(self, g: torch.Tensor) -> torch.Tensor:
+        """(n * B, KV, width, D) -> (B, KV, S, D), the adjoint of ``keys``: sums each key's tiles."""
+        n, block, width = self.n, self.block, self.width
+        _, KV, _, D = g.shape
+        g = g.view(n, self.B, KV, width, D).permute(1, 2, 0, 3, 4)  # (B, KV, n, width, D)
+        chunks = -(-width // block)
+        buf = g.new_zeros(self.B, KV, n + chunks - 1, block, D)
+        # tile i's keys [j * block, (j + 1) * block) are block i + j of the padded keys; summed in the
+        # order unfold's backward sums them, so gradients equal autograd's through the tiling bit for bit
+        for j in reversed(range(chunks)):
+            w = min(block, width - j * block)
+            buf[:, :, j : j + n, :w] += g[:, :, :, j * block : j * block + w]
+        flat = buf.view(self.B, KV, -1, D)  # the padded keys from `first`
+        shift = self.front - self.first  # key s is flat[s + shift]
+        return F.pad(flat, (0, 0, -shift, self.S - flat.shape[2] + shift))
+
+    def untile(self, y: torch.Tensor) -> torch.Tensor:
+        """(n * B, H, block, D) -> (B, H, T, D)."""
+        _, H, _, D = y.shape
+        return y.view(self.n, self.B, H, self.block, D).permute(1, 2, 0, 3, 4).reshape(self.B, H, -1, D)[:, :, : self.T]
+
+    def masks(self, doc_ids: torch.Tensor | None, device: torch.device) -> list[tuple[slice, torch.Tensor]]:
+        """(rows of the tiled batch, boolean mask) per SDPA call. Without documents, the tiles past
+        the first few (whose keys start before key 0) share one (block, width) band mask, broadcast."""
+        n, B, block, width = self.n, self.B, self.block, self.width
+        rows = torch.arange(block, device=device)[:, None]
+        cols = torch.arange(width, device=device)[None, :]
+        band = (cols >= rows) & (cols < rows + self.window)  # (block, width): causal band of one tile
+        key_index = torch.arange(n, device=device)[:, None] * block + (self.offset - self.window + 1) + cols  # (n, width)
+        allowed = band & (key_index >= 0)[:, None, :]  # (n, block, width)
+        if doc_ids is not None:
+            if self.offset:
+                raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
+            q_doc = F.pad(doc_ids, (0, self.tail), value=-2).view(B, n, block)
+            k_doc = F.pad(F.pad(doc_ids, (self.front, 0), value=-1), (0, self.tail), value=-2)[:, self.first :]
+            allowed = allowed & (q_doc[..., :, None] == k_doc.unfold(1, width, block)[..., None, :])  # (B, n, block, width)
+            return [(slice(0, n * B), allowed.transpose(0, 1).reshape(n * B, 1, block, width))]
+        edge = min(n, -(-self.front // block)) * B  # rows of the tiles that reach before key 0
+        parts = [(slice(0, edge), allowed[: edge // B].repeat_interleave(B, dim=0)[:, None])] if edge else []
+        if edge < n * B:
+            parts.append((slice(edge, n * B), band))
+        return parts
+
+
 def sliding_window_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, doc_ids: torch.Tensor | None = None, block: int = 128
 ) -> torch.Tensor:
-    """Query tiles stacked in the batch dimension: tile i sees the ``block + window - 1`` keys ending
-    at its last row. Without documents, all tiles past the first few (whose keys start before key 0)
-    share one (block, width) band mask, broadcast; the first few run as a separate call."""
-    B, H, T, D = q.shape
-    KV, S = k.shape[1], k.shape[2]
-    offset = S - T  # key index of query 0
-    n = -(-T // block)
-    tail = n * block - T  # padded query rows (discarded)
-    width = block + window - 1
-    front = max(0, window - 1 - offset)  # padded keys before key 0 (masked)
-    first = offset - window + 1 + front  # index, in the padded keys, of tile 0's first key
+    """Query tiles stacked in the batch dimension, one fused SDPA call per mask (``WindowTiles``).
+    On CPU in float32/bfloat16 the backward is ``FusedTileAttention``'s: K and V are kept untiled."""
+    tiles = WindowTiles(q.shape[0], q.shape[2], k.shape[2], window, block)
+    if fused_backward_applies(q, k, v):
+        return FusedTileAttention.apply(q, k, v, tiles, doc_ids)
+    return tiled_sdpa(q, k, v, tiles, doc_ids)
 
-    def tiles(x: torch.Tensor) -> torch.Tensor:  # (B, KV, S, D) -> (n * B, KV, width, D), tile-major
-        x = F.pad(x, (0, 0, front, tail))[:, :, first:]
-        return x.unfold(2, width, block).permute(2, 0, 1, 4, 3).reshape(n * B, KV, width, D)
 
-    q_t = F.pad(q, (0, 0, 0, tail)).view(B, H, n, block, D).permute(2, 0, 1, 3, 4).reshape(n * B, H, block, D)
-    k_t, v_t = tiles(k), tiles(v)
-    rows = torch.arange(block, device=q.device)[:, None]
-    cols = torch.arange(width, device=q.device)[None, :]
-    band = (cols >= rows) & (cols < rows + window)  # (block, width): causal band of one tile
-    key_index = torch.arange(n, device=q.device)[:, None] * block + (offset - window + 1) + cols  # (n, width)
-    allowed = band & (key_index >= 0)[:, None, :]  # (n, block, width)
-    gqa = H != KV
-    if doc_ids is not None:
-        if offset:
-            raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
-        q_doc = F.pad(doc_ids, (0, tail), value=-2).view(B, n, block)
-        k_doc = F.pad(F.pad(doc_ids, (front, 0), value=-1), (0, tail), value=-2)[:, first:].unfold(1, width, block)
-        allowed = allowed & (q_doc[..., :, None] == k_doc[..., None, :])  # (B, n, block, width)
-        mask = allowed.transpose(0, 1).reshape(n * B, 1, block, width)
-        y = F.scaled_dot_product_attention(q_t, k_t, v_t, attn_mask=mask, enable_gqa=gqa)
-    else:
-        edge = min(n, -(-front // block)) * B  # rows of the tiles that reach before key 0
-        mask = allowed[: edge // B].repeat_interleave(B, dim=0)[:, None]
-        parts = (
-            [F.scaled_dot_product_attention(q_t[:edge], k_t[:edge], v_t[:edge], attn_mask=mask, enable_gqa=gqa)] if edge else []
-        )
-        if edge < n * B:
-            parts.append(F.scaled_dot_product_attention(q_t[edge:], k_t[edge:], v_t[edge:], attn_mask=band, enable_gqa=gqa))
-        y = torch.cat(parts) if len(parts) > 1 else parts[0]
-    return y.view(n, B, H, block, D).permute(1, 2, 0, 3, 4).reshape(B, H, n * block, D)[:, :, :T]
+def fused_backward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether ``FusedTileAttention`` can run: the CPU flash kernel, float32 or bfloat16."""
+    return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and k.dtype == v.dtype == q.dtype
+
+
+def tiled_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
+) -> torch.Tensor:
+    """The tiles through ``F.scaled_dot_product_attention``, autograd through the tiling (any device)."""
+    gqa = q.shape[1] != k.shape[1]
+    q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
+    parts = [
+        F.scaled_dot_product_attention(q_t[rows], k_t[rows], v_t[rows], attn_mask=mask, enable_gqa=gqa)
+        for rows, mask in tiles.masks(doc_ids, q.device)
+    ]
+    return tiles.untile(torch.cat(parts) if len(parts) > 1 else parts[0])
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as the additive one the CPU flash kernel takes (0 allowed, -inf not), in ``dtype``."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
+class FusedTileAttention(torch.autograd.Function):
+    """Tiled sliding-window attention through the CPU flash kernel, forward and backward by hand.
+
+    Autograd through the tiling would save the tiled copies of K and V (each key sits in about
+    ``width / block`` = 3 tiles) and the tiled queries. This saves only what full causal SDPA saves —
+    q, k, v, the output and the log-sum-exp — and re-tiles in backward; gradients of the tiled K/V
+    are folded back (``WindowTiles.fold_keys``). Same
+    kernels as ``F.scaled_dot_product_attention``, so results equal the autograd path's."""
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
+    ) -> torch.Tensor:
+        q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
+        outs, lses = [], []
+        for rows, mask in tiles.masks(doc_ids, q.device):
+            out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                q_t[rows], k_t[rows], v_t[rows], 0.0, False, attn_mask=_additive(mask, q.dtype)
+            )
+            outs.append(out)
+            lses.append(lse)
+        y = tiles.untile(torch.cat(outs) if len(outs) > 1 else outs[0])
+        ctx.tiles, ctx.doc_ids = tiles, doc_ids
+        ctx.save_for_backward(q, k, v, y, torch.cat(lses) if len(lses) > 1 else lses[0])
+        return y
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, y, lse = ctx.saved_tensors
+        tiles: WindowTiles = ctx.tiles
+        q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
+        out_t, g_t = tiles.queries(y), tiles.queries(grad_y.contiguous())
+        grads = [], [], []
+        for rows, mask in tiles.masks(ctx.doc_ids, q.device):
+            for acc, g in zip(
+                grads,
+                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                    g_t[rows],
+                    q_t[rows],
+                    k_t[rows],
+                    v_t[rows],
+                    out_t[rows],
+                    lse[rows],
+                    0.0,
+                    False,
+                    attn_mask=_additive(mask, q.dtype),
+                ),
+            ):
+                acc.append(g)
+        gq_t, gk_t, gv_t = (torch.cat(g) if len(g) > 1 else g[0] for g in grads)
+        gq, gk, gv = tiles.untile(gq_t), tiles.fold_keys(gk_t), tiles.fold_keys(gv_t)
+        return gq, gk, gv, None, None
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import archpool.model.local_attention as la
 from archpool.model.config import ModelConfig
 from archpool.model.local_attention import LocalMask, document_starts, local_attention, local_attention_probs
 from archpool.model.model import Decoder
@@ -179,3 +182,70 @@ def test_blockwise_probabilities_after_cached_keys(window):
     want = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1)
     torch.testing.assert_close(probs, want, **TOL)
     torch.testing.assert_close(y, dense_reference(q, k, v, mask), **TOL)
+
+
+# --- the fused backward (CPU flash kernel, K/V kept untiled) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "B,H,KV,T,S,window,block,with_docs",
+    [
+        (2, 4, 4, 37, 37, 5, 8, False),
+        (2, 4, 1, 64, 64, 16, 8, False),
+        (3, 4, 2, 19, 27, 5, 4, False),
+        (2, 4, 2, 53, 53, 6, 8, True),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_backward_equals_autograd_through_the_tiles_bitwise(B, H, KV, T, S, window, block, with_docs, dtype):
+    q, k, v = (x.detach().to(dtype).requires_grad_() for x in qkv(B, H, KV, T, S=S, seed=11))
+    doc_ids = docs(B, T, seed=12) if with_docs else None
+    tiles = la.WindowTiles(B, T, S, window, block)
+    assert la.fused_backward_applies(q, k, v)
+    w = torch.randn(B, H, T, q.shape[-1]).to(dtype)
+    got = la.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
+    want = la.tiled_sdpa(q, k, v, tiles, doc_ids)
+    assert torch.equal(got, want)
+    for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v))):
+        assert torch.equal(a, b)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    T=st.integers(1, 40),
+    extra=st.integers(0, 12),
+    window=st.integers(1, 20),
+    block=st.integers(1, 12),
+    KV=st.sampled_from([1, 2]),
+)
+def test_fold_keys_is_the_adjoint_of_tiling(T, extra, window, block, KV):
+    # <keys(x), g> == <x, fold_keys(g)> for every x and g: fold_keys sums exactly the tiles each key is in
+    tiles = la.WindowTiles(2, T, T + extra, window, block)
+    g = torch.Generator().manual_seed(T * 1000 + extra)
+    x = torch.randn(2, KV, T + extra, 3, generator=g, dtype=torch.float64)
+    gt = torch.randn(tiles.n * 2, KV, tiles.width, 3, generator=g, dtype=torch.float64)
+    folded = tiles.fold_keys(gt)
+    assert folded.shape == x.shape
+    torch.testing.assert_close((tiles.keys(x) * gt).sum(), (x * folded).sum())
+
+
+def saved_bytes(fn) -> int:
+    """Bytes of the distinct tensors autograd saves for backward while ``fn`` runs."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(seen.values())
+
+
+def test_fused_backward_saves_no_more_than_full_causal_attention():
+    # the training-memory target: a windowed layer holds for backward what a full causal one holds
+    q, k, v = qkv(2, 4, 2, 256, D=16, seed=13)
+    full = saved_bytes(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    fused = saved_bytes(lambda: local_attention(q, k, v, LocalMask(32), block=16))
+    through_tiles = saved_bytes(lambda: la.tiled_sdpa(q, k, v, la.WindowTiles(2, 256, 256, 32, 16), None))
+    assert fused <= full < through_tiles
