@@ -88,11 +88,18 @@ class TextListSource:
 
 
 class GeneratorSource:
-    """A ``DocumentSource`` from a function ``make(seed) -> Iterator[str]``."""
+    """A ``DocumentSource`` from a function ``make(seed) -> Iterator[str]``. With a ``cache_key`` (a
+    digest of everything ``make`` depends on besides the seed and tokenizer), the streams cache its
+    documents across runs (``archpool.data.generated``)."""
 
-    def __init__(self, name: str, make: Callable[[int], Iterable[str]]):
+    def __init__(self, name: str, make: Callable[[int], Iterable[str]], cache_key: str | None = None):
         self.name = name
         self._make = make
+        self.cache_key = cache_key
+
+    def with_cache_key(self, cache_key: str | None) -> GeneratorSource:
+        """The same documents under another cache key (None: never cached)."""
+        return GeneratorSource(self.name, self._make, cache_key)
 
     def documents(self, seed: int) -> Iterator[str]:
         return iter(self._make(seed))

@@ -35,6 +35,7 @@ ordinary pretraining data, packed at the extension length. ``validation_set`` /
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from archpool.data.generated import MAX_CACHED_TOKENS, GeneratedCache, GeneratedPrefix
 from archpool.data.store import Store
 from archpool.errors import ConfigError, DataError
 
@@ -100,27 +102,51 @@ class GeneratedStream:
 
     A source may yield text or token documents (an object with ``ids`` and ``scored``, one flag per
     token: is it a training target?). Token documents skip the tokenizer, and their unscored tokens
-    (e.g. MQAR's random keys and filler) get no loss: dense supervision on the answers only."""
+    (e.g. MQAR's random keys and filler) get no loss: dense supervision on the answers only.
 
-    def __init__(self, source, tokenizer, seed: int, *, stream_id: int = 0):
+    With a ``cache`` (``archpool.data.generated``), the documents another stream already generated
+    for this source and seed are read from it, and what this stream generates from document 0 is
+    recorded and written back: when the recording doubles what the cache holds, and on ``flush()``."""
+
+    def __init__(self, source, tokenizer, seed: int, *, stream_id: int = 0, cache: GeneratedCache | None = None):
         self.source, self.tokenizer, self.seed = source, tokenizer, int(seed)
         self.id_base = stream_id << _STREAM_BITS
+        self.cache = cache
         self._reset()
 
     def _reset(self) -> None:
-        self._it = iter(self.source.documents(self.seed))
         self._base = 0  # global offset of self._toks[0]
         self._toks = np.empty(0, dtype=np.int64)
         self._ids = np.empty(0, dtype=np.int64)
         self._scored = np.empty(0, dtype=bool)
         self._n_docs = 0
+        prefix = self.cache.load(self.seed) if self.cache is not None else None
+        self._saved = 0 if prefix is None else prefix.n_tokens  # tokens the cache holds
+        self._record: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = [] if self.cache is not None else None
+        self._recorded = 0
+        if prefix is not None:
+            self._toks, self._ids, self._scored = prefix.toks, self.id_base + prefix.doc_index(), prefix.scored
+            self._n_docs = len(prefix.ends)
+            self._record = (
+                [(prefix.toks, prefix.scored, np.diff(prefix.ends, prepend=0))] if prefix.n_tokens < MAX_CACHED_TOKENS else None
+            )
+            self._recorded = prefix.n_tokens
+        self._it: Iterator | None = None  # the source's documents after the first self._n_docs, made on demand
+
+    def _documents(self) -> Iterator:
+        if self._it is None:  # past a cached prefix, the source replays it once to get there
+            self._it = itertools.islice(iter(self.source.documents(self.seed)), self._n_docs, None)
+        return self._it
 
     def _extend(self, need_end: int) -> None:
         tparts, iparts, sparts = [self._toks], [self._ids], [self._scored]
         end = self._base + len(self._toks)
+        if end >= need_end:
+            return
+        docs = self._documents()
         while end < need_end:
             try:
-                text = next(self._it)
+                text = next(docs)
             except StopIteration:
                 raise DataError(f"extra source {self.source.name}: ran out of documents; make documents(seed) infinite") from None
             if isinstance(text, str):
@@ -129,13 +155,37 @@ class GeneratedStream:
             else:  # a token document: ids + per-token target flags; its EOS is not a target
                 ids = [*text.ids, self.tokenizer.eos_id]
                 scored = np.append(np.asarray(text.scored, dtype=bool), False)
-            tparts.append(np.asarray(ids, dtype=np.int64))
+            toks = np.asarray(ids, dtype=np.int64)
+            tparts.append(toks)
             iparts.append(np.full(len(ids), self.id_base + self._n_docs, dtype=np.int64))
             sparts.append(scored)
             self._n_docs += 1
             end += len(ids)
+            self._remember(toks, scored)
         self._toks, self._ids = np.concatenate(tparts), np.concatenate(iparts)
         self._scored = np.concatenate(sparts)
+        if self._record is not None and self._recorded >= 2 * max(self._saved, 1 << 14):
+            self.flush()
+
+    def _remember(self, toks: np.ndarray, scored: np.ndarray) -> None:
+        """Record a generated document for the cache, up to ``MAX_CACHED_TOKENS``."""
+        if self._record is None:
+            return
+        if self._recorded + len(toks) > MAX_CACHED_TOKENS:
+            self.flush()
+            self._record = None
+            return
+        self._record.append((toks, scored, np.array([len(toks)])))
+        self._recorded += len(toks)
+
+    def flush(self) -> None:
+        """Write what this stream generated from document 0 to the cache, if it is more than it holds."""
+        if self.cache is None or not self._record or self._recorded <= self._saved:
+            return
+        toks, scored, lens = (np.concatenate(part) for part in zip(*self._record))
+        self._record = [(toks, scored, lens)]
+        self.cache.save(self.seed, GeneratedPrefix(toks, np.cumsum(lens), scored))
+        self._saved = self._recorded
 
     def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if start < self._base:
@@ -183,6 +233,12 @@ class MixedStream:
         ch = self._block(b)
         c = int(ch[i])
         return c, int(self._prefix[b][c] + np.count_nonzero(ch[:i] == c))
+
+    def flush(self) -> None:
+        """Write the generated components' documents to their caches."""
+        for c in self.components:
+            if hasattr(c, "flush"):
+                c.flush()
 
     def read(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         toks = np.empty(n, dtype=np.int64)
@@ -235,6 +291,11 @@ class _Batches:
         self.batch_index = start_tokens // per_batch
         self.settings = settings
 
+    def flush(self) -> None:
+        """Write generated task documents to their cache (at the end of training; also done as they grow)."""
+        if hasattr(self.stream, "flush"):
+            self.stream.flush()
+
     @property
     def position(self) -> int:
         """Tokens consumed by the whole job so far (all ranks)."""
@@ -277,8 +338,9 @@ class _Batches:
         return b
 
 
-def _with_extras(main, main_share: float, extra, tokenizer, seq_len: int, mix_unit: int | None, seed: int, first_id: int):
-    """``main`` alone, or a ``MixedStream`` of ``main`` and the extra sources at their shares."""
+def _with_extras(main, main_share: float, extra, store: Store, seq_len: int, mix_unit: int | None, seed: int, first_id: int):
+    """``main`` alone, or a ``MixedStream`` of ``main`` and the extra sources at their shares. A source
+    with a ``cache_key`` caches its documents under the store (``archpool.data.generated``)."""
     extra = list(extra or [])
     if not extra:
         return main, []
@@ -292,7 +354,9 @@ def _with_extras(main, main_share: float, extra, tokenizer, seq_len: int, mix_un
             raise ConfigError("extra", f"{src!r} is not a DocumentSource (needs documents(seed))")
         if not 0 < share < 1:
             raise ConfigError("extra", f"share of {getattr(src, 'name', src)!r} must be in (0, 1), got {share}")
-        comps.append(GeneratedStream(src, tokenizer, seed + 1000 + i, stream_id=first_id + i))
+        key = getattr(src, "cache_key", None)
+        cache = GeneratedCache(store.path / "generated", key, store.tokenizer_hash) if key else None
+        comps.append(GeneratedStream(src, store.tokenizer, seed + 1000 + i, stream_id=first_id + i, cache=cache))
         shares.append(share)
         names.append([getattr(src, "name", f"extra{i}"), share])
     if shares[0] <= 0:
@@ -321,7 +385,7 @@ class PretrainStream(_Batches):
     ):
         main = DocStream(store, store.docs("train"), seed, stream_id=0)
         share = 1.0 - sum(s for _, s in extra)
-        stream, names = _with_extras(main, share, extra, store.tokenizer if extra else None, seq_len, mix_unit, seed, 1)
+        stream, names = _with_extras(main, share, extra, store, seq_len, mix_unit, seed, 1)
         super().__init__(
             stream,
             seq_len,
@@ -402,9 +466,7 @@ class ExtensionStream(_Batches):
             shares.append(short_share)
         main = MixedStream(comps, shares, mix_unit or seq_len, seed) if len(comps) > 1 else comps[0]
         extra_share = sum(s for _, s in extra)
-        stream, names = _with_extras(
-            main, 1.0 - extra_share, extra, store.tokenizer if extra else None, seq_len, mix_unit, seed + 7, 2
-        )
+        stream, names = _with_extras(main, 1.0 - extra_share, extra, store, seq_len, mix_unit, seed + 7, 2)
         super().__init__(
             stream,
             seq_len,

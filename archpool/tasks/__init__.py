@@ -14,9 +14,12 @@ answers each, not prompt + answer samples: ``dense_documents`` makes them for ev
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
@@ -385,3 +388,16 @@ def training_documents(
         i += 1
         made += 1
         yield s.prompt + s.target
+
+
+def training_documents_key(
+    task_names: Sequence[str], length_range: tuple[int, int], params: dict[str, dict[str, Any]] | None = None
+) -> str:
+    """What ``training_documents`` output depends on besides seed and tokenizer: the tasks, their
+    parameters and lengths, and the task code itself (every ``archpool/tasks`` source file), so
+    that editing a generator invalidates documents cached from it."""
+    code = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        code.update(path.name.encode() + b"\0" + path.read_bytes())
+    spec = {"tasks": list(task_names), "length_range": list(length_range), "params": params or {}}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=repr).encode() + code.digest()).hexdigest()

@@ -17,7 +17,7 @@ from archpool.data.store import Store, prepare
 from archpool.data.streams import ExtensionStream, PretrainStream
 from archpool.errors import ConfigError
 from archpool.runtime import process_rank
-from archpool.tasks import training_documents
+from archpool.tasks import training_documents, training_documents_key
 from archpool.train.data import Batch, BatchStream, RankSlicedStream, SyntheticSource
 from archpool.train.distributed import barrier
 
@@ -31,7 +31,11 @@ def task_mix(section: DataSection, split: str, tokenizer) -> tuple[list, int | N
     if share <= 0:
         return [], None
     names, params = list(mix.names), mix.params
-    source = GeneratorSource("tasks", lambda seed: training_documents(names, None, seed, length_range, tokenizer, params))
+    source = GeneratorSource(
+        "tasks",
+        lambda seed: training_documents(names, None, seed, length_range, tokenizer, params),
+        cache_key=training_documents_key(names, length_range, params),
+    )
     return [(source, share)], mix_unit
 
 
@@ -68,6 +72,10 @@ class DataStageStream:
             self._rows = [{k: v[i : i + self.micro] for k, v in b.items()} for i in range(0, n, self.micro)]
         r = self._rows.pop(0)
         return Batch(r["input_ids"], r["labels"], r.get("doc_ids"))
+
+    def flush(self) -> None:
+        """Write the generated task documents to their cross-run cache."""
+        self.stream.flush()
 
     def state_dict(self) -> dict[str, Any]:
         if self._rows:

@@ -33,6 +33,7 @@ from archpool.model.model import Decoder
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
 from archpool.train.config import TrainConfig
+from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream
 from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.stability import stability_score
@@ -232,6 +233,7 @@ class Trainer:
             for step in range(start_step, self.total_steps):
                 idx, first = self._stage_at(step)
                 if idx != stage_idx:
+                    _flush_generated(stream, info)
                     stage_idx, stream = idx, self._stream(self.stages[idx], info)
                 stage = self.stages[stage_idx]
                 accum = tcfg.accumulation_steps(stage.seq_len, info.world_size)
@@ -289,6 +291,7 @@ class Trainer:
                 is_last = done == self.total_steps
                 milestone = done in tcfg.milestones
                 if is_last or milestone or done % tcfg.ckpt_every == 0:
+                    _flush_generated(stream, info)
                     self._save(
                         wrapped, optimizer, done, losses, stage_idx, stream.state_dict(), info, milestone=milestone, final=is_last
                     )
@@ -382,6 +385,12 @@ def _strict(record: dict[str, Any]) -> str:
             for k in RESUME_TOLERANT:
                 rec[section].pop(k, None)
     return sha256_json(rec)
+
+
+def _flush_generated(stream: BatchStream, info: D.DistInfo) -> None:
+    """Write the stream's generated task documents to their cross-run cache (rank 0: all ranks hold the same)."""
+    if info.is_main and hasattr(stream, "flush"):
+        stream.flush()
 
 
 def _rng_state(info: D.DistInfo) -> dict[str, Any]:

@@ -1,0 +1,96 @@
+"""A cross-run cache of generated documents (synthetic tasks), next to the data store.
+
+Generating task documents is Python work per document; every run of a pool that shares a seed
+would otherwise rebuild the same documents. A ``GeneratedStream`` whose source has a ``cache_key``
+(a digest of everything the documents depend on: task names, parameters, lengths and the task
+code) keeps what it generated, from document 0, and writes it here; the next stream with the same
+key, tokenizer and seed reads that prefix instead of generating it, and generates only beyond it.
+The tokens are the same bytes either way (``tests/data/test_generated_cache.py``).
+
+Files are ``<dir>/<digest>-<seed>.npz`` holding ``toks`` (int32), ``ends`` (each document's end
+offset, EOS included) and ``scored`` (bool), written to a temporary file and renamed, so readers
+never see half a file and concurrent writers only ever replace a prefix by a longer one. A file
+that cannot be read is ignored (and regenerated); a directory that cannot be written disables
+the writes with one warning — training never fails because of this cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAX_CACHED_TOKENS = 1 << 24  # per (key, seed): 16M tokens, ~90 MB on disk and in memory while recording
+
+
+@dataclass(frozen=True)
+class GeneratedPrefix:
+    """The first ``len(ends)`` documents of a source: tokens, document end offsets, target flags."""
+
+    toks: np.ndarray
+    ends: np.ndarray
+    scored: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.ends[-1]) if len(self.ends) else 0
+
+    def doc_index(self) -> np.ndarray:
+        """Per token, the index of its document."""
+        return np.repeat(np.arange(len(self.ends), dtype=np.int64), np.diff(self.ends, prepend=0))
+
+
+class GeneratedCache:
+    """Prefixes of one source's documents, per seed, under ``directory``."""
+
+    def __init__(self, directory: str | Path, key: str, tokenizer_hash: str):
+        self.directory = Path(directory)
+        self.digest = hashlib.sha256(f"{key}\0{tokenizer_hash}".encode()).hexdigest()[:20]
+        self.writable = True
+
+    def path(self, seed: int) -> Path:
+        return self.directory / f"{self.digest}-{int(seed)}.npz"
+
+    def load(self, seed: int) -> GeneratedPrefix | None:
+        """The cached prefix for ``seed``, or None when there is none or it cannot be read."""
+        p = self.path(seed)
+        if not p.exists():
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                prefix = GeneratedPrefix(z["toks"].astype(np.int64), z["ends"].astype(np.int64), z["scored"].astype(bool))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return None
+        ok = len(prefix.toks) == len(prefix.scored) == prefix.n_tokens and bool((np.diff(prefix.ends, prepend=0) > 0).all())
+        return prefix if ok else None
+
+    def cached_tokens(self, seed: int) -> int:
+        """Tokens in the cached prefix for ``seed`` (0 if none)."""
+        prefix = self.load(seed)
+        return prefix.n_tokens if prefix is not None else 0
+
+    def save(self, seed: int, prefix: GeneratedPrefix) -> bool:
+        """Write ``prefix`` unless the cache already holds as many tokens; True if written."""
+        if not self.writable or prefix.n_tokens <= self.cached_tokens(seed):
+            return False
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".npz")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    np.savez(f, toks=prefix.toks.astype(np.int32), ends=prefix.ends, scored=prefix.scored)
+                os.replace(tmp, self.path(seed))
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        except OSError as e:
+            self.writable = False
+            warnings.warn(f"{self.directory}: generated documents are not cached ({e})", stacklevel=2)
+            return False
+        return True
