@@ -14,11 +14,15 @@ source that yields no documents at all.
 
 ``DocumentSource`` is the hook for documents *generated* at training time (synthetic tasks): any
 object with a ``name`` and ``documents(seed) -> Iterator[str]``; the streams mix it in at a share.
+Optionally ``cache_key`` (its documents are cached across runs, ``archpool.data.generated``) and
+``documents_from(seed, start)`` (the same documents from index ``start``, without building the
+ones before: how a stream continues past a cached prefix).
 """
 
 from __future__ import annotations
 
 import glob as globlib
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -92,14 +96,27 @@ class GeneratorSource:
     digest of everything ``make`` depends on besides the seed and tokenizer), the streams cache its
     documents across runs (``archpool.data.generated``)."""
 
-    def __init__(self, name: str, make: Callable[[int], Iterable[str]], cache_key: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        make: Callable[[int], Iterable[str]],
+        cache_key: str | None = None,
+        make_from: Callable[[int, int], Iterable[str]] | None = None,
+    ):
         self.name = name
         self._make = make
+        self._make_from = make_from  # (seed, start) -> documents start, start + 1, ... (faster than skipping)
         self.cache_key = cache_key
 
     def with_cache_key(self, cache_key: str | None) -> GeneratorSource:
         """The same documents under another cache key (None: never cached)."""
-        return GeneratorSource(self.name, self._make, cache_key)
+        return GeneratorSource(self.name, self._make, cache_key, self._make_from)
+
+    def documents_from(self, seed: int, start: int) -> Iterator[str]:
+        """Documents ``start``, ``start + 1``, ... of ``documents(seed)``."""
+        if self._make_from is not None:
+            return iter(self._make_from(seed, start))
+        return itertools.islice(self.documents(seed), start, None)
 
     def documents(self, seed: int) -> Iterator[str]:
         return iter(self._make(seed))

@@ -134,8 +134,11 @@ class GeneratedStream:
         self._it: Iterator | None = None  # the source's documents after the first self._n_docs, made on demand
 
     def _documents(self) -> Iterator:
-        if self._it is None:  # past a cached prefix, the source replays it once to get there
-            self._it = itertools.islice(iter(self.source.documents(self.seed)), self._n_docs, None)
+        if self._it is None:  # past a cached prefix: the source's own skip, else it replays the prefix once
+            if hasattr(self.source, "documents_from"):
+                self._it = iter(self.source.documents_from(self.seed, self._n_docs))
+            else:
+                self._it = itertools.islice(iter(self.source.documents(self.seed)), self._n_docs, None)
         return self._it
 
     def _extend(self, need_end: int) -> None:

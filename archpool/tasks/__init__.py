@@ -349,13 +349,16 @@ def training_documents(
     length_range: tuple[int, int],
     tokenizer: TokenizerLike,
     params: dict[str, dict[str, Any]] | None = None,
+    start: int = 0,
 ) -> Iterator[str | mqar.Document]:
     """Documents in the tasks' formats (prompt + gold answer) for the training mixes; dense tasks
     yield token documents (``ids`` + per-token ``scored`` flags: only their answers are targets).
 
     Seeds come from the ``train`` space (``sample_seed``), disjoint from evaluation's. Each document's
     length is drawn uniformly in ``length_range`` tokens; ``n=None`` yields forever. Lengths too short
-    for a task are skipped (not an error) so one range serves a mix of tasks.
+    for a task are skipped (not an error) so one range serves a mix of tasks. ``start`` skips the
+    first ``start`` documents (documents ``start`` … ``n - 1`` follow); when every task is dense that
+    costs only the length draws (each dense document has its own seed), else they are built and dropped.
     """
     if not task_names:
         raise ConfigError("tasks", "training_documents needs at least one task")
@@ -367,15 +370,22 @@ def training_documents(
     dense = {t: dense_params(t, (params or {}).get(t)) for t in task_names if is_dense(t)}
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
+    all_dense = len(dense) == len(task_names)
     while n is None or made < n:
         name = task_names[i % len(task_names)] if len(task_names) > 1 else task_names[0]
         length = rng.randint(lo, hi)
+        if made < start and all_dense:
+            i += 1
+            made += 1
+            continue
         if name in dense:
             p = dense[name]
             doc_rng = random.Random(sample_seed("train", name, seed, i, 0))
             i += 1
             made += 1
-            yield mqar.make_document(doc_rng, max(length, 8), task_vocab(tokenizer, p), p)
+            doc = mqar.make_document(doc_rng, max(length, 8), task_vocab(tokenizer, p), p)
+            if made > start:
+                yield doc
             continue
         try:
             s = build_sample(name, tokenizer, length, i, seed, (params or {}).get(name), space="train")
@@ -387,7 +397,8 @@ def training_documents(
             continue
         i += 1
         made += 1
-        yield s.prompt + s.target
+        if made > start:
+            yield s.prompt + s.target
 
 
 def training_documents_key(

@@ -35,6 +35,7 @@ def task_mix(section: DataSection, split: str, tokenizer) -> tuple[list, int | N
         "tasks",
         lambda seed: training_documents(names, None, seed, length_range, tokenizer, params),
         cache_key=training_documents_key(names, length_range, params),
+        make_from=lambda seed, start: training_documents(names, None, seed, length_range, tokenizer, params, start=start),
     )
     return [(source, share)], mix_unit
 

@@ -152,3 +152,30 @@ def test_pretrain_batches_are_identical_with_a_warm_cache(tiny_store):
     for a, b, c in zip(plain, cold, warm, strict=True):
         assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], c[k]) for k in a)
     assert any(p.name.endswith("-1004.npz") for p in (tiny_store.path / "generated").iterdir())
+
+
+def test_past_a_partial_prefix_the_source_continues_from_its_own_skip(tmp_path):
+    class SkippingSource(CountingSource):
+        """Documents that can start at any index without building the ones before it."""
+
+        def documents(self, seed: int):
+            return self.documents_from(seed, 0)
+
+        def documents_from(self, seed: int, start: int):
+            i = start
+            while True:
+                rng = np.random.default_rng([seed, i])
+                n = int(rng.integers(3, 40))
+                self.made += 1
+                yield SimpleNamespace(ids=rng.integers(5, 200, n).tolist(), scored=(rng.random(n) < 0.3).tolist())
+                i += 1
+
+    want = reads(stream(tmp_path, SkippingSource(None)), SPANS)
+    first = stream(tmp_path, SkippingSource())
+    first.read(0, 600)
+    first.flush()
+    n_cached = len(GeneratedCache(tmp_path / "generated", "k1", "tok").load(3).ends)
+    src = SkippingSource()
+    assert equal(reads(stream(tmp_path, src), SPANS), want)
+    total_docs = len(np.unique(np.concatenate([r[1] for r in want])))
+    assert src.made <= total_docs - n_cached + 2  # only the documents past the prefix were made

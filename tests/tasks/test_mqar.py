@@ -167,3 +167,27 @@ def test_documents_are_byte_identical_to_the_recorded_generator():
             d = make_document(random.Random(seed), 128 + 3 * seed, vocab, params)
             h.update(repr((d.ids, [tuple(vars(a).values()) for a in d.answers])).encode())
     assert h.hexdigest() == "e0a76c7831f6de67b9fdc48e4173b2e09ca6e2d88c2e5c27d50533c2a921a21d"
+
+
+@pytest.mark.parametrize("names", [["mqar"], ["mqar", "kv_recall"]])
+def test_training_documents_from_start_are_the_tail_of_the_whole_sequence(names, tiny_tokenizer, monkeypatch):
+    import itertools
+
+    import archpool.tasks as tasks
+
+    params = {"mqar": {"n_keys": 24, "n_values": 16}}
+
+    def docs(**kw):
+        out = list(training_documents(names, 14, 3, (64, 96), tiny_tokenizer, params, **kw))
+        return [d if isinstance(d, str) else (d.ids, d.scored) for d in out]
+
+    whole = docs()
+    assert len(whole) == 14
+    for start in (0, 1, 5, 13, 14):
+        assert docs(start=start) == whole[start:]
+    # all dense: the skipped documents are never built
+    built = []
+    real = tasks.mqar.make_document
+    monkeypatch.setattr(tasks.mqar, "make_document", lambda *a, **k: built.append(1) or real(*a, **k))
+    list(itertools.islice(training_documents(["mqar"], None, 3, (64, 96), tiny_tokenizer, params, start=100), 2))
+    assert len(built) == 2
