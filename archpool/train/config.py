@@ -79,7 +79,7 @@ class TrainConfig:
     seed: int = 0
     compile: bool = False
     attn_impl: str = "auto"  # auto: flex on CUDA when attention is masked (SWA, intra-doc), else sdpa
-    dtype: str = "auto"  # auto: bfloat16 autocast on CUDA, float32 on CPU
+    dtype: str = "auto"  # auto: bfloat16 autocast on CUDA, and on a bf16 CPU at d_model >= 256 (train/precision.py)
     decay_embeddings: bool = False
     decay_norms: bool = False
     intra_doc_mask: bool = False

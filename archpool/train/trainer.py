@@ -36,6 +36,7 @@ from archpool.train.config import TrainConfig
 from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream
 from archpool.train.optim import LRSchedule, build_optimizer, set_lr
+from archpool.train.precision import resolve_dtype
 from archpool.train.stability import stability_score
 
 RUN_RECORD = "run_config.json"
@@ -138,9 +139,8 @@ class Trainer:
         D.barrier()
 
     def _autocast(self, device: torch.device):
-        dtype = self.tcfg.dtype
-        if dtype == "auto":
-            dtype = "bfloat16" if device.type == "cuda" else "float32"
+        dtype = resolve_dtype(self.tcfg.dtype, device.type, self.cfg.d_model)
+        self.metadata = {**self.metadata, "dtype": dtype}  # recorded with every checkpoint
         if dtype == "float32":
             return contextlib.nullcontext, False
         return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), True
