@@ -267,25 +267,90 @@ def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(new, idx, torch.zeros_like(idx)).cummax(dim=1).values
 
 
+def document_tiles(doc_ids: torch.Tensor, block: int) -> list[tuple[int, int, int]]:
+    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start."""
+    T = doc_ids.shape[1]
+    starts = document_starts(doc_ids)[:, ::block].amin(dim=0).tolist()
+    return [(i * block, min(T, (i + 1) * block), lo) for i, lo in enumerate(starts)]
+
+
+def document_mask(doc_ids: torch.Tensor, s: int, e: int, lo: int) -> torch.Tensor:
+    """(B, 1, e - s, e - lo): causal and same-document, for queries [s, e) over keys [lo, e)."""
+    pos = torch.arange(lo, e, device=doc_ids.device)
+    causal = pos[s - lo :, None] >= pos[None, :]
+    return (causal & (doc_ids[:, s:e, None] == doc_ids[:, None, lo:e]))[:, None]
+
+
 def document_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, block: int = 128
 ) -> torch.Tensor:
-    """Causal attention within documents, tile by tile: each tile sees keys from its earliest document's start."""
+    """Causal attention within documents, tile by tile (``document_tiles``). On CPU in float32/bfloat16
+    the backward is ``FusedDocumentAttention``'s: no per-tile masks or key copies held for backward."""
     B, H, T, D = q.shape
     if k.shape[2] != T:
         raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
-    starts = document_starts(doc_ids)[:, ::block].amin(dim=0).tolist()
-    pos = torch.arange(T, device=q.device)
-    out = []
-    for i, lo in enumerate(starts):
-        s, e = i * block, min(T, (i + 1) * block)
-        allowed = (pos[s:e, None] >= pos[None, lo:e]) & (doc_ids[:, s:e, None] == doc_ids[:, None, lo:e])
-        out.append(
+    tiles = document_tiles(doc_ids, block)
+    if fused_backward_applies(q, k, v):
+        return FusedDocumentAttention.apply(q, k, v, doc_ids, tiles)
+    gqa = k.shape[1] != H
+    return torch.cat(
+        [
             F.scaled_dot_product_attention(
-                q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], attn_mask=allowed[:, None], enable_gqa=k.shape[1] != H
+                q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], attn_mask=document_mask(doc_ids, s, e, lo), enable_gqa=gqa
             )
-        )
-    return torch.cat(out, dim=2)
+            for s, e, lo in tiles
+        ],
+        dim=2,
+    )
+
+
+class FusedDocumentAttention(torch.autograd.Function):
+    """``document_attention`` through the CPU flash kernel with a hand-written backward: saves q, k, v,
+    the output and the log-sum-exp (what full causal SDPA saves) and rebuilds each tile's mask in
+    backward, where autograd through the tiles would hold every tile's float mask (T²/2 in all)."""
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, tiles: list
+    ) -> torch.Tensor:
+        outs, lses = [], []
+        for s, e, lo in tiles:
+            out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                q[:, :, s:e],
+                k[:, :, lo:e],
+                v[:, :, lo:e],
+                0.0,
+                False,
+                attn_mask=_additive(document_mask(doc_ids, s, e, lo), q.dtype),
+            )
+            outs.append(out)
+            lses.append(lse)
+        y = torch.cat(outs, dim=2)
+        ctx.tiles = tiles
+        ctx.save_for_backward(q, k, v, doc_ids, y, torch.cat(lses, dim=2))
+        return y
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, doc_ids, y, lse = ctx.saved_tensors
+        grad_y = grad_y.contiguous()
+        gq, gk, gv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        for s, e, lo in ctx.tiles:
+            a, b, c = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+                grad_y[:, :, s:e],
+                q[:, :, s:e],
+                k[:, :, lo:e],
+                v[:, :, lo:e],
+                y[:, :, s:e],
+                lse[:, :, s:e],
+                0.0,
+                False,
+                attn_mask=_additive(document_mask(doc_ids, s, e, lo), q.dtype),
+            )
+            gq[:, :, s:e] = a
+            gk[:, :, lo:e] += b
+            gv[:, :, lo:e] += c
+        return gq, gk, gv, None, None
 
 
 def local_attention_probs(
@@ -308,7 +373,7 @@ def local_attention_probs(
     groups = H // KV
     scale = math.sqrt(D)
     probs = q.new_zeros(B, H, T, S) if return_probs else None
-    starts = document_starts(mask.doc_ids)[:, ::block].amin(dim=0).tolist() if mask.doc_ids is not None else None
+    starts = [lo for _, _, lo in document_tiles(mask.doc_ids, block)] if mask.doc_ids is not None else None
     pos = torch.arange(S, device=q.device)
     out = []
     for i, s in enumerate(range(0, T, block)):

@@ -249,3 +249,20 @@ def test_fused_backward_saves_no_more_than_full_causal_attention():
     fused = saved_bytes(lambda: local_attention(q, k, v, LocalMask(32), block=16))
     through_tiles = saved_bytes(lambda: la.tiled_sdpa(q, k, v, la.WindowTiles(2, 256, 256, 32, 16), None))
     assert fused <= full < through_tiles
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_the_autograd_path_other_devices_take_matches_dense_mask(window):
+    # float64 is not the CPU flash kernel's: the tiles go through SDPA and autograd, as on GPU without flex
+    q, k, v = (x.detach().double().requires_grad_() for x in qkv(2, 4, 2, 53, seed=14))
+    assert not la.fused_backward_applies(q, k, v)
+    check_forward_backward(q, k, v, LocalMask(window, docs(2, 53, seed=15)), 8)
+    check_forward_backward(q, k, v, LocalMask(5), 8)
+
+
+def test_fused_document_backward_saves_no_more_than_full_causal_attention():
+    q, k, v = qkv(2, 4, 2, 512, D=16, seed=16)
+    full = saved_bytes(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    for doc_ids in (torch.zeros(2, 512, dtype=torch.long), docs(2, 512, seed=17)):
+        fused = saved_bytes(lambda d=doc_ids: local_attention(q, k, v, LocalMask(None, d), block=32))
+        assert fused <= full + doc_ids.nbytes  # + the document ids, to rebuild the tile masks
