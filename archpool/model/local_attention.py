@@ -14,6 +14,12 @@ Queries are always the last ``T`` positions of the ``S`` keys (``S > T`` with a 
 The result is exact: each query sees the same keys with the same softmax as with the dense mask.
 ``local_attention_probs`` is the same tiling written out (the eager path), returning probabilities
 for analysis without ever holding a T×S score matrix in flight.
+
+On CPU (float32, bfloat16) both tilings run the flash kernel directly, with a hand-written backward
+(``FusedTileAttention``, ``FusedDocumentAttention``): a windowed or document-masked layer then holds
+for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp), where autograd
+through the tiles would keep the tiled copies of K and V or every tile's mask. Results are the same
+bits as autograd's. Other devices (and float64) take the autograd path.
 """
 
 from __future__ import annotations
@@ -201,6 +207,26 @@ def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
+def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The CPU flash kernel under a boolean ``mask``: the output and the log-sum-exp (what its backward needs)."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=_additive(mask, q.dtype))
+
+
+def _flash_grad(
+    grad: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    mask: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The CPU flash kernel's backward: gradients of q, k and v."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad, q, k, v, out, lse, 0.0, False, attn_mask=_additive(mask, q.dtype)
+    )
+
+
 class FusedTileAttention(torch.autograd.Function):
     """Tiled sliding-window attention through the CPU flash kernel, forward and backward by hand.
 
@@ -217,9 +243,7 @@ class FusedTileAttention(torch.autograd.Function):
         q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
         outs, lses = [], []
         for rows, mask in tiles.masks(doc_ids, q.device):
-            out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                q_t[rows], k_t[rows], v_t[rows], 0.0, False, attn_mask=_additive(mask, q.dtype)
-            )
+            out, lse = _flash(q_t[rows], k_t[rows], v_t[rows], mask)
             outs.append(out)
             lses.append(lse)
         y = tiles.untile(torch.cat(outs) if len(outs) > 1 else outs[0])
@@ -235,20 +259,7 @@ class FusedTileAttention(torch.autograd.Function):
         out_t, g_t = tiles.queries(y), tiles.queries(grad_y.contiguous())
         grads = [], [], []
         for rows, mask in tiles.masks(ctx.doc_ids, q.device):
-            for acc, g in zip(
-                grads,
-                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                    g_t[rows],
-                    q_t[rows],
-                    k_t[rows],
-                    v_t[rows],
-                    out_t[rows],
-                    lse[rows],
-                    0.0,
-                    False,
-                    attn_mask=_additive(mask, q.dtype),
-                ),
-            ):
+            for acc, g in zip(grads, _flash_grad(g_t[rows], q_t[rows], k_t[rows], v_t[rows], out_t[rows], lse[rows], mask)):
                 acc.append(g)
         gq_t, gk_t, gv_t = (torch.cat(g) if len(g) > 1 else g[0] for g in grads)
         gq, gk, gv = tiles.untile(gq_t), tiles.fold_keys(gk_t), tiles.fold_keys(gv_t)
@@ -315,14 +326,7 @@ class FusedDocumentAttention(torch.autograd.Function):
     ) -> torch.Tensor:
         outs, lses = [], []
         for s, e, lo in tiles:
-            out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                q[:, :, s:e],
-                k[:, :, lo:e],
-                v[:, :, lo:e],
-                0.0,
-                False,
-                attn_mask=_additive(document_mask(doc_ids, s, e, lo), q.dtype),
-            )
+            out, lse = _flash(q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], document_mask(doc_ids, s, e, lo))
             outs.append(out)
             lses.append(lse)
         y = torch.cat(outs, dim=2)
@@ -336,16 +340,9 @@ class FusedDocumentAttention(torch.autograd.Function):
         grad_y = grad_y.contiguous()
         gq, gk, gv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
         for s, e, lo in ctx.tiles:
-            a, b, c = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                grad_y[:, :, s:e],
-                q[:, :, s:e],
-                k[:, :, lo:e],
-                v[:, :, lo:e],
-                y[:, :, s:e],
-                lse[:, :, s:e],
-                0.0,
-                False,
-                attn_mask=_additive(document_mask(doc_ids, s, e, lo), q.dtype),
+            mask = document_mask(doc_ids, s, e, lo)
+            a, b, c = _flash_grad(
+                grad_y[:, :, s:e], q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], y[:, :, s:e], lse[:, :, s:e], mask
             )
             gq[:, :, s:e] = a
             gk[:, :, lo:e] += b
