@@ -91,6 +91,7 @@ class WindowTiles:
     S: int
     window: int
     block: int
+    chunk_rows: int = 4096  # query rows per kernel call in the fused path (``chunks``)
 
     @property
     def n(self) -> int:
@@ -116,34 +117,61 @@ class WindowTiles:
     def first(self) -> int:  # index, in the padded keys, of tile 0's first key
         return self.offset - self.window + 1 + self.front
 
+    def padded_queries(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, D) -> (B, H, n * block, D)."""
+        return F.pad(x, (0, 0, 0, self.tail))
+
+    def padded_keys(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, KV, S, D) -> the keys from tile 0's first, padded: (B, KV, (n - 1) * block + width, D)."""
+        return F.pad(x, (0, 0, self.front, self.tail))[:, :, self.first :]
+
+    def query_tiles(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of padded queries: ((t1 - t0) * B, H, block, D), tile-major."""
+        B, H, _, D = xp.shape
+        x = xp[:, :, t0 * self.block : t1 * self.block]
+        return x.reshape(B, H, t1 - t0, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
+
+    def key_tiles(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of padded keys: ((t1 - t0) * B, KV, width, D), tile-major."""
+        B, KV, _, D = xp.shape
+        x = xp[:, :, t0 * self.block : (t1 - 1) * self.block + self.width]
+        return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
+
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
-        B, H, _, D = x.shape
-        return (
-            F.pad(x, (0, 0, 0, self.tail)).view(B, H, self.n, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
-        )
+        return self.query_tiles(self.padded_queries(x), 0, self.n)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
         """(B, KV, S, D) -> (n * B, KV, width, D), tile-major."""
-        B, KV, _, D = x.shape
-        x = F.pad(x, (0, 0, self.front, self.tail))[:, :, self.first :]
-        return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
+        return self.key_tiles(self.padded_keys(x), 0, self.n)
+
+    def fold_buffer(self, like: torch.Tensor) -> torch.Tensor:
+        """Zeros to ``fold_into``: the padded keys as (B, KV, blocks, block, D)."""
+        return like.new_zeros(self.B, like.shape[1], self.n + -(-self.width // self.block) - 1, self.block, like.shape[-1])
+
+    def fold_into(self, buf: torch.Tensor, g: torch.Tensor, t0: int, t1: int) -> None:
+        """Add the gradients ``g`` of key tiles ``[t0, t1)`` ((t1 - t0) * B, KV, width, D) to ``buf``.
+        Tile i's keys [j * block, (j + 1) * block) are block i + j of the padded keys; each key's
+        tiles are summed in ascending tile order, as ``unfold``'s backward sums them, so gradients
+        equal autograd's through the tiling bit for bit (chunks must come in ascending order)."""
+        block, width = self.block, self.width
+        KV, D = g.shape[1], g.shape[-1]
+        g = g.view(t1 - t0, self.B, KV, width, D).permute(1, 2, 0, 3, 4)  # (B, KV, tiles, width, D)
+        for j in reversed(range(-(-width // block))):
+            w = min(block, width - j * block)
+            buf[:, :, t0 + j : t1 + j, :w] += g[:, :, :, j * block : j * block + w]
+
+    def folded(self, buf: torch.Tensor) -> torch.Tensor:
+        """A ``fold_buffer`` -> (B, KV, S, D): the gradient of each key."""
+        flat = buf.view(self.B, buf.shape[1], -1, buf.shape[-1])  # the padded keys from `first`
+        shift = self.front - self.first  # key s is flat[s + shift]
+        return F.pad(flat, (0, 0, -shift, self.S - flat.shape[2] + shift))
 
     def fold_keys(self, g: torch.Tensor) -> torch.Tensor:
         """(n * B, KV, width, D) -> (B, KV, S, D), the adjoint of ``keys``: sums each key's tiles."""
-        n, block, width = self.n, self.block, self.width
-        _, KV, _, D = g.shape
-        g = g.view(n, self.B, KV, width, D).permute(1, 2, 0, 3, 4)  # (B, KV, n, width, D)
-        chunks = -(-width // block)
-        buf = g.new_zeros(self.B, KV, n + chunks - 1, block, D)
-        # tile i's keys [j * block, (j + 1) * block) are block i + j of the padded keys; summed in the
-        # order unfold's backward sums them, so gradients equal autograd's through the tiling bit for bit
-        for j in reversed(range(chunks)):
-            w = min(block, width - j * block)
-            buf[:, :, j : j + n, :w] += g[:, :, :, j * block : j * block + w]
-        flat = buf.view(self.B, KV, -1, D)  # the padded keys from `first`
-        shift = self.front - self.first  # key s is flat[s + shift]
-        return F.pad(flat, (0, 0, -shift, self.S - flat.shape[2] + shift))
+        buf = self.fold_buffer(g)
+        self.fold_into(buf, g, 0, self.n)
+        return self.folded(buf)
 
     def untile(self, y: torch.Tensor) -> torch.Tensor:
         """(n * B, H, block, D) -> (B, H, T, D)."""
@@ -171,6 +199,23 @@ class WindowTiles:
         if edge < n * B:
             parts.append((slice(edge, n * B), band))
         return parts
+
+    def chunks(self, doc_ids: torch.Tensor | None, device: torch.device) -> list[list[tuple[int, int, torch.Tensor]]]:
+        """Runs of tiles of at most ``chunk_rows`` query rows (all of the batch), in ascending order:
+        what the fused path holds in flight, whatever T. Each run is its ``(t0, t1, mask)`` kernel
+        calls (``masks`` cut to the run: edge tiles and band tiles take different masks)."""
+        per = max(1, self.chunk_rows // (self.B * self.block))
+        parts = [(rows.start // self.B, rows.stop // self.B, mask) for rows, mask in self.masks(doc_ids, device)]
+        out = []
+        for c0 in range(0, self.n, per):
+            c1 = min(self.n, c0 + per)
+            run = []
+            for first, last, mask in parts:
+                t0, t1 = max(c0, first), min(c1, last)
+                if t0 < t1:
+                    run.append((t0, t1, mask if mask.dim() == 2 else mask[(t0 - first) * self.B : (t1 - first) * self.B]))
+            out.append(run)
+        return out
 
 
 def sliding_window_attention(
@@ -240,12 +285,13 @@ class FusedTileAttention(torch.autograd.Function):
     def forward(
         ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
     ) -> torch.Tensor:
-        q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
+        qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
         outs, lses = [], []
-        for rows, mask in tiles.masks(doc_ids, q.device):
-            out, lse = _flash(q_t[rows], k_t[rows], v_t[rows], mask)
-            outs.append(out)
-            lses.append(lse)
+        for run in tiles.chunks(doc_ids, q.device):
+            for t0, t1, mask in run:
+                out, lse = _flash(tiles.query_tiles(qp, t0, t1), tiles.key_tiles(kp, t0, t1), tiles.key_tiles(vp, t0, t1), mask)
+                outs.append(out)
+                lses.append(lse)
         y = tiles.untile(torch.cat(outs) if len(outs) > 1 else outs[0])
         ctx.tiles, ctx.doc_ids = tiles, doc_ids
         ctx.save_for_backward(q, k, v, y, torch.cat(lses) if len(lses) > 1 else lses[0])
@@ -255,15 +301,29 @@ class FusedTileAttention(torch.autograd.Function):
     def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, y, lse = ctx.saved_tensors
         tiles: WindowTiles = ctx.tiles
-        q_t, k_t, v_t = tiles.queries(q), tiles.keys(k), tiles.keys(v)
-        out_t, g_t = tiles.queries(y), tiles.queries(grad_y.contiguous())
-        grads = [], [], []
-        for rows, mask in tiles.masks(ctx.doc_ids, q.device):
-            for acc, g in zip(grads, _flash_grad(g_t[rows], q_t[rows], k_t[rows], v_t[rows], out_t[rows], lse[rows], mask)):
-                acc.append(g)
-        gq_t, gk_t, gv_t = (torch.cat(g) if len(g) > 1 else g[0] for g in grads)
-        gq, gk, gv = tiles.untile(gq_t), tiles.fold_keys(gk_t), tiles.fold_keys(gv_t)
-        return gq, gk, gv, None, None
+        B = tiles.B
+        qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
+        yp, gp = tiles.padded_queries(y), tiles.padded_queries(grad_y)
+        gq, gk, gv = [], tiles.fold_buffer(k), tiles.fold_buffer(v)
+        for run in tiles.chunks(ctx.doc_ids, q.device):
+            dk, dv = [], []
+            for t0, t1, mask in run:
+                a, b, c = _flash_grad(
+                    tiles.query_tiles(gp, t0, t1),
+                    tiles.query_tiles(qp, t0, t1),
+                    tiles.key_tiles(kp, t0, t1),
+                    tiles.key_tiles(vp, t0, t1),
+                    tiles.query_tiles(yp, t0, t1),
+                    lse[t0 * B : t1 * B],
+                    mask,
+                )
+                gq.append(a)
+                dk.append(b)
+                dv.append(c)
+            c0, c1 = run[0][0], run[-1][1]  # one fold per run (as one unfold's backward would sum them)
+            tiles.fold_into(gk, torch.cat(dk) if len(dk) > 1 else dk[0], c0, c1)
+            tiles.fold_into(gv, torch.cat(dv) if len(dv) > 1 else dv[0], c0, c1)
+        return tiles.untile(torch.cat(gq) if len(gq) > 1 else gq[0]), tiles.folded(gk), tiles.folded(gv), None, None
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:

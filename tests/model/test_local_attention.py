@@ -197,10 +197,15 @@ def test_blockwise_probabilities_after_cached_keys(window):
     ],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_fused_backward_equals_autograd_through_the_tiles_bitwise(B, H, KV, T, S, window, block, with_docs, dtype):
+@pytest.mark.parametrize("tiles_per_call", [None, 1, 3])  # None: all tiles in one kernel call
+def test_fused_backward_equals_autograd_through_the_tiles_bitwise(
+    B, H, KV, T, S, window, block, with_docs, dtype, tiles_per_call
+):
     q, k, v = (x.detach().to(dtype).requires_grad_() for x in qkv(B, H, KV, T, S=S, seed=11))
     doc_ids = docs(B, T, seed=12) if with_docs else None
-    tiles = la.WindowTiles(B, T, S, window, block)
+    rows = 1 << 20 if tiles_per_call is None else tiles_per_call * B * block
+    tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=rows)
+    assert len(tiles.chunks(doc_ids, q.device)) == (1 if tiles_per_call is None else -(-tiles.n // tiles_per_call))
     assert la.fused_backward_applies(q, k, v)
     w = torch.randn(B, H, T, q.shape[-1]).to(dtype)
     got = la.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
