@@ -71,6 +71,10 @@ def pays_off(T: int, mask: LocalMask, block: int | None = None) -> bool:
     return 3 * (block or default_block(mask.window)) <= T
 
 
+# Opaque to torch.compile: a per-block compiled graph breaks around the tiles. Traced, the hand-written
+# backwards made the extension's recompile at a new length (dynamic shapes) take 40-110 s in every run
+# of the demo pool instead of a few seconds from inductor's cache; eager tiles cost the same per step.
+@torch.compiler.disable
 def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LocalMask, block: int | None = None) -> torch.Tensor:
     """Attention of ``q`` (B, H, T, D) over ``k``/``v`` (B, KV, S, D) under ``mask``; (B, H, T, D)."""
     block = block or default_block(mask.window)
