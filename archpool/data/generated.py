@@ -71,13 +71,19 @@ class GeneratedCache:
         return prefix if ok else None
 
     def cached_tokens(self, seed: int) -> int:
-        """Tokens in the cached prefix for ``seed`` (0 if none)."""
-        prefix = self.load(seed)
-        return prefix.n_tokens if prefix is not None else 0
+        """Tokens in the cached prefix for ``seed`` (0 if none or unreadable); reads only its ``ends``."""
+        try:
+            with np.load(self.path(seed), allow_pickle=False) as z:
+                ends = z["ends"]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return 0
+        return int(ends[-1]) if len(ends) else 0
 
     def save(self, seed: int, prefix: GeneratedPrefix) -> bool:
         """Write ``prefix`` unless the cache already holds as many tokens; True if written."""
-        if not self.writable or prefix.n_tokens <= self.cached_tokens(seed):
+        if not self.writable:
+            return False
+        if prefix.n_tokens <= self.cached_tokens(seed) and self.load(seed) is not None:  # a valid, longer one stays
             return False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
