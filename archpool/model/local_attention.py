@@ -234,7 +234,8 @@ def sliding_window_attention(
 
 
 def fused_backward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether ``FusedTileAttention`` can run: the CPU flash kernel, float32 or bfloat16."""
+    """Whether the hand-written backwards (``FusedTileAttention``, ``FusedDocumentAttention``) can run:
+    the CPU flash kernel, float32 or bfloat16."""
     return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and k.dtype == v.dtype == q.dtype
 
 

@@ -138,9 +138,8 @@ class Trainer:
                 atomic_write_json(path, self.record)
         D.barrier()
 
-    def _autocast(self, device: torch.device):
-        dtype = resolve_dtype(self.tcfg.dtype, device.type, self.cfg.d_model)
-        self.metadata = {**self.metadata, "dtype": dtype}  # recorded with every checkpoint
+    @staticmethod
+    def _autocast(dtype: str, device: torch.device):
         if dtype == "float32":
             return contextlib.nullcontext, False
         return (lambda: torch.autocast(device.type, dtype=torch.bfloat16)), True
@@ -191,7 +190,9 @@ class Trainer:
         elif self.init_state is not None:
             model.load_state_dict(self.init_state)
         model.to(info.device)
-        autocast, bf16 = self._autocast(info.device)
+        dtype = resolve_dtype(tcfg.dtype, info.device.type, self.cfg.d_model)
+        self.metadata = {**self.metadata, "dtype": dtype}  # recorded with every checkpoint
+        autocast, bf16 = self._autocast(dtype, info.device)
         mode = D.resolve_mode(tcfg.parallel, info)
         wrapped = D.parallelize(model, mode, info, compile=tcfg.compile, bf16=bf16 and mode == "fsdp")
         optimizer = build_optimizer(
