@@ -62,6 +62,28 @@ def test_all_ignored_and_no_grad():
     torch.testing.assert_close(loss, _reference(h, w, t)[0], rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("chunk_rows", [3, None])
+def test_ignored_rows_are_never_scored(chunk_rows):
+    """Answer-only batches: the head multiplies only scored rows (counted in FLOPs), and the loss and
+    both gradients still equal full-logits cross-entropy, with exact zeros on the ignored rows."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    h, w, t = _problem(n=40, d=16, vocab=50)
+    t[:] = -100
+    t[[3, 17, 18, 39]] = torch.tensor([1, 0, 49, 7])
+    ref_loss, ref_gh, ref_gw = _reference(h, w, t)
+    with FlopCounterMode(display=False) as every_row:
+        linear_cross_entropy(h, w, t.masked_fill(t == -100, 2), chunk_rows=chunk_rows)
+    with FlopCounterMode(display=False) as counter:
+        loss = linear_cross_entropy(h, w, t, chunk_rows=chunk_rows)
+    assert counter.get_total_flops() * 10 == every_row.get_total_flops() > 0  # 4 rows of 40
+    gh, gw = torch.autograd.grad(loss * 0.37, (h, w))
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(gh, ref_gh, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(gw, ref_gw, rtol=1e-5, atol=1e-6)
+    assert not gh[t == -100].any()
+
+
 def test_bf16_autocast_is_close_to_float32():
     h, w, t = _problem(n=64, d=32, vocab=100)
     ref_loss, ref_gh, ref_gw = _reference(h, w, t)
