@@ -6,7 +6,8 @@ float32). For each chunk of rows it computes the logits into one reused buffer, 
 same pass, the gradients with respect to ``hidden`` and ``weight``: softmax minus one-hot, multiplied
 back through the head. Backward only scales those stored gradients. On a CPU this removes the
 log-softmax backward, the zero-filled NLL gradient and the page faults of a fresh logits-sized tensor
-per step (bench/results/train.md); on a GPU it removes the logits' memory.
+per step (bench/results/train.md); on a GPU it removes the logits' memory. Rows whose target is
+ignored (-100) never reach the head: answer-only task documents ignore most of a batch.
 """
 
 from __future__ import annotations
