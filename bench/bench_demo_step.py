@@ -10,8 +10,8 @@ logged figure over the windows after ``--skip`` steps (compilation and the first
 data, logging and checkpoints included, as in a pool run. The base tree is a ``git worktree`` of
 ``--base-ref`` imported through ``PYTHONPATH``; both use this venv, the same data store and a warm
 inductor cache. ``head-cold`` is this tree with the task-document cache moved aside (the first run
-of each seed), ``head`` with it warm (the other runs of that seed). Both trees must reach the same
-losses: the computation is the same up to float rounding.
+of each seed), ``head`` with it warm (the other runs of that seed). The final logged losses are
+recorded beside the times: the computation is the same up to float rounding.
 """
 
 from __future__ import annotations
