@@ -32,22 +32,11 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from archpool.data.section import DataSection
-    from archpool.data.store import prepare
-    from archpool.data.streams import PretrainStream
+    from demo_stream import demo_streams
+
     from archpool.model.model import Decoder
-    from archpool.pool.spec import load_pool
-    from archpool.train.data_stage import task_mix
 
-    pool = load_pool("demo")
-    section = DataSection.from_dict(pool.data)
-    store = prepare(section.data, progress=False, log=lambda *a, **k: None)
-    ((source, share),) = task_mix(section, "pretrain", store.tokenizer)[0]
-    mix_unit = section.tasks.mix_unit
-
-    def stream(cached: bool):
-        src = source.with_cache_key(source.cache_key if cached else None)
-        return PretrainStream(store, 128, 32, 0, extra=[(src, share)], mix_unit=mix_unit)
+    pool, stream = demo_streams()
 
     writer = stream(cached=True)
     want = [next(writer) for _ in range(args.batches + 1)]
