@@ -15,6 +15,9 @@ against these ceilings.
   fraction of the peak. ``mm only``: the step's matmul FLOPs (``torch.utils.flop_counter``) over
   the time its ``mm`` kernels take by themselves (profiler self time) — what the matmuls reach
   inside the step.
+- **free elementwise** (the tiny step, eager): RoPE replaced by the identity and each RMSNorm by
+  its weight alone, interleaved with the real step. The ratio bounds what fusing those elementwise
+  chains could give.
 - **free attention** (the ``base`` size, olmo3 family, W 256, forward under ``no_grad``): the full
   causal model against the same model whose attention returns V without computing anything. Their
   ratio bounds any attention speed-up of the whole forward, sliding windows included.
@@ -99,6 +102,40 @@ def tiny_shapes() -> list[tuple[int, int, int]]:
     return fwd + grads
 
 
+def free_elementwise(rounds: int) -> dict:
+    from bench_train import _data, build, make_step
+
+    import archpool.model.model as M
+
+    rope, norm = M.apply_rope, M.RMSNorm.forward
+    model, loss_of = build("archpool", "tiny")
+    step = make_step(model, loss_of)
+    data = _data("tiny", 12)
+    cases = ("real", "no RoPE", "norms = weight", "neither")
+
+    def ms_per_step(case: str) -> float:
+        M.apply_rope = rope if case in ("real", "norms = weight") else (lambda x, cos, sin: x)
+        M.RMSNorm.forward = norm if case in ("real", "no RoPE") else (lambda self, x: x * self.weight)
+        try:
+            t = time.perf_counter()
+            for tokens in data:
+                step(tokens)
+            return (time.perf_counter() - t) / len(data) * 1e3
+        finally:
+            M.apply_rope, M.RMSNorm.forward = rope, norm
+
+    for case in cases:
+        ms_per_step(case)
+    ms: dict[str, list[float]] = {c: [] for c in cases}
+    for _ in range(rounds):
+        for case in cases:
+            ms[case].append(ms_per_step(case))
+    return {
+        c: {"ms": statistics.median(v), "ceiling": statistics.median([a / b for a, b in zip(ms["real"], v)])}
+        for c, v in ms.items()
+    }
+
+
 def free_attention(T: int, rounds: int) -> dict:
     import archpool.model.model as M
     from archpool.model.config import ModelConfig
@@ -127,19 +164,12 @@ def free_attention(T: int, rounds: int) -> dict:
     return {"T": T, "full_s": min(full), "free_attention_s": min(free), "ceiling": min(full) / min(free)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-
+def matmul_part(steps: int, out: dict) -> None:
+    """The matmul peak, and the tiny step's fraction of it (eager and compiled), into ``out``."""
     square = {f"{n}^3": max(matmul_gflops(n, n, n, calls=5) for _ in range(2)) for n in (512, 1024, 2048)}
     shapes = {f"{m}x{k}x{n}": matmul_gflops(m, k, n, calls=30) for m, k, n in tiny_shapes()}
     peak = max([*square.values(), *shapes.values()])
-    out = {"threads": 1, "mm_peak_gflops": peak, "square_gflops": square, "tiny_mm_shapes_gflops": shapes}
+    out.update(mm_peak_gflops=peak, square_gflops=square, tiny_mm_shapes_gflops=shapes)
     print(
         f"matmul peak (best of all shapes, 1 thread): {peak:.0f} GFLOP/s; square: "
         + ", ".join(f"{k} {v:.0f}" for k, v in square.items())
@@ -147,7 +177,7 @@ def main() -> int:
     for shape, g in shapes.items():
         print(f"  mm {shape}: {g:.0f} GFLOP/s ({g / peak:.0%} of peak)")
     for compiled in (False, True):
-        r = tiny_step(compiled, args.steps)
+        r = tiny_step(compiled, steps)
         r["fraction_of_peak"] = r["gflops"] / peak
         r["mm_only_fraction_of_peak"] = r["mm_only_gflops"] / peak
         name = "tiny_compiled" if compiled else "tiny_eager"
@@ -157,13 +187,37 @@ def main() -> int:
             f"{r['gflops']:.0f} GFLOP/s = {r['fraction_of_peak']:.0%} of peak; its mm kernels alone "
             f"{r['mm_ms']:.1f} ms = {r['mm_only_gflops']:.0f} GFLOP/s = {r['mm_only_fraction_of_peak']:.0%}"
         )
-    out["free_attention"] = []
-    for T in args.lengths:
-        r = free_attention(T, args.rounds)
-        out["free_attention"].append(r)
-        print(
-            f"base forward T={T}: full {r['full_s']:.3f} s, attention free {r['free_attention_s']:.3f} s: ceiling {r['ceiling']:.2f}x"
-        )
+
+
+PARTS = ("matmul", "elementwise", "attention")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    out: dict = {"threads": 1}
+    if "matmul" in args.parts:
+        matmul_part(args.steps, out)
+    if "elementwise" in args.parts:
+        out["free_elementwise"] = free_elementwise(max(args.rounds, 8))
+        for case, r in out["free_elementwise"].items():
+            print(f"tiny eager step, {case}: {r['ms']:.1f} ms, ceiling {r['ceiling']:.2f}x")
+    if "attention" in args.parts:
+        out["free_attention"] = []
+        for T in args.lengths:
+            r = free_attention(T, args.rounds)
+            out["free_attention"].append(r)
+            print(
+                f"base forward T={T}: full {r['full_s']:.3f} s, attention free {r['free_attention_s']:.3f} s: "
+                f"ceiling {r['ceiling']:.2f}x"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
