@@ -6,8 +6,9 @@ from __future__ import annotations
 class ConfigError(ValueError):
     """An invalid configuration value; the message starts with the offending field."""
 
-    def __init__(self, field: str, message: str):
-        self.field = field if field.isprintable() else repr(field)  # a key with control characters stays one line
+    def __init__(self, field: object, message: str):
+        # a YAML key may be null, a number or carry control characters: name it on one line all the same
+        self.field = field if isinstance(field, str) and field.isprintable() else repr(field)
         super().__init__(f"{self.field}: {message}")
 
 

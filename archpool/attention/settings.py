@@ -36,7 +36,7 @@ class Settings:
     def from_dict(cls, d: dict[str, Any] | None) -> Settings:
         d = dict(d or {})
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
+        unknown = sorted(set(d) - known, key=str)
         if unknown:
             raise ConfigError(f"attention.{unknown[0]}", f"unknown setting; allowed: {', '.join(sorted(known))}")
         settings = cls(**d)

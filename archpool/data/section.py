@@ -78,7 +78,7 @@ class TaskMix:
         if not isinstance(d, dict):
             raise ConfigError(prefix, "must be a mapping with names, share, length_range, ...")
         known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known))
+        unknown = sorted(set(d) - set(known), key=str)
         if unknown:
             raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown key; allowed: {', '.join(known)}")
         names = d.get("names")
@@ -125,7 +125,7 @@ class SyntheticData:
         d = d or {}
         if not isinstance(d, dict):
             raise ConfigError(prefix, "a mapping (seed, mean_doc_len, noise, vocab_size) or empty")
-        unknown = sorted(set(d) - set(SYNTHETIC_KEYS))
+        unknown = sorted(set(d) - set(SYNTHETIC_KEYS), key=str)
         if unknown:
             raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(SYNTHETIC_KEYS)}")
         return cls(
@@ -157,7 +157,7 @@ class DataSection:
             raise ConfigError(prefix, f"must be a mapping, got {type(d).__name__}")
         raw = copy.deepcopy(d)
         if "synthetic" in d:
-            extra = sorted(set(d) - {"synthetic", "seed"})
+            extra = sorted(set(d) - {"synthetic", "seed"}, key=str)
             if extra:
                 raise ConfigError(f"{prefix}.{extra[0]}", "the synthetic stream takes no data-stage or task settings")
             return cls(

@@ -105,7 +105,7 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if isinstance(self.rope, dict):
             known = [f.name for f in dataclasses.fields(RopeConfig)]
-            unknown = sorted(set(self.rope) - set(known))
+            unknown = sorted(set(self.rope) - set(known), key=str)
             if unknown:
                 raise ConfigError(f"rope.{unknown[0]}", f"unknown RoPE field; allowed: {', '.join(known)}")
             self.rope = RopeConfig(**self.rope)
@@ -227,7 +227,7 @@ class ModelConfig:
             size = data.pop("size", "tiny")
             return cls.preset(name, size=size, **data)
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
             raise ConfigError(unknown[0], f"unknown model config field; allowed: {', '.join(sorted(known))}")
         return cls(**data)

@@ -204,7 +204,7 @@ def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int]
 
 
 def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
-    unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+    unknown = sorted(set(data) - TOP_LEVEL_KEYS, key=str)
     if unknown:
         raise ConfigError(unknown[0], f"unknown pool field; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
     name = check_name("name", data.get("name"))  # the pool's directory under out/

@@ -26,7 +26,7 @@ ATTN_IMPLS = ("auto", "sdpa", "flex")
 
 def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
         raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(known))}")
 
@@ -294,7 +294,7 @@ class RunConfig:
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         if not isinstance(data, dict):
             raise ConfigError("run", "expected a mapping with sections model, data, train, extension")
-        unknown = sorted(set(data) - {"model", "data", "train", "extension", "name", "description"})
+        unknown = sorted(set(data) - {"model", "data", "train", "extension", "name", "description"}, key=str)
         if unknown:
             raise ConfigError(unknown[0], "unknown section; allowed: model, data, train, extension")
         if not isinstance(data.get("model"), dict):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from archpool.cli import main
@@ -156,6 +156,8 @@ def test_mutated_pools_plan_or_fail_with_a_named_error(pool):
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=200))
+@example("?")  # a null key: {None: None}
+@example("?\n1: 2\n")  # keys of mixed types: {None: None, 1: 2}
 def test_arbitrary_pool_files_are_shown_or_refused_in_one_line(tmp_path_factory, text):
     path = tmp_path_factory.mktemp("fuzz") / "pool.yaml"
     path.write_text(text)
