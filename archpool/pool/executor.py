@@ -23,21 +23,24 @@ def split_threads(jobs: int, cores: int | None = None) -> int:
     return max(1, cores // max(1, jobs))
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     """Linux: the worker gets SIGKILL when the `archpool run` process dies, so a killed pool leaves
-    no orphan computing a stage behind the re-run's back."""
+    no orphan computing a stage behind the re-run's back. A parent that died while this interpreter
+    was starting (before the request) sends no signal: the worker then exits at once."""
     try:
         import ctypes
         import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
-        pass
+        return
+    if os.getppid() != parent_pid:
+        os._exit(1)
 
 
-def worker_main(out: str, run: str, threads: int) -> None:
+def worker_main(out: str, run: str, threads: int, parent_pid: int) -> None:
     """Entry point of a local worker process (spawned: a fresh interpreter per run)."""
-    _die_with_parent()
+    _die_with_parent(parent_pid)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     # the run's log gets everything its stages print (progress bars, warnings, tracebacks)
@@ -79,7 +82,7 @@ class LocalExecutor:
         while pending or active:
             while pending and len(active) < self.jobs:
                 run = pending.pop(0)
-                proc = ctx.Process(target=worker_main, args=(str(out), run, threads), name=f"archpool-{run}")
+                proc = ctx.Process(target=worker_main, args=(str(out), run, threads, os.getpid()), name=f"archpool-{run}")
                 proc.start()
                 active.append(_Handle(run=run, proc=proc))
             for h in list(active):

@@ -50,7 +50,8 @@ def test_sigkill_mid_pool_then_rerun_resumes_without_recomputing(tmp_path):
     while time.time() < deadline:
         done_pretrain = [e for e in read_events(out) if e["kind"] == "done" and e["stage"] == "pretrain"]
         key = _interrupted(out)
-        if done_pretrain and key:
+        # kill with at least 3 of its 8 steps (0.45 s) to go, so it cannot finish before the signal lands
+        if done_pretrain and key and max((s[2] for s in _steps_log(out) if s[1] == key), default=-1) < 5:
             break
         time.sleep(0.05)
     assert key, "the pool never reached a finished pretrain plus one in progress"
@@ -90,3 +91,16 @@ def test_sigkill_mid_pool_then_rerun_resumes_without_recomputing(tmp_path):
     r = run_cli("run", str(pool), "--out", str(out), "--no-progress")
     assert r.returncode == 0
     assert not [e for e in read_events(out)[n_events:] if e["kind"] == "start"]
+
+
+def test_a_worker_whose_parent_died_before_it_started_exits_at_once():
+    """The death signal is requested only once the spawned interpreter runs; a pool killed before
+    that must not leave the worker computing: it sees a different parent and exits."""
+    import sys
+
+    code = "import os; from archpool.pool.executor import _die_with_parent; _die_with_parent(os.getppid() + 1); print('ran')"
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 1 and "ran" not in r.stdout
+    code = "import os; from archpool.pool.executor import _die_with_parent; _die_with_parent(os.getppid()); print('ran')"
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ran"
