@@ -25,6 +25,27 @@ BASE_PREFIX = "base_"
 # ``[base_]<metric>@<length>[_pre|_post]``, the length an integer of two or more digits
 LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
 SUITE_COLUMNS = ("tiny", "ruler", "helmet")
+# an extension ladder: ``<metric>#ext<N>`` after N steps of extension, ``<metric>#ladder_mean`` over the rungs
+RUNG_SEP = "#"
+LADDER_MEAN = "ladder_mean"
+
+
+def rung_label(budget: int) -> str:
+    """The suffix label of a ladder rung: ``ext5`` after 5 extension steps (``ext0``: the RoPE change alone)."""
+    return f"ext{int(budget)}"
+
+
+def split_rung(column: str) -> tuple[str, str]:
+    """``(stem, label)`` of a ladder column: ``("mqar_acc@1024[d>128]", "ext5")`` for
+    ``mqar_acc@1024[d>128]#ext5``; ``(column, "")`` for a column without a rung suffix."""
+    stem, sep, label = column.partition(RUNG_SEP)
+    return (stem, label) if sep else (column, "")
+
+
+def rung_budget(label: str) -> int | None:
+    """The extension steps of a rung label (``ext5`` → 5); None for ``ladder_mean`` or anything else."""
+    m = re.fullmatch(r"ext(\d+)", label)
+    return int(m[1]) if m else None
 
 
 def is_pre_extension(column: str) -> bool:

@@ -8,7 +8,14 @@ Models (all OLS with an intercept, 95% CIs from statsmodels, LOO R² from scikit
 - ``swa_x_gqa``: ``four_axes`` plus the swa·gqa product (the regression form of the paper's interaction);
 - every other numeric metric column as a single predictor (the paper's table 2), on the runs that have it.
 
-Constant predictors are dropped from a model (listed in ``dropped_constant``).
+Constant predictors are dropped from a model (listed in ``dropped_constant``). When the distinct
+configurations are not a full factorial over the varying features (``factorial`` false), the four-axis
+fits are kept as predictors (R²) only and marked ``not factorial: pairwise effects only``.
+
+Extension (:mod:`archpool.analysis.extension`, :mod:`archpool.analysis.mastery`): ``mastery`` (per run
+flags, per arm mean mastery accuracy with a t-interval and mastered fraction with a Wilson interval),
+``extension_effects`` (pre, post and difference-in-differences effects per single-feature arm) and
+``remedy`` (other extension recipes against the primary one); None / empty without their columns.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ import numpy as np
 import pandas as pd
 
 from archpool.analysis import effects as fx
+from archpool.analysis import extension as ext
 from archpool.analysis import stats
+from archpool.analysis.mastery import MASTERY_COLUMNS, MASTERY_METRIC, mastery_metric
 from archpool.analysis.table import (
     ENTROPY_COLUMNS,
     SINK_COLUMNS,
+    ConstantTargetError,
     TableError,
     default_short_ctx,
     features,
@@ -32,7 +42,7 @@ from archpool.analysis.table import (
     is_design,
     metric_columns,
 )
-from archpool.columns import LENGTH_RE, is_pre_extension
+from archpool.columns import LADDER_MEAN, LENGTH_RE, RUNG_SEP, is_pre_extension, split_rung
 from archpool.study import FEATURES
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
@@ -40,7 +50,7 @@ MIN_RUNS = 3
 
 
 # measured on the pretrained model (or during pretraining) whatever their names say
-PRE_COLUMNS = ("pretrain_loss", "stability")
+PRE_COLUMNS = ("pretrain_loss", "stability", *MASTERY_COLUMNS)
 
 
 def phase(column: str) -> str:
@@ -69,13 +79,27 @@ def pre_extension(predictors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def length_columns(df: pd.DataFrame) -> dict[str, dict[str, dict[int, str]]]:
-    """Score-by-context-length columns: ``{metric: {"pre" | "post": {length: column}}}``."""
+    """Score-by-context-length columns: ``{metric: {"pre" | "post": {length: column}}}``.
+
+    An extension ladder's rung columns (``<metric>@<length>#ext<N>``) are not length columns; where a metric
+    has no plain post-extension column at a length, its ``#ladder_mean`` column stands for "post"."""
     out: dict[str, dict[str, dict[int, str]]] = {}
+    ladder: dict[str, dict[int, str]] = {}
     for c in metric_columns(df):
-        m = LENGTH_RE.match(c)
-        if m:
-            ph = m["phase"] or ("pre" if m["base"] else "post")
-            out.setdefault(m["metric"], {}).setdefault(ph, {})[int(m["length"])] = c
+        stem, rung = split_rung(c)
+        m = LENGTH_RE.match(stem)
+        if not m:
+            continue
+        if rung:
+            if rung == LADDER_MEAN and not m["base"] and m["phase"] is None:
+                ladder.setdefault(m["metric"], {})[int(m["length"])] = c
+            continue
+        ph = m["phase"] or ("pre" if m["base"] else "post")
+        out.setdefault(m["metric"], {}).setdefault(ph, {})[int(m["length"])] = c
+    for metric, cols in ladder.items():
+        post = out.setdefault(metric, {}).setdefault("post", {})
+        for length, c in cols.items():
+            post.setdefault(length, c)
     return {k: {p: dict(sorted(v.items())) for p, v in d.items()} for k, d in sorted(out.items())}
 
 
@@ -139,7 +163,7 @@ def analyze(
         )
     y = d[target].astype(float)
     if y.nunique() < 2:
-        raise TableError(f"column {target!r}: the target is constant over the {len(d)} runs", column=target)
+        raise ConstantTargetError(f"column {target!r}: the target is constant over the {len(d)} runs", column=target)
     for c in covariates:
         if d[c].isna().any():
             i = int(np.flatnonzero(d[c].isna())[0])
@@ -152,8 +176,9 @@ def analyze(
         "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y)},
     }
     skipped = []
+    stem = split_rung(target)[0]
     for c in metric_columns(d):
-        if c == target or c in covariates:
+        if c == target or c in covariates or split_rung(c)[0] == stem:  # the target's own ladder rungs explain nothing
             continue
         x = d[c].astype(float)
         ok = x.notna()
@@ -166,6 +191,12 @@ def analyze(
 
     inter_X = f[list(FEATURES)].assign(swa_x_gqa=f["swa"] * f["gqa"])
     interaction_fit = stats.fit_multi(inter_X, y)
+
+    factorial = ext.is_factorial(d, short)
+    if not factorial:
+        for name in ("four_axes", "four_axes_kv_ratio"):
+            predictors[name]["note"] = ext.NOT_FACTORIAL
+    mmetric = mastery_metric(target, df.columns) or MASTERY_METRIC
 
     c = fx.cells(d, target, short, tuple(covariates))
     noise = fx.spread(d, target, c)
@@ -196,8 +227,17 @@ def analyze(
         "confounds": None,
         "attention": _attention(d, f, y, target),
         "by_length": length_columns(df),
+        "factorial": factorial,
+        "mastery": ext.mastery_summary(d, short, mmetric),
+        "extension_effects": ext.extension_effects(df, target, short, mmetric),
+        "remedy": ext.remedy(df, target, short, mmetric),
         "notes": _notes(d, f, noise, ps),
     }
+    if not factorial:
+        result["notes"].append(
+            f"{ext.NOT_FACTORIAL}: the distinct configurations are not a full factorial over the varying features, "
+            "so the four-axis regression is kept as a predictor (R²) only, not read as effects"
+        )
     if covariates:
         covars = stats.design_with_covariates(d, covariates)
         result["confounds"] = stats.confound_check(f["feature_count"], y, covars)
@@ -391,7 +431,9 @@ def format_text(r: dict[str, Any]) -> str:
         )
     for name in ("four_axes", "four_axes_kv_ratio"):
         p = r["predictors"][name]
-        if p.get("coefs"):
+        if p.get("coefs") and not r.get("factorial", True):
+            out += ["", f"{name}: {ext.NOT_FACTORIAL} (coefficients not shown)"]
+        elif p.get("coefs"):
             out += ["", f"{name}: coefficients (intercept {_n(p['intercept'])})"]
             out += _table(
                 ["term", "coef", "se", "95% CI", "p"],
@@ -465,7 +507,75 @@ def format_text(r: dict[str, Any]) -> str:
             out.append(
                 f"attention entropy ({a['entropy_column']}) vs target: R² {_n(a['entropy_vs_target'].get('r2'), '{:.3f}')}"
             )
+    out += format_extension(r)
     if r["failed"]:
         out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
     out += [f"note: {n}" for n in r["notes"]]
     return "\n".join(out)
+
+
+def _eff(s: dict[str, Any] | None) -> list[str]:
+    """mean, 95% CI, sd, n of a per-seed summary."""
+    s = s or {}
+    return [_n(s.get("mean")), _ci(s.get("ci95")), _n(s.get("sd"), "{:.3f}"), str(s.get("n", 0))]
+
+
+def format_extension(r: dict[str, Any]) -> list[str]:
+    """The "Extension-only effects", "Did not master before extension" and "Remedy" sections (empty when
+    the table has no mastery or recipe columns)."""
+    out: list[str] = []
+    m = r.get("mastery")
+    if m:
+        out += ["", f"Mastery before extension ({m['metric']} ≥ {m['threshold']} at each arm's own pretraining length)"]
+        out += _table(
+            ["arm", "n", "mastery_acc", "95% CI", "mastered", "95% CI (Wilson)"],
+            [
+                [
+                    a["arm"],
+                    str(a["n"]),
+                    _n(a["mean"], "{:.3f}"),
+                    _ci(a["ci95"]),
+                    f"{a['n_mastered']}/{a['n_judged']}",
+                    _ci(a["mastered_ci95"]),
+                ]
+                for a in m["arms"]
+            ],
+        )
+    e = r.get("extension_effects")
+    if e:
+        out += [
+            "",
+            f"Extension-only effects on {e['target']} (per axis, paired by seed; pre = mastery_acc at each arm's own "
+            "length; DiD = post − pre per seed)",
+        ]
+        rows = []
+        for a in e["axes"]:
+            name = f"{a['axis']} {a['from']} → {a['to']}"
+            rows.append([name, "pre (own length)", "", *_eff(a["pre"])])
+            for x in a["effects"]:
+                where = f"@{x['length']}" + (f"{RUNG_SEP}{x['rung']}" if x["rung"] else "") + (" *" if x["is_target"] else "")
+                rows.append([name, "post", where, *_eff(x["post"])])
+                rows.append([name, "DiD", where, *_eff(x["did"])])
+            if a["dropped_seeds"]:
+                rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", ""])
+        out += _table(["axis", "effect", "at", "mean", "95% CI", "seed sd", "n"], rows)
+        out.append("(* the target column)")
+        if e["not_mastered"]:
+            out += ["", "Did not master before extension: their long-context numbers measure pretraining, not extension"]
+            out += _table(
+                ["run", "arm", "mastery_acc", "min bucket"],
+                [
+                    [x["run"], x["arm"], _n(x["mastery_acc"], "{:.3f}"), _n(x["mastery_min_bucket"], "{:.3f}")]
+                    for x in e["not_mastered"]
+                ],
+            )
+    for rec in r.get("remedy") or []:
+        out += ["", f"Remedy: recipe {rec['recipe']!r} ({rec['column']} − {r['target']}, paired by run)"]
+        rows = []
+        for a in rec["arms"]:
+            rows.append([a["arm"], "remedy − primary", *_eff(a["paired"])])
+            if "gap_primary" in a:
+                rows.append([a["arm"], "gap to baseline (primary)", *_eff(a["gap_primary"])])
+                rows.append([a["arm"], "gap to baseline (remedy)", *_eff(a["gap_recipe"])])
+        out += _table(["arm", "difference", "mean", "95% CI", "seed sd", "n"], rows)
+    return out

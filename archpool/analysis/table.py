@@ -67,6 +67,10 @@ class TableError(DataError):
         super().__init__(message)
 
 
+class ConstantTargetError(TableError):
+    """Every run has the same target value: a finding (no effect to explain), not a broken table."""
+
+
 def _where(column: str, i: int, run: object) -> str:
     return f"column {column!r}, row {i + 1} (run {run!r})"
 

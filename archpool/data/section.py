@@ -11,7 +11,11 @@ records and stage keys hash it). Training-side keys:
 - ``tasks``: synthetic task documents mixed in so tiny models learn the task formats (signal.md)::
 
       tasks: {names: [mqar], share: 0.8, extension_share: 0.8, length_range: [64, 256],
-              params: {mqar: {...}}, mix_unit: 128, extension_length_range: [..], extension_mix_unit: ..}
+              params: {mqar: {...}}, mix_unit: 128, extension_length_range: [..], extension_mix_unit: ..,
+              fit_context: false}
+
+  ``fit_context: true`` sizes the pretraining task documents to each run's own sequence length
+  (one document per sequence, ``length_range`` and ``mix_unit`` ignored for that split);
 
 - ``synthetic: {seed, mean_doc_len, noise, vocab_size}`` instead of any data: the trainer's built-in
   synthetic stream (no store).
@@ -72,6 +76,7 @@ class TaskMix:
     mix_unit: int | None = None
     extension_length_range: tuple[int, int] | None = None  # default: ``length_range``
     extension_mix_unit: int | None = None  # default: ``mix_unit``
+    fit_context: bool = False  # pretraining task documents fill exactly one sequence of the run
 
     @classmethod
     def from_dict(cls, d: Any, prefix: str = "data.tasks") -> TaskMix:
@@ -89,6 +94,9 @@ class TaskMix:
                 get_task(name)
             except ConfigError as e:
                 raise ConfigError(f"{prefix}.names", str(e).split(": ", 1)[-1]) from None
+        fit = d.get("fit_context", False)
+        if not isinstance(fit, bool):
+            raise ConfigError(f"{prefix}.fit_context", f"true or false, got {fit!r}")
         params = d.get("params") or {}
         if not isinstance(params, dict):
             raise ConfigError(f"{prefix}.params", "a mapping of task name -> generator parameters")
@@ -101,13 +109,23 @@ class TaskMix:
             mix_unit=_int(d.get("mix_unit"), f"{prefix}.mix_unit", 1),
             extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),
             extension_mix_unit=_int(d.get("extension_mix_unit"), f"{prefix}.extension_mix_unit", 1),
+            fit_context=fit,
         )
 
-    def for_split(self, split: str) -> tuple[float, tuple[int, int], int | None]:
-        """(share, length range, mix unit) of the ``pretrain`` or ``extension`` stream."""
+    def for_split(self, split: str, seq_len: int | None = None) -> tuple[float, tuple[int, int], int | None]:
+        """(share, length range, mix unit) of the ``pretrain`` or ``extension`` stream.
+
+        With ``fit_context`` the pretraining stream's task documents are sized to its sequence
+        length ``seq_len``: ``seq_len - 1`` tokens each (the EOS completes a unit) in mix units of
+        ``seq_len``, whatever ``length_range`` and ``mix_unit`` say, so each is one whole sequence
+        of the run (a model pretrained at 64 gets 64-token documents, one at 128 128-token ones)."""
         if split == "extension":
             share = self.share if self.extension_share is None else self.extension_share
             return share, self.extension_length_range or self.length_range, self.extension_mix_unit or self.mix_unit
+        if self.fit_context:
+            if not isinstance(seq_len, int) or seq_len < 2:
+                raise ConfigError("data.tasks.fit_context", f"needs the run's sequence length, got {seq_len!r}")
+            return self.share, (seq_len - 1, seq_len - 1), seq_len
         return self.share, self.length_range, self.mix_unit
 
 

@@ -8,6 +8,11 @@ Per run and extension recipe:
           │              ├─ eval:R:base                            (before extension)
           │              └─ attention:R:base                       (before extension)
 
+A recipe with a ladder of ``budgets`` gets one eval node per rung instead (``eval:R:ntk#ext5``
+reads the extension run's checkpoint after 5 steps); its columns carry the rung (``#ext5``) and
+:mod:`archpool.pool.results` adds their mean over the ladder (``#ladder_mean``). A recipe with
+``archs:`` extends only those architectures.
+
 Pre-extension nodes (``:base``) measure the pretrained checkpoint with the same settings and lengths
 as the extended model's, so every diagnostic can be asked "does it predict the post-extension
 target before paying for extension?" (their columns carry the ``base_`` prefix).
@@ -22,10 +27,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from archpool.columns import affixes
+from archpool.columns import RUNG_SEP, affixes, rung_label
 from archpool.io import atomic_write_json
 from archpool.pool.graph import Node, assign_keys
-from archpool.pool.sections import extension_length
+from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
 
 PLAN_FILE = "plan.json"
@@ -105,6 +110,8 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
             )
         for milestone in [*pool.milestones, 1.0]:
             for r_i, recipe in enumerate(pool.extension):
+                if not recipe_applies(recipe, run.arch):
+                    continue
                 primary = milestone == 1.0 and r_i == 0
                 tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe['name']}"
                 ext = Node(
@@ -118,15 +125,19 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                     cost=_extension_tokens(recipe, pool.train) / _EXTEND_RATE,
                 )
                 nodes.append(ext)
-                if evaluate:
+                rungs = recipe_budgets(recipe) or [None]
+                for rung in rungs if evaluate else []:
+                    config = dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+                    if rung is not None:
+                        config["rung"] = rung
                     nodes.append(
                         Node(
-                            id=f"eval:{tag}",
+                            id=f"eval:{tag}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
                             stage="eval",
-                            config=dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
+                            config=config,
                             deps={"model": ext.id, "base": pre.id, "data": "data"},
                             run=run.name,
-                            cost=max(0.1, 0.1 * pre_cost),
+                            cost=max(0.1, 0.1 * pre_cost / len(rungs)),
                         )
                     )
                 if primary and pool.attention.get("enabled", True):
@@ -157,7 +168,9 @@ def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
     """
     node_id = node.id if isinstance(node, Node) else node["id"]
     tag, _, recipe = node_id.split(":", 1)[1].partition(":")
-    return affixes(recipe, tag.partition("@")[2], primary_recipe)
+    recipe, _, rung = recipe.partition(RUNG_SEP)
+    prefix, suffix = affixes(recipe, tag.partition("@")[2], primary_recipe)
+    return prefix, suffix + (f"{RUNG_SEP}{rung}" if rung else "")
 
 
 def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:

@@ -1,7 +1,10 @@
 """``results.csv``: one row per run (design columns, state, metrics), the analysis's input.
 
 Design columns come from the run's spec and the study's definitions (:mod:`archpool.study`); metric
-columns are the stages' metrics under the names of :mod:`archpool.columns`.
+columns are the stages' metrics under the names of :mod:`archpool.columns`, the means over each
+extension ladder (``#ladder_mean``), and whether the run mastered its own length before extension
+(``mastery_acc``, ``mastery_min_bucket``, ``mastered``: :mod:`archpool.analysis.mastery`, on the task of
+the pool's report target).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
+from archpool.analysis.mastery import MASTERY_METRIC, mastery, mastery_metric
+from archpool.columns import DESIGN_COLUMNS, LADDER_MEAN, RESULTS_FILE, RUNG_SEP
 from archpool.pool.graph import Node, is_done, read_result
 from archpool.pool.job import read_status
 from archpool.pool.plan import read_plan, result_columns
@@ -23,24 +27,42 @@ RESULTS = RESULTS_FILE
 def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[str, Any]:
     primary = pool.extension[0]["name"] if pool.extension else ""
     metrics: dict[str, Any] = {}
+    ladders: dict[tuple[str, str], list[dict[str, Any] | None]] = {}  # (prefix, suffix without the rung) -> rungs
     for n in nodes:
-        if n.run != run or not is_done(out, n):
+        if n.run != run:
             continue
-        result = read_result(out, n)
-        if n.stage == "pretrain":
-            prefix, suffix = "", ""
-        else:
-            prefix, suffix = result_columns(n, primary)
-        for k, v in (result.get("metrics") or {}).items():
+        prefix, suffix = ("", "") if n.stage == "pretrain" else result_columns(n, primary)
+        done = is_done(out, n)
+        values = (read_result(out, n).get("metrics") or {}) if done else {}
+        if n.stage == "eval" and n.config.get("rung") is not None:
+            ladders.setdefault((prefix, suffix.rpartition(RUNG_SEP)[0]), []).append(values if done else None)
+        for k, v in values.items():
             if isinstance(v, (int, float, str)) or v is None:
                 metrics[f"{prefix}{k}{suffix}"] = v
+    for (prefix, suffix), rungs in ladders.items():
+        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_MEAN}": v for k, v in ladder_means(rungs).items()})
     return metrics
+
+
+def ladder_means(rungs: list[dict[str, Any] | None]) -> dict[str, float]:
+    """Each metric's mean over the rungs of one ladder, for the metrics every rung has (a mean over
+    part of a ladder would not compare across runs; an unfinished rung gives no means)."""
+    if not rungs or any(r is None for r in rungs):
+        return {}
+    names = [k for k, v in rungs[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return {
+        k: round(sum(float(r[k]) for r in rungs) / len(rungs), 6)  # type: ignore[index]
+        for k in names
+        if all(isinstance(r.get(k), (int, float)) for r in rungs)  # type: ignore[union-attr]
+    }
 
 
 def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | None = None) -> list[dict[str, Any]]:
     if pool is None or nodes is None:
         pool, nodes = read_plan(out)
     short = pool.short_ctx
+    target = (pool.report or {}).get("target")
+    metric = (mastery_metric(target) if target else None) or MASTERY_METRIC  # the task whose mastery is checked
     rows = []
     for spec in pool.runs:
         status = read_status(out, spec.name)
@@ -50,6 +72,7 @@ def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | No
         row["state"] = status.get("state", "pending")
         row["error"] = status.get("error", "") if row["state"] == "failed" else ""
         row.update(run_metrics(out, pool, nodes, spec.name))
+        row.update({k: v for k, v in mastery(row, metric).items() if v is not None})
         rows.append(row)
     return rows
 

@@ -38,13 +38,28 @@ def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
     return int(recipe.get("length") or int(recipe.get("length_ratio", DEFAULT_EXTENSION_RATIO)) * long_ctx)
 
 
+POOL_RECIPE_KEYS = ("name", "archs", "seq_len")  # a pool recipe's keys that are not ExtensionConfig fields
+
+
+def recipe_applies(recipe: dict[str, Any], arch: str) -> bool:
+    """Whether a pool recipe extends runs of architecture ``arch`` (``archs:`` limits it; default: all)."""
+    archs = recipe.get("archs")
+    return not archs or arch in archs
+
+
+def recipe_budgets(recipe: dict[str, Any]) -> list[int]:
+    """A pool recipe's ladder of step budgets, ascending (empty: no ladder)."""
+    return sorted(recipe.get("budgets") or [])
+
+
 def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final") -> ExtensionConfig:
     """The extend stage's config for one pool recipe (its ``name``; ``recipe`` defaults to the name
     when that is a recipe, else ntk), extending to the pool's length from ``source``."""
     recipe = dict(recipe)
-    name = recipe.pop("name")
+    name = recipe["name"]
     recipe.setdefault("recipe", name if name in study.RECIPES else study.DEFAULT_RECIPE)
-    recipe.pop("seq_len", None)
+    for key in POOL_RECIPE_KEYS:
+        recipe.pop(key, None)
     recipe.update(name=name, source=source)
     prefix = f"extension[{name}]"
     written = ExtensionConfig.from_dict(recipe, prefix=prefix)  # types checked before any arithmetic
@@ -55,7 +70,9 @@ def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final
 
 def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[dict[str, Any]]:
     """The pool's recipes as written (each named; names unique, plain and not reserved), every one
-    validated as the extend stage will read it (only for the real backend: others define their own)."""
+    validated as the extend stage will read it (only for the real backend: others define their own).
+    ``archs: [names]`` limits a recipe to those architectures (a remedy for one arm); the first
+    recipe, the primary one, extends every run."""
     if value is None:
         value = [dict(name=study.DEFAULT_RECIPE)]
     recipes = value if isinstance(value, list) else [value]
@@ -69,6 +86,11 @@ def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[dict[str, 
         if r["name"] in names:
             raise ConfigError(f"extension[{i}].name", f"duplicate recipe name {r['name']!r}")
         names.add(r["name"])
+        archs = r.get("archs")
+        if archs is not None and (not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs)):
+            raise ConfigError(f"extension[{i}].archs", f"a non-empty list of architecture names, got {archs!r}")
+        if archs is not None and i == 0:
+            raise ConfigError(f"extension[{i}].archs", "the first (primary) recipe extends every run; limit a later one")
         if backend == "real":
             extension_config(r, long_ctx)
         out.append(r)

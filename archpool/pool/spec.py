@@ -259,6 +259,13 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
             runs.append(run)
     if backend == "real":
         _check_training(sections["train"], runs)
+    archs = {r.arch for r in runs}
+    for i, recipe in enumerate(extension):
+        unknown = sorted(set(recipe.get("archs") or []) - archs)
+        if unknown:
+            raise ConfigError(
+                f"extension[{i}].archs", f"no architecture {unknown[0]!r} in the pool; it has {', '.join(sorted(archs))}"
+            )
 
     return PoolSpec(
         name=name,

@@ -11,6 +11,13 @@ short pretraining context):
 - same or opposite direction to the paper's: each feature *lowers* long-context scores, i.e. it *raises* a
   lower-is-better metric (names containing ``ppl`` or ``loss``).
 
+Extension-only effects on the target (difference in differences: the post-extension effect minus the
+pre-extension mastery effect, per seed; see :mod:`archpool.analysis.extension`), the runs that did not master
+their own length before extension, and each remedy recipe's change of an arm's gap to the baseline.
+
+When the pool's configurations are not a full factorial, the four-axis regression is not used for effects
+or their CIs (pairwise effects only).
+
 Then the feature-count fit (R², leave-one-out R²) and whether it generalises, and a small-n warning when
 there are few runs per predictor. A result against the paper is a finding like any other.
 """
@@ -27,6 +34,7 @@ from scipy import stats as sps
 
 from archpool.analysis import effects as fx
 from archpool.analysis import stats
+from archpool.analysis.extension import NOT_FACTORIAL, is_factorial
 from archpool.analysis.table import FEATURES, features, metric_columns
 
 FEATURE_NAMES = {"qk_norm": "QK-norm", "gqa": "GQA", "swa": "SWA", "short_ctx": "short pretraining context"}
@@ -90,11 +98,15 @@ def axis_effect(d: pd.DataFrame, target: str, short_ctx: int, feature: str, cova
         h = float(sps.t.ppf(0.975, len(per_seed) - 1)) * s / math.sqrt(len(per_seed))
         out.update(effect=m, ci95=[m - h, m + h], ci_from="seeds", per_seed=per_seed)
         return out
-    # no seed replicates of the pairs: pooled pair effects, CI from the four-axis regression
+    # no seed replicates of the pairs: pooled pair effects, CI from the four-axis regression (factorial only)
     pooled = _pair_effects(d, target, short_ctx, covariates).get(feature)
-    f = features(d, short_ctx)
-    fit = stats.fit_multi(f[list(FEATURES)], d[target].astype(float))
-    term = (fit.get("coefs") or {}).get(feature)
+    term = None
+    if is_factorial(d, short_ctx):
+        f = features(d, short_ctx)
+        fit = stats.fit_multi(f[list(FEATURES)], d[target].astype(float))
+        term = (fit.get("coefs") or {}).get(feature)
+    else:
+        out["note"] = NOT_FACTORIAL
     if pooled:
         out.update(effect=float(np.mean(pooled)), n_pairs=len(pooled))
     elif term:
@@ -231,6 +243,51 @@ def before_extension(r: dict[str, Any]) -> str | None:
     return out + f" ({len(pre)} pre-extension measurements compared.)"
 
 
+def extension_sentences(r: dict[str, Any]) -> list[str]:
+    """Per axis, the extension-only effect on the target (difference in differences) next to the pre- and
+    post-extension effects; then the runs that did not master their own length, and each remedy."""
+    out: list[str] = []
+    e = r.get("extension_effects")
+    if e:
+        for a in e["axes"]:
+            name = FEATURE_NAMES.get(a["feature"], a["feature"])
+            x = next((x for x in a["effects"] if x["is_target"]), None)
+            if x is None:
+                continue
+            did, post, pre = x["did"], x["post"], a["pre"]
+            if did["mean"] is None:
+                out.append(
+                    f"{name}: no seed has both pre- and post-extension values for {e['target']}; no extension-only effect."
+                )
+                continue
+            ci = f"95% CI {_ci(did['ci95'])}" if did["ci95"][0] is not None else "no CI"
+            excl = " (excludes 0)" if did["ci95"][0] is not None and (did["ci95"][0] > 0 or did["ci95"][1] < 0) else ""
+            dropped = (
+                f"; seeds {', '.join(map(str, a['dropped_seeds']))} dropped (a run did not master its length)"
+                if a["dropped_seeds"]
+                else ""
+            )
+            out.append(
+                f"{name}: extension-only effect on {e['target']} {_fmt(did['mean'])} ({ci}{excl}, seed sd "
+                f"{_fmt(did['sd'], False)}, n {did['n']} seeds) = post-extension effect {_fmt(post['mean'])} minus "
+                f"the pre-extension effect on {e['mastery_metric']} at each arm's own length {_fmt(pre['mean'])}{dropped}."
+            )
+        for x in e["not_mastered"]:
+            out.append(f"{x['run']} ({x['arm']}, mastery_acc {_fmt(x['mastery_acc'], False)}) {x['reason']}.")
+    for rec in r.get("remedy") or []:
+        for a in rec["arms"]:
+            if "gap_primary" not in a or a["gap_primary"]["mean"] is None:
+                continue
+            frac = a.get("closed_fraction")
+            out.append(
+                f"Remedy {rec['recipe']!r} on the {FEATURE_NAMES.get(a['feature'], a['feature'])} arm: gap to the "
+                f"baseline {_fmt(a['gap_primary']['mean'])} with the primary recipe, {_fmt(a['gap_recipe']['mean'])} "
+                f"with the remedy (paired change {_fmt(a['paired']['mean'])}, 95% CI {_ci(a['paired']['ci95'])}, "
+                f"n {a['paired']['n']})" + (f"; it closes {frac:.0%} of the gap." if frac is not None else ".")
+            )
+    return out
+
+
 def small_n(n: int, n_features: int, n_metric_predictors: int) -> str | None:
     """A warning when runs are few for the number of predictors."""
     k = max(n_features, 1)
@@ -288,6 +345,8 @@ def findings(df: pd.DataFrame, r: dict[str, Any], targets: Iterable[str] = (), c
         "targets": per_target,
         "count_fit": count_fit(r),
         "before_extension": before_extension(r),
+        "extension": extension_sentences(r),
+        "factorial": bool(r.get("factorial", True)),
         "small_n": small_n(int(r["n"]), len(varying), n_metric_preds),
         "varying": varying,
         "not_varying": [FEATURE_NAMES[f] for f in FEATURES if f not in varying],

@@ -109,6 +109,8 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
     coef_rows = []
     for model in ("feature_count", "four_axes", "four_axes_kv_ratio"):
         p = r["predictors"][model]
+        if model != "feature_count" and not r.get("factorial", True):
+            continue  # not a factorial design: the four-axis fit is a predictor (R²), not effects
         if model == "feature_count" and p.get("coef") is not None:
             coef_rows.append(
                 dict(
@@ -184,6 +186,7 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
                 for k in ("without", "with")
             ]
         )
+    t.update(extension_tables(r))
     if r["failed"] or r["excluded"]:
         failed = {f["run"]: f for f in r["failed"]}
         rows = [
@@ -193,6 +196,76 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
         rows += [e for e in r["excluded"] if e["run"] not in failed]
         t["excluded"] = pd.DataFrame(rows)
     return {k: v for k, v in t.items() if len(v)}
+
+
+def _summary_cols(prefix: str, s: dict[str, Any] | None) -> dict[str, Any]:
+    s = s or {}
+    ci = _ci(s.get("ci95"))
+    return {
+        f"{prefix}": s.get("mean"),
+        f"{prefix}_ci95_lo": ci[0],
+        f"{prefix}_ci95_hi": ci[1],
+        f"{prefix}_sd": s.get("sd"),
+        f"{prefix}_n": s.get("n"),
+    }
+
+
+def extension_tables(r: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """Mastery per arm, extension-only effects, runs that did not master, remedies (absent without their columns)."""
+    t: dict[str, pd.DataFrame] = {}
+    m = r.get("mastery")
+    if m:
+        t["mastery"] = pd.DataFrame(
+            [
+                {
+                    "arm": a["arm"],
+                    "n": a["n"],
+                    "mastery_acc": a["mean"],
+                    "ci95_lo": _ci(a["ci95"])[0],
+                    "ci95_hi": _ci(a["ci95"])[1],
+                    "mastered": f"{a['n_mastered']}/{a['n_judged']}",
+                    "mastered_wilson_lo": a["mastered_ci95"][0],
+                    "mastered_wilson_hi": a["mastered_ci95"][1],
+                }
+                for a in m["arms"]
+            ]
+        )
+    e = r.get("extension_effects")
+    if e:
+        rows = []
+        for a in e["axes"]:
+            for x in a["effects"]:
+                rows.append(
+                    {
+                        "axis": f"{a['axis']} {a['from']} → {a['to']}",
+                        "length": x["length"],
+                        "rung": x["rung"],
+                        "column": x["column"] + (" (target)" if x["is_target"] else ""),
+                        **_summary_cols("pre", a["pre"]),
+                        **_summary_cols("post", x["post"]),
+                        **_summary_cols("did", x["did"]),
+                        "dropped_seeds": " ".join(map(str, a["dropped_seeds"])),
+                    }
+                )
+        t["extension_effects"] = pd.DataFrame(rows)
+        if e["not_mastered"]:
+            t["not_mastered"] = pd.DataFrame(e["not_mastered"])
+    rows = []
+    for rec in r.get("remedy") or []:
+        for a in rec["arms"]:
+            rows.append(
+                {
+                    "recipe": rec["recipe"],
+                    "arm": a["arm"],
+                    **_summary_cols("remedy_minus_primary", a["paired"]),
+                    **(_summary_cols("gap_primary", a["gap_primary"]) if "gap_primary" in a else {}),
+                    **(_summary_cols("gap_remedy", a["gap_recipe"]) if "gap_recipe" in a else {}),
+                    "closed_fraction": a.get("closed_fraction"),
+                }
+            )
+    if rows:
+        t["remedy"] = pd.DataFrame(rows)
+    return t
 
 
 def findings_table(f: dict[str, Any]) -> pd.DataFrame:
@@ -227,6 +300,15 @@ def render_findings(f: dict[str, Any]) -> str:
         parts.append(f"<h3>{escape(t['metric'])}</h3><ul>")
         parts += [f"<li>{escape(s)}</li>" for s in t["sentences"]]
         parts.append("</ul>")
+    if f.get("extension"):
+        parts.append("<h3>Extension-only effects</h3><ul id=extension-findings>")
+        parts += [f"<li>{escape(s)}</li>" for s in f["extension"]]
+        parts.append("</ul>")
+    if not f.get("factorial", True):
+        parts.append(
+            "<p class=warn id=not-factorial>⚠ Not a full factorial design: pairwise effects only; the "
+            "four-axis regression is reported as a predictor (R²), not as effects.</p>"
+        )
     parts.append(f"<p>{escape(f['count_fit']['sentence'])}</p>")
     if f.get("before_extension"):
         parts.append(f"<p id=before-extension>{escape(f['before_extension'])}</p>")
@@ -263,7 +345,8 @@ CAPTIONS = {
     "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
     "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed "
     "interaction, SWA with vs without GQA.",
-    "by_length": "Score vs context length, before (dashed) and after (solid) extension.",
+    "by_length": "Score vs context length, before (dashed) and after (solid) extension (with an extension ladder: "
+    "the mean over its rungs).",
     "attention": "Attention sink strength vs score; attention entropy vs sink strength by QK-norm.",
 }
 
@@ -302,6 +385,10 @@ def render(
         ("Feature count", ["target_vs_count"], ["coefficients"]),
         ("Effects, interactions and seed spread", ["effects"], ["axis_effects", "feature_effects", "interactions", "pairs"]),
         ("Confounds", [], ["confounds"]),
+        ("Mastery before extension", [], ["mastery"]),
+        ("Extension-only effects", [], ["extension_effects"]),
+        ("Did not master before extension", [], ["not_mastered"]),
+        ("Remedy", [], ["remedy"]),
         ("Score by context length", ["by_length"], []),
         ("Attention", ["attention"], []),
     ]
@@ -316,6 +403,20 @@ def render(
                 f"replicated configurations)"
                 + (f"; init sd {escape(_fmt(sd.get('init_sd')))}" if "init_sd" in sd else "")
                 + ". Highlighted rows: effect smaller than the seed sd.</p>",
+            )
+        if title == "Extension-only effects" and "extension_effects" in tabs:
+            body.insert(
+                0,
+                "<p>Per axis, paired by seed: pre = effect on mastery accuracy at each arm's own pretraining length "
+                "before extension; post = effect after extension at each length (and ladder rung); did = post − pre "
+                "per seed, mean with 95% t-interval, seed sd and n. Runs that did not master their own length are "
+                "left out of post and did.</p>",
+            )
+        if title == "Did not master before extension" and "not_mastered" in tabs:
+            body.insert(
+                0,
+                "<p>These runs did not master their own length before extension: their long-context "
+                "numbers measure pretraining, not extension.</p>",
             )
         if title == "Confounds" and r["confounds"]:
             c = r["confounds"]

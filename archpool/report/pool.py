@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from archpool.analysis import analyze, format_text, load_results
+from archpool.analysis.table import ConstantTargetError
 from archpool.io import atomic_write_text
 from archpool.report.html import REPORT_FILES, write_report
 
-HEADLINE = ("pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
+HEADLINE = ("mastery_acc", "mastered", "pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
 # files a previous analysis left; removed before a new one so a failure never leaves them looking current
 ANALYSIS_FILES = (*REPORT_FILES, "analysis.txt")
 MIN_RUNS = 3
@@ -55,6 +56,11 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
             page = write_report(
                 df, report_dir, settings.target, settings.short_ctx, settings.covariates, findings_targets=settings.findings
             )
+    except ConstantTargetError as e:  # every run scored the same: nothing to explain, and not an error of the pool
+        for name in ANALYSIS_FILES:
+            (report_dir / name).unlink(missing_ok=True)
+        _append(plain, f"\n## No analysis\n\n{e}: every run scored the same, so there is no effect to explain.\n")
+        return plain
     except Exception as e:  # keep the plain report; show why the analysis did not run
         for name in ANALYSIS_FILES:
             (report_dir / name).unlink(missing_ok=True)

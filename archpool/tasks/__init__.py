@@ -141,6 +141,16 @@ register_task(
 )
 register_task(
     TaskDef(
+        "mqar_rebind",
+        mqar.make_document,
+        "dense",
+        1,
+        dict(mqar.DEFAULT_PARAMS, rebind=True),
+        description="MQAR whose keys are bound again after each query: answers grow with length, earlier bindings are hard distractors",
+    )
+)
+register_task(
+    TaskDef(
         "mqar_chain",
         mqar.make_document,
         "dense",
@@ -174,7 +184,7 @@ SUITES: dict[str, list[str]] = {
     "ruler": RULER_TASKS,
     "helmet": sorted({t for ts in HELMET_CATEGORIES.values() for t in ts}),
     "tiny": ["kv_recall", "niah_single_1", "icl"],
-    "mqar": ["mqar", "mqar_chain"],
+    "mqar": ["mqar", "mqar_rebind", "mqar_chain"],
 }
 COMMON_DEFAULTS = dict(n_choices=10, haystack_texts=None)
 

@@ -20,10 +20,20 @@ hop beyond a distance, e.g. beyond the sliding window::
 
 A document is built as token ids over a :class:`TaskVocab` and carries its scored positions, so
 one forward pass scores every answer (teacher forcing, as Zoology scores MQAR).
+
+With ``rebind`` a key may be bound again once its query has passed, so the number of queries grows
+with the document (``length // pair_every``, at most one per two slots) instead of stopping at
+``n_keys``; every query's answer is the most recent binding of its key, and the key's earlier
+bindings (another value each time) are hard distractors. Each key's binding–query spans then share
+its timeline: with distances spread uniformly over the context a key holds about three of them, so
+more queries need short distances (``powerlaw``, ``max_distance``) or more keys. Chain keys and
+chains' hop bindings are never rebound. :func:`answer_errors` checks a document's answers against
+its ids.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Sequence
@@ -42,6 +52,7 @@ DEFAULT_PARAMS: dict[str, Any] = dict(
     max_distance=None,  # at most this far (default: the document length)
     chains=0.0,  # share of queries that are two-hop chains
     distractors=0.0,  # unqueried pairs per queried pair
+    rebind=False,  # keys are bound again after their query: queries grow with length, earlier bindings distract
 )
 
 
@@ -209,6 +220,45 @@ class Document:
         return flags
 
 
+def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
+    """What is wrong with a document's answers (nothing when the list is empty).
+
+    For every answer: the gold token follows the scored position, and the most recent binding of the
+    queried token before it binds that token to the gold at the answer's distance. A binding of key
+    ``k`` is a composite token ``[k=·]`` or, for plain bindings, ``k`` followed by a value (a plain
+    query ``k v`` reads the same and counts); for a chain's second hop (query ``v``) it is a hop
+    binding ``[v>·]``, or ``v`` followed by a hop value."""
+    ids, errors = doc.ids, []
+    decode: dict[int, tuple[int, int, int]] = {}  # composite token -> (hop, key, value)
+    for i, t in enumerate(vocab.pairs):
+        decode[t] = (1, vocab.keys[i // len(vocab.values)], vocab.values[i % len(vocab.values)])
+    for i, t in enumerate(vocab.hop_pairs):
+        decode[t] = (2, vocab.values[i // len(vocab.hops)], vocab.hops[i % len(vocab.hops)])
+    targets = (set(vocab.values), set(vocab.hops))
+    for a in doc.answers:
+        if not 0 <= a.pos < len(ids) - 1 or ids[a.pos + 1] != a.gold:
+            errors.append(f"answer at {a.pos}: the next token is not the gold {a.gold}")
+            continue
+        q, found = ids[a.pos], None
+        for j in range(a.pos - 1, -1, -1):
+            t = ids[j]
+            if vocab.composite:
+                hit = decode.get(t)
+                if hit is not None and hit[:2] == (a.hop, q):
+                    found = (j, hit[2])
+                    break
+            elif t == q and ids[j + 1] in targets[a.hop - 1]:
+                found = (j, ids[j + 1])
+                break
+        if found is None:
+            errors.append(f"answer at {a.pos}: token {q} has no binding before its query")
+        elif found[1] != a.gold:
+            errors.append(f"answer at {a.pos}: the most recent binding of {q} (at {found[0]}) holds {found[1]}, not {a.gold}")
+        elif a.pos - found[0] != a.distance:
+            errors.append(f"answer at {a.pos}: distance {a.distance}, but the binding is {a.pos - found[0]} tokens back")
+    return errors
+
+
 def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
     """Defaults + overrides, validated with the field named."""
     p = dict(DEFAULT_PARAMS)
@@ -228,7 +278,26 @@ def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
     for k in ("chains", "distractors"):
         if not 0 <= float(p[k]) <= (1 if k == "chains" else 8):
             raise ConfigError(f"mqar.{k}", f"out of range, got {p[k]!r}")
+    if not isinstance(p["rebind"], bool):
+        raise ConfigError("mqar.rebind", f"must be true or false, got {p['rebind']!r}")
     return p
+
+
+def _shorter(gap: list) -> int:
+    """Sort key of a free stretch ``[first, last, ...]``: longest first."""
+    return gap[0] - gap[1]
+
+
+def _nth_bit(m: int, r: int) -> int:
+    """Position of the ``r``-th (from 0) set bit of ``m``."""
+    lo, hi = 0, m.bit_length()  # the bit is in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if (m & ((1 << mid) - 1)).bit_count() > r:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def _draw_distance(rng: random.Random, lo: int, hi: int, kind: str) -> int:
@@ -241,7 +310,7 @@ def _draw_distance(rng: random.Random, lo: int, hi: int, kind: str) -> int:
 class _Layout:
     """A document being laid out in 2-token slots (slot ``s`` = tokens ``2s, 2s + 1``)."""
 
-    def __init__(self, rng: random.Random, length: int, vocab: TaskVocab, lo: int, hi: int):
+    def __init__(self, rng: random.Random, length: int, vocab: TaskVocab, lo: int, hi: int, rebind: bool = False):
         self.rng, self.vocab, self.lo, self.hi = rng, vocab, lo, hi
         self.slots: list[list[int] | None] = [None] * (length // 2)
         self.keys = list(vocab.keys)
@@ -251,6 +320,17 @@ class _Layout:
         self._plain: list[int] | None = None  # values outside chain_mid (cached until a chain is placed)
         self.answers: list[tuple[int, int, int, int, int]] = []  # (pos, gold, distance, hop, chain)
         self.n_chains = 0
+        self.rebind = rebind
+        if rebind:
+            # per key, the free stretches of its timeline, longest first: [first slot, last slot, value bound just
+            # before, value bound just after] (None at the document's ends); a binding–query pair
+            # of the key occupies one stretch from its binding to its query
+            n = len(self.slots)
+            self.gaps: dict[int, list[list]] = {k: [[0, n - 1, None, None]] for k in self.keys}
+            self.longest: dict[int, int] = {k: n for k in self.keys}  # slots in each key's longest stretch
+            self.taken: dict[int, bytearray] = {k: bytearray(n) for k in self.keys}  # 1 = not free for the key
+            self.used = 0  # slots in use, as bits (bit s: slot s)
+            self.guesses = 16
 
     def free(self, *ss: int) -> bool:
         return all(0 <= s < len(self.slots) and self.slots[s] is None for s in ss)
@@ -268,12 +348,15 @@ class _Layout:
             return [key, value]
         return [v.hop_pair(key, value) if hop else v.pair(key, value), self.rng.choice(v.filler)]
 
-    def place_query(self, d1: int) -> bool:
-        """A binding and its query ``k v`` at distance ~``d1`` (even: bindings sit on the slot grid)."""
-        n = len(self.slots)
+    def span(self, d1: int) -> int:
+        """Slots from a binding to its query for a drawn distance ``d1`` (even: bindings sit on the slot grid)."""
         d = d1 + (d1 % 2)
-        if d > 2 * (n - 1):
-            d -= 2
+        return (d if d <= 2 * (len(self.slots) - 1) else d - 2) // 2
+
+    def place_query(self, d1: int) -> bool:
+        """A binding and its query ``k v`` at distance ~``d1``."""
+        n = len(self.slots)
+        d = 2 * self.span(d1)
         q = self.rng.randrange(d // 2, n)  # = randint(d // 2, n - 1), one call less (the hot loop)
         b = q - d // 2  # 0 <= b <= q < n: both slots exist
         if self.slots[q] is not None or self.slots[b] is not None:
@@ -304,6 +387,9 @@ class _Layout:
         self.slots[a] = self.binding(k, v)
         self.slots[b] = self.binding(v, w, hop=True)
         self.slots[q], self.slots[q + 1] = [self.vocab.marker, k], [v, w]
+        if self.rebind:  # the chain's key is bound once: out of the rebound keys' timelines
+            self.used |= (1 << a) | (1 << b) | (3 << q)
+            del self.gaps[k], self.longest[k], self.taken[k]
         self.answers += [(2 * q + 1, v, dist1, 1, self.n_chains), (2 * q + 2, w, dist2, 2, self.n_chains)]
         self.n_chains += 1
         return True
@@ -311,6 +397,8 @@ class _Layout:
     def place(self, kind: str, d1: int, d2: int, attempts: int = 40) -> str:
         """``placed``; ``no room`` after ``attempts`` random tries; ``exhausted`` when no value is
         left for a chain's middle."""
+        if kind == "query" and self.rebind:
+            return self.place_rebound(self.span(d1))
         for _ in range(attempts):
             if kind == "query" and self.place_query(d1):
                 return "placed"
@@ -321,11 +409,94 @@ class _Layout:
                     return "placed"
         return "no room"
 
+    def pick_value(self, before: int | None, after: int | None) -> int | None:
+        """A plain binding's value, unlike the key's bindings just ``before`` and ``after`` it (None if none is)."""
+        plain = self.plain_values()
+        v = self.rng.choice(plain)
+        if v in (before, after):
+            options = [x for x in plain if x != before and x != after]
+            if not options:
+                return None
+            v = self.rng.choice(options)
+        return v
+
+    def occupy(self, k: int, gap: list, b: int, q: int, v: int) -> None:
+        """Key ``k`` is bound to ``v`` from slot ``b`` to slot ``q`` inside its free stretch ``gap``."""
+        gaps = self.gaps[k]
+        del gaps[gaps.index(gap)]
+        if gap[0] < b:
+            bisect.insort(gaps, [gap[0], b - 1, gap[2], v], key=_shorter)
+        if q < gap[1]:
+            bisect.insort(gaps, [q + 1, gap[1], v, gap[3]], key=_shorter)
+        self.longest[k] = gaps[0][1] - gaps[0][0] + 1 if gaps else 0
+        self.taken[k][b : q + 1] = b"\1" * (q + 1 - b)
+
+    def put_rebound(self, k: int, gap: list, b: int, q: int) -> bool:
+        """Bind ``k`` at slot ``b`` and query it at ``q`` (inside the key's free stretch ``gap``), with
+        a value unlike the key's neighbouring bindings; False if no value is."""
+        v = self.pick_value(gap[2], gap[3])
+        if v is None:
+            return False
+        self.slots[b] = self.binding(k, v)
+        self.slots[q] = [k, v]
+        self.used |= (1 << b) | (1 << q)
+        self.occupy(k, gap, b, q, v)
+        self.answers.append((2 * q, v, 2 * (q - b), 1, -1))
+        return True
+
+    def place_rebound(self, span: int) -> str:
+        """A binding and its query ``span`` slots apart (rebind mode), ``no room`` if none fits.
+
+        The (key, query slot) pair is drawn uniformly among those whose binding–query stretch is
+        free in the key's timeline and whose two slots are empty: first by guessing (up to
+        ``self.guesses`` uniform draws over all pairs, the first that qualifies kept; fewer while
+        guessing keeps failing), then, in crowded documents, by counting the qualifying pairs of
+        each free stretch (slot bit masks) and drawing one of them: the same distribution either way."""
+        slots, rng, keys, n = self.slots, self.rng, self.keys, len(self.slots)
+        if span >= n or max(self.longest.values()) <= span:
+            return "no room"
+        random_, n_q, n_k = rng.random, n - span, len(keys)
+        for _ in range(self.guesses):
+            q = span + int(random_() * n_q)
+            k = keys[int(random_() * n_k)]
+            b = q - span
+            if slots[q] is None and slots[b] is None and self.taken[k].find(1, b, q + 1) < 0:
+                gap = next(g for g in self.gaps[k] if g[0] <= b <= g[1])
+                if self.put_rebound(k, gap, b, q):
+                    self.guesses = min(16, 2 * self.guesses)
+                    return "placed"
+        self.guesses = max(1, self.guesses // 2)
+        used = self.used
+        open_ = ~(used | (used << span))  # bit q: slots q and q - span are both empty
+        counted, total, gaps = [], 0, self.gaps
+        for k in keys:
+            for g in gaps[k]:  # longest first
+                if g[1] - g[0] < span:
+                    break
+                m = open_ & ((2 << g[1]) - (1 << (g[0] + span)))  # query slots g0 + span .. g1
+                c = m.bit_count()
+                if c:
+                    total += c
+                    counted.append((total, k, g, m))
+        for _ in range(4):  # (a draw fails only when no value differs from both neighbours)
+            if not total:
+                return "no room"
+            r = rng.randrange(total)
+            j = bisect.bisect_right(counted, r, key=lambda c: c[0])
+            upto, k, g, m = counted[j]
+            q = _nth_bit(m, r - (upto - m.bit_count()))
+            if self.put_rebound(k, g, q - span, q):
+                return "placed"
+        return "no room"
+
     def fill(self, n_distract: int) -> list[int]:
         """Unqueried distractor bindings in ``n_distract`` random empty slots, filler elsewhere."""
         plain_values = self.plain_values()
         empty = [s for s in range(len(self.slots)) if self.slots[s] is None]
         self.rng.shuffle(empty)
+        if self.rebind:
+            self.distract_rebound(empty[:n_distract])
+            empty = []
         for s in empty[:n_distract]:
             if not self.keys:
                 break
@@ -336,6 +507,25 @@ class _Layout:
             ids.extend(item if item is not None else (self.rng.choice(self.vocab.filler), self.rng.choice(self.vocab.filler)))
         return ids
 
+    def distract_rebound(self, slots: list[int]) -> None:
+        """Distractor bindings in ``slots`` (rebind mode): each of a key whose timeline is free there
+        (between one of its queries and its next binding), valued unlike its neighbouring bindings."""
+        keys, rng = self.keys, self.rng
+        for s in slots:
+            if not keys:
+                return
+            start = rng.randrange(len(keys))
+            for i in range(len(keys)):
+                k = keys[(start + i) % len(keys)]
+                if self.taken[k][s]:
+                    continue
+                g = next(g for g in self.gaps[k] if g[0] <= s <= g[1])
+                v = self.pick_value(g[2], g[3])
+                if v is not None:
+                    self.slots[s] = self.binding(k, v)
+                    self.occupy(k, g, s, s, v)
+                    break
+
 
 def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dict[str, Any] | None = None) -> Document:
     """One MQAR document of exactly ``length`` tokens.
@@ -345,8 +535,18 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dic
     allow it; chains are placed first (they need four free slots) and then queries, longest distance
     first, so that long distances are not crowded out (a chain that finds no room becomes a plain
     query). Keys are unique within the document (the binding is unambiguous) and a chain's middle
-    value appears in no other binding. Unused slots get unqueried distractor bindings (if asked) and
-    then filler tokens.
+    value appears in no other binding (while values are left). Unused slots get unqueried distractor
+    bindings (if asked) and then filler tokens.
+
+    With ``rebind`` there are up to ``min(length // pair_every, length // 4)`` queries. Each key keeps
+    a timeline of its binding–query spans, which never overlap: a key is bound again only after the
+    query of its previous binding, to a value unlike its neighbouring bindings', so each answer is
+    the value of the most recent binding of its key before the query and the answer's distance is
+    from that binding. The (key, query slot) pair of a query is drawn uniformly among those its
+    distance fits. Chains keep their own keys (bound once) and middle values (one hop binding each);
+    distractor bindings go where their key's timeline is free (between a query and the key's next
+    binding), unlike their neighbours too. Without ``rebind`` documents are those of the original
+    generator, token for token.
     """
     p = resolve(params)
     if length < 8:
@@ -356,8 +556,8 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dic
     hi = min(p["max_distance"] or length, 2 * (n_slots - 1))
     if lo > hi:
         raise ConfigError("length", f"MQAR at length {length}: min_distance={lo} leaves no room")
-    layout = _Layout(rng, length, vocab, lo, hi)
-    n_queries = min(max(1, length // p["pair_every"]), len(vocab.keys), n_slots // 2)
+    layout = _Layout(rng, length, vocab, lo, hi, p["rebind"])
+    n_queries = min(max(1, length // p["pair_every"]), n_slots // 2, n_slots if p["rebind"] else len(vocab.keys))
     n_chains = sum(rng.random() < float(p["chains"]) for _ in range(n_queries)) if p["chains"] else 0
 
     def draw() -> int:

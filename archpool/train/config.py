@@ -184,7 +184,7 @@ class TrainConfig:
 
 @dataclass
 class ExtensionConfig:
-    """Context extension from a saved checkpoint (study.md §2, "Extension recipe details").
+    """Context extension from a saved checkpoint (docs/extensibility.md).
 
     - ``ntk`` / ``abf``: one stage; RoPE theta × ``theta_ratio`` (500,000 → 8,000,000 is ×16) or
       ``new_theta``; train at ``length``. ``full_layers_only`` raises theta on full-attention layers
@@ -193,8 +193,23 @@ class ExtensionConfig:
       the same YaRN factor (default ``length / pretraining context``) in both; ``full_layers_only``
       leaves sliding-window layers at plain RoPE (Olmo 3).
     - ``pi``: linear position interpolation by ``factor``.
+
     Defaults: ``length`` 8× the pretraining context; ``tokens`` = ``token_fraction`` (7%, as 10B of
-    140B) of pretraining tokens; short warmup; LR annealed linearly to 0.
+    140B) of pretraining tokens; a warmup of 5% of the steps (at least 1) to the extension LR, then a
+    linear anneal to ``final_lr_ratio`` that reaches it one step after the last (N steps are N
+    effective steps). The extension LR is ``lr``, by default ``lr_ratio`` (1/3) × the pretraining
+    peak. The optimizer starts fresh: AdamW's moments are not carried over from pretraining, which is
+    why the warmup matters (a fresh AdamW's first update moves every weight by about the LR).
+
+    ``budgets`` makes the extension a *ladder*: one run of ``max(budgets)`` steps at a constant LR
+    after the warmup, checkpointed at every budget (``milestones/step_N``; budget 0 = the RoPE change
+    alone, before any training), so a rung is exactly the extension with that budget and no rung is
+    trained from scratch. ``budgets`` replaces ``tokens`` / ``token_fraction``.
+
+    ``qk_gain`` / ``qk_gain_alpha`` raise the QK-norm gain when the extension starts (a remedy for
+    the logit cap QK-norm puts on attention): the query-norm weights of every QK-norm layer (only the
+    full-attention ones with ``full_layers_only``) are multiplied by ``qk_gain``, or by
+    ``1 + qk_gain_alpha · ln(length / pretraining context)`` (log-length scaling).
     """
 
     recipe: str = DEFAULT_RECIPE
@@ -210,17 +225,23 @@ class ExtensionConfig:
     length_ratio: int = 8
     tokens: int | None = None
     token_fraction: float = 0.07
-    lr: float | None = None  # default: the pretraining peak LR
+    lr: float | None = None  # default: lr_ratio x the pretraining peak LR
+    lr_ratio: float = 1 / 3
     final_lr_ratio: float = 0.0
-    warmup_steps: int | None = None  # default: 5% of the steps (at least 1); paper: 200 of ~2400
+    warmup_steps: int | None = None  # default: 5% of the steps (at least 1; none for a 1-step run); paper: 200 of ~2400
     global_batch_tokens: int | None = None  # default: the pretraining batch, rounded up to whole sequences
     micro_batch_size: int = 1
     intra_doc_mask: bool | None = None  # default: as pretraining
     weight_decay: float | None = None
     ckpt_every: int | None = None
     log_every: int | None = None
+    budgets: list[int] | None = None  # a ladder of step budgets, 0 = the RoPE change alone
+    qk_gain: float | None = None  # multiply the QK-norm query gains by this at the start
+    qk_gain_alpha: float | None = None  # ... or by 1 + alpha * ln(length / pretraining context)
 
     def __post_init__(self) -> None:
+        if isinstance(self.budgets, tuple):
+            self.budgets = list(self.budgets)
         check_types(self, "extension")
         self.validate()
 
@@ -250,6 +271,24 @@ class ExtensionConfig:
         _positive_int(self.micro_batch_size, f"{prefix}.micro_batch_size")
         _positive_int(self.ckpt_every, f"{prefix}.ckpt_every", allow_none=True)
         _positive_int(self.log_every, f"{prefix}.log_every", allow_none=True)
+        if not 0 < self.lr_ratio <= 10:
+            raise ConfigError(f"{prefix}.lr_ratio", f"must be in (0, 10], got {self.lr_ratio}")
+        if self.budgets is not None:
+            b = self.budgets
+            if not b or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in b):
+                raise ConfigError(f"{prefix}.budgets", f"a non-empty list of step counts >= 0, got {b!r}")
+            if len(set(b)) != len(b) or max(b) < 1:
+                raise ConfigError(f"{prefix}.budgets", f"distinct step counts, at least one > 0, got {b!r}")
+            if self.tokens is not None:
+                raise ConfigError(f"{prefix}.budgets", "give budgets (steps) or tokens, not both")
+            if self.recipe == "yarn":
+                raise ConfigError(f"{prefix}.budgets", "yarn trains two stages under one anneal; a ladder needs one stage")
+        if self.qk_gain is not None and self.qk_gain_alpha is not None:
+            raise ConfigError(f"{prefix}.qk_gain", "give qk_gain or qk_gain_alpha, not both")
+        if self.qk_gain is not None and not 0 < self.qk_gain <= 100:
+            raise ConfigError(f"{prefix}.qk_gain", f"must be in (0, 100], got {self.qk_gain}")
+        if self.qk_gain_alpha is not None and not 0 < self.qk_gain_alpha <= 10:
+            raise ConfigError(f"{prefix}.qk_gain_alpha", f"must be in (0, 10], got {self.qk_gain_alpha}")
         if self.recipe == "yarn" and self.length is not None and self.length % 2:
             raise ConfigError(f"{prefix}.length", f"yarn's first stage runs at length / 2; use an even length, got {self.length}")
 

@@ -2,7 +2,8 @@
 prepared store -> ``PretrainStream`` / ``ExtensionStream`` of this rank, cut into micro-batches.
 
 Task documents (``data.tasks``) are mixed in by share; give every pool member the same ``mix_unit``
-so members with different contexts still see identical token sequences. The stream state (tokens
+so members with different contexts still see identical token sequences, or ``fit_context`` so that
+each member's pretraining task documents are exactly one of its own sequences. The stream state (tokens
 consumed by the whole job, plus the store key and tokenizer hash) is world-size independent and is
 checked against the store on resume.
 """
@@ -22,12 +23,13 @@ from archpool.train.data import Batch, BatchStream, RankSlicedStream, SyntheticS
 from archpool.train.distributed import barrier
 
 
-def task_mix(section: DataSection, split: str, tokenizer) -> tuple[list, int | None]:
-    """``(extra, mix_unit)`` for the data stage's streams from the section's task mix."""
+def task_mix(section: DataSection, split: str, tokenizer, seq_len: int | None = None) -> tuple[list, int | None]:
+    """``(extra, mix_unit)`` for the data stage's streams from the section's task mix (``seq_len``:
+    the stream's sequence length, which sizes the documents under ``fit_context``)."""
     mix = section.tasks
     if mix is None:
         return [], None
-    share, length_range, mix_unit = mix.for_split(split)
+    share, length_range, mix_unit = mix.for_split(split, seq_len)
     if share <= 0:
         return [], None
     names, params = list(mix.names), mix.params
@@ -127,7 +129,7 @@ def build_stream(
     if n_vocab > vocab_size:
         raise ConfigError("model.vocab_size", f"{vocab_size} is smaller than the data's tokenizer vocabulary ({n_vocab})")
     order_seed = seed if section.seed is None else section.seed
-    extra, mix_unit = task_mix(section, split, store.tokenizer)
+    extra, mix_unit = task_mix(section, split, store.tokenizer, seq_len)
 
     def make(start_tokens: int):
         common = dict(

@@ -1,5 +1,5 @@
 """Context extension: a recipe turns a pretrained checkpoint's RoPE into new settings and a plan
-of training stages at the longer length (study.md §2).
+of training stages at the longer length (docs/extensibility.md).
 
 - ``ntk`` / ``abf`` (the paper's "NTK 1-stage"): raise theta (×16 by default, 500K → 8M) and train
   one stage at the extension length; ``full_layers_only`` raises it on full-attention layers only
@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import sha256_file
@@ -89,10 +91,10 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
     if gbt % length:
         raise ConfigError("extension.global_batch_tokens", f"{gbt} is not a multiple of the extension length {length}")
     n_stages = 2 if ext.recipe == "yarn" else 1
-    steps = max(n_stages, math.ceil(tokens / gbt))
-    warmup = ext.warmup_steps if ext.warmup_steps is not None else max(1, round(0.05 * steps))
-    if warmup >= steps:
-        raise ConfigError("extension.warmup_steps", f"{warmup} warmup steps leave nothing of the {steps}-step extension")
+    steps = max(ext.budgets) if ext.budgets else max(n_stages, math.ceil(tokens / gbt))
+    warmup = ext.warmup_steps if ext.warmup_steps is not None else (max(1, round(0.05 * steps)) if steps > 1 else 0)
+    if warmup > steps:
+        raise ConfigError("extension.warmup_steps", f"{warmup} warmup steps exceed the {steps}-step extension")
     if n_stages == 2:
         first = steps // 2
         stages = [Stage("yarn_stage1", length // 2, first, "extension"), Stage("yarn_stage2", length, steps - first, "extension")]
@@ -113,28 +115,61 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
         "factor": rope.factor,
         "full_layers_only": rope.full_layers_only,
         "stages": [{"name": s.name, "seq_len": s.seq_len, "steps": s.steps} for s in stages],
+        "lr": ext.lr or ext.lr_ratio * pretrain.lr,
+        "warmup_steps": warmup,
+        "optimizer": "fresh AdamW",
     }
+    if ext.budgets:
+        record["budgets"] = sorted(ext.budgets)
+    gain = qk_gain(ext, length / pre_len)
+    if gain != 1.0:
+        record["qk_gain"] = gain
     model = source_cfg.replace(rope=rope, max_seq_len=max(length, source_cfg.max_seq_len), extension=record)
     train = TrainConfig.from_dict(
         {
             **pretrain.to_dict(),
-            "lr": ext.lr or pretrain.lr,
+            "lr": ext.lr or ext.lr_ratio * pretrain.lr,
             "final_lr_ratio": ext.final_lr_ratio,
             "warmup_steps": warmup,
-            "schedule": "linear",
+            "schedule": "constant" if ext.budgets else "linear",
             "weight_decay": pretrain.weight_decay if ext.weight_decay is None else ext.weight_decay,
             "global_batch_tokens": gbt,
             "micro_batch_size": ext.micro_batch_size,
             "seq_len": length,
             "max_steps": steps,
             "max_tokens": None,
-            "milestones": [],
+            "milestones": sorted(b for b in ext.budgets or [] if b > 0),
             "intra_doc_mask": pretrain.intra_doc_mask if ext.intra_doc_mask is None else ext.intra_doc_mask,
             "ckpt_every": ext.ckpt_every or pretrain.ckpt_every,
             "log_every": ext.log_every or pretrain.log_every,
         }
     )
     return ExtensionPlan(model, train, stages, steps * gbt)
+
+
+def qk_gain(ext: ExtensionConfig, scale: float) -> float:
+    """The factor a recipe multiplies the QK-norm query gains by at an extension by ``scale`` (1: none)."""
+    if ext.qk_gain is not None:
+        return float(ext.qk_gain)
+    if ext.qk_gain_alpha is not None:
+        return 1.0 + float(ext.qk_gain_alpha) * math.log(scale)
+    return 1.0
+
+
+def raise_qk_gain(cfg: ModelConfig, weights: dict[str, torch.Tensor], gain: float, full_layers_only: bool) -> dict:
+    """``weights`` with every QK-norm layer's query-norm weight × ``gain`` (only full-attention layers
+    with ``full_layers_only``): each attention logit of those layers is multiplied by ``gain``."""
+    if cfg.qk_norm == "none":
+        raise ConfigError("extension.qk_gain", "raises the QK-norm gain; this model has no QK-norm")
+    out = dict(weights)
+    for i, kind in enumerate(cfg.layer_types):
+        if full_layers_only and kind != "full_attention":
+            continue
+        name = f"layers.{i}.attn.q_norm.weight"
+        if name not in out:
+            raise CheckpointError(f"no {name} in the checkpoint of a QK-norm model")
+        out[name] = out[name] * gain
+    return out
 
 
 def resolve_source(run_dir: str | Path, source: str) -> Path:
@@ -183,17 +218,28 @@ def extend(
         "data": run_cfg.data.to_dict(),
         "train": plan.train.to_dict(),
     }
+    gain = plan.model.extension.get("qk_gain", 1.0)
+    if gain != 1.0:
+        weights = raise_qk_gain(source_cfg, weights, gain, ext.full_layers_only)
+    out_dir = Path(out) if out is not None else run_dir / "extend" / ext.run_name
+    metadata = {"stage": "extension", "recipe": ext.recipe}
     trainer = Trainer(
-        Path(out) if out is not None else run_dir / "extend" / ext.run_name,
+        out_dir,
         plan.model,
         plan.train,
         run_cfg.data,
         plan.stages,
         init_state=weights,
         record=record,
-        metadata={"stage": "extension", "recipe": ext.recipe},
+        metadata=metadata,
+        initial_milestone=bool(ext.budgets) and 0 in ext.budgets,
     )
     return trainer.run()
+
+
+def rung_dir(extension_dir: str | Path, budget: int) -> Path:
+    """The checkpoint of one ladder rung (``budget`` steps) of an extension run."""
+    return Path(extension_dir) / "milestones" / ckpt.step_name(budget)
 
 
 def load_run_config(run_dir: str | Path) -> RunConfig:

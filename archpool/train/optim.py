@@ -56,10 +56,14 @@ def build_optimizer(
 
 @dataclass
 class LRSchedule:
-    """Warmup (linear from ``peak / warmup`` to ``peak``), then a decay to ``final`` at the last step.
+    """Warmup (linear from ``peak / warmup`` to ``peak``), then a decay that reaches ``final`` one step
+    after the last: every one of ``total`` steps updates the weights (with ``final = 0`` the last step
+    still runs at ``peak / decay_steps``, so N steps are N effective steps and a 1-step run with no
+    warmup runs at ``peak``).
 
     ``cosine`` and ``linear`` decay over all post-warmup steps; ``wsd`` (warmup-stable-decay) holds
-    ``peak`` and decays linearly over the last ``decay_fraction`` of the steps; ``constant`` holds.
+    ``peak`` and decays linearly over the last ``decay_fraction`` of the steps; ``constant`` holds
+    ``peak`` after the warmup (an extension ladder: every rung is a prefix of one run).
     """
 
     peak: float
@@ -81,7 +85,7 @@ class LRSchedule:
         start = self.total - decay_steps
         if step < start:
             return self.peak
-        p = min(1.0, (step - start + 1) / max(1, decay_steps))
+        p = min(1.0, (step - start) / max(1, decay_steps))
         if self.kind == "cosine":
             return self.final + (self.peak - self.final) * 0.5 * (1 + math.cos(math.pi * p))
         return self.peak + (self.final - self.peak) * p

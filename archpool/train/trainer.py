@@ -107,6 +107,7 @@ class Trainer:
         record: dict[str, Any] | None = None,
         metadata: dict[str, Any] | None = None,
         init_seed: int | None = None,
+        initial_milestone: bool = False,
     ):
         self.run_dir = Path(run_dir)
         self.cfg, self.tcfg, self.data = model_cfg, train_cfg, data
@@ -119,6 +120,7 @@ class Trainer:
         )
         self.metadata = metadata or {}
         self.init_seed = train_cfg.seed if init_seed is None else init_seed
+        self.initial_milestone = initial_milestone  # also keep the weights before step 1 (milestones/step_000000)
         for s in self.stages:
             train_cfg.sequences_per_step(s.seq_len)  # validate the geometry before any work
 
@@ -215,6 +217,8 @@ class Trainer:
             if start_step:
                 print(f"[archpool] resuming {self.run_dir} from step {start_step} ({resume})", flush=True)
 
+        if self.initial_milestone and start_step == 0 and info.is_main:
+            self._save_initial(model)
         stage_idx, stage_start = self._stage_at(start_step)
         stream = self._stream(self.stages[stage_idx], info)
         if data_state is not None and data_state["stage"] == stage_idx:
@@ -358,6 +362,12 @@ class Trainer:
                 _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
             ckpt.prune(root, self.tcfg.keep_last)
         D.barrier()
+
+    def _save_initial(self, model: Decoder) -> None:
+        """The weights before any step, as a milestone (an extension ladder's rung 0: the RoPE change alone)."""
+        state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        meta = {**self.metadata, "step": 0, "tokens": 0}
+        ckpt.write_checkpoint(self.run_dir / "milestones" / ckpt.step_name(0), state, self.cfg, None, meta)
 
     def _complete_result(self) -> TrainResult:
         state = ckpt.load_train_state(run_dir_final(self.run_dir))

@@ -39,3 +39,13 @@ def test_analyze_pool_dir_equals_analyze_exported_table(tmp_path, capsys):
     assert (out / "report" / "report.html").is_file()
     saved = json.loads((out / "report" / "analysis.json").read_text())
     assert saved["target"] == from_dir["target"]
+
+
+def test_a_constant_target_is_reported_not_failed(tmp_path):
+    """Every run scoring the same is a finding: the pool exits 0 and report.md says why no analysis ran."""
+    spec = toy_pool(tmp_path, milestones=[], factorial=dict(axes=dict(swa=[False, True])), report=dict(target="entropy"))
+    out = tmp_path / "out"
+    r = run_cli("run", str(spec), "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (out / "report" / "report.md").read_text()
+    assert "No analysis" in text and "constant" in text and not (out / "report" / "report.html").exists()

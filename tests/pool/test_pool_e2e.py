@@ -39,17 +39,24 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert "report:" in r.stdout
     # MQAR by distance bucket and chains, before and after extension; attention before extension too
     for col in (
-        "mqar_acc@512[d>128]",
-        "mqar_lp@512[64<d<=128]",
-        "mqar_chain_chain@512",
+        "mqar_acc@512[d>128]#ext0",
+        "mqar_acc@512[d>128]#ext2",
+        "mqar_acc@512[d>128]#ladder_mean",
+        "mqar_acc@512[d>128]@0.5#ext2",
+        "mqar_lp@512[64<d<=128]#ext2",
+        "mqar_chain_chain@512#ext2",
         "base_mqar_acc@128",
         "base_mqar_acc@512",
-        "kv_recall_lp@512",
+        "kv_recall_lp@512#ext2",
         "attn_sink_rate",
         "base_attn_sink_rate",
     ):
         assert all(row.get(col) not in (None, "") for row in rows.values()), col
-    assert 0 <= float(row["mqar_acc@512[d>128]"]) <= 1
+    assert 0 <= float(row["mqar_acc@512[d>128]#ladder_mean"]) <= 1
+    # the remedy extends only the QK-norm run
+    assert (
+        rows["lqk_post_s0"]["remedy_mqar_acc@512[d>128]#ext2"] != "" and rows["base_s0"]["remedy_mqar_acc@512[d>128]#ext2"] == ""
+    )
     # one definition of short context: results.csv, `archpool analyze POOL` (whose default target is the
     # pool's report.target) and the report count the same features
     counts = {run: int(x["feature_count"]) for run, x in rows.items()}
@@ -64,7 +71,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     )
     assert a.returncode == 0, a.stderr
     an = json.loads(a.stdout)
-    assert an["target"] == "mqar_lp@512[d>128]" and an["short_ctx"] == 64
+    assert an["target"] == "mqar_lp@512[d>128]#ladder_mean" and an["short_ctx"] == 64
     assert {x["run"]: x["feature_count"] for x in an["runs"]} == counts
     rep = json.loads((out / "report" / "analysis.json").read_text())
     assert {x["run"]: x["feature_count"] for x in rep["runs"]} == counts

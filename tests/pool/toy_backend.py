@@ -92,7 +92,8 @@ def eval(ctx: StageContext) -> dict[str, Any]:
         return {"metrics": {"short_score": round(_score(run, 1.0, "base", ctx.config["long_ctx"]) + 10, 6)}}
     milestone = float(json.loads((ctx.inputs["model"] / "node.json").read_text())["config"]["milestone"])
     recipe = json.loads((ctx.inputs["model"] / "node.json").read_text())["config"]["recipe"]["name"]
-    return {"metrics": {"long_score": round(_score(run, milestone, recipe, ctx.config["long_ctx"]), 6)}}
+    score = _score(run, milestone, recipe, ctx.config["long_ctx"]) + 0.1 * int(ctx.config.get("rung") or 0)
+    return {"metrics": {"long_score": round(score, 6)}}
 
 
 def attention(ctx: StageContext) -> dict[str, Any]:

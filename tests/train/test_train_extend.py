@@ -118,12 +118,12 @@ def test_extension_trains_at_the_longer_length_and_records_its_recipe(tmp_path):
     run = tmp_path / "run"
     ntk_rows = [json.loads(x) for x in (run / "extend" / "ntk" / "metrics.jsonl").read_text().splitlines()]
     assert {r["seq_len"] for r in ntk_rows} == {128} and len(ntk_rows) == 8
-    assert ntk_rows[-1]["lr"] == 0.0  # annealed to 0
+    assert 0 < ntk_rows[-1]["lr"] < ntk_rows[0]["lr"]  # annealed towards 0, reached one step after the last
     yarn_rows = [json.loads(x) for x in (run / "extend" / "yarn" / "metrics.jsonl").read_text().splitlines()]
     assert [r["seq_len"] for r in yarn_rows] == [64] * 8 + [128] * 8
     lrs = [r["lr"] for r in yarn_rows]
-    assert lrs[0] < lrs[1] == max(lrs) and all(a > b for a, b in zip(lrs[1:], lrs[2:]))  # one anneal across both stages
-    assert lrs[-1] == 0.0
+    assert lrs[0] < lrs[1] == lrs[2] == max(lrs) and all(a > b for a, b in zip(lrs[2:], lrs[3:]))  # one anneal, both stages
+    assert lrs[-1] == pytest.approx(max(lrs) / 14)  # 14 steps after the warmup: the last still learns
 
     model = load_checkpoint(run / "extend" / "yarn" / "milestones" / "final")
     assert model.cfg.rope.type == "yarn" and model.cfg.rope.full_layers_only and model.cfg.rope.original_max_seq_len == 32
@@ -148,3 +148,90 @@ def test_extension_rejects_a_length_that_does_not_extend():
     model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
     with pytest.raises(ConfigError, match="extension.length"):
         plan_extension(model, TrainConfig(max_steps=10, global_batch_tokens=256), ExtensionConfig(length=32), "final")
+
+
+def _extend_dir(tmp_path, extension: dict, **train) -> tuple:
+    cfg = tiny_run(max_steps=6, **train)
+    cfg["model"].update(qk_norm="layerwise", norm="post", rope={"theta": 10_000.0})
+    cfg["extension"] = [extension]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = write_config(tmp_path / "run.yaml", cfg)
+    assert main(["train", str(config), "--out", str(tmp_path / "run"), "--extend", "--no-progress"]) == 0
+    run = tmp_path / "run"
+    return run, run / "extend" / extension.get("name", extension["recipe"])
+
+
+def _weights(path) -> dict:
+    from archpool.train.checkpoint import load_weights
+
+    return load_weights(path)[1]
+
+
+def test_a_one_step_extension_changes_the_weights_at_the_extension_lr(tmp_path):
+    run, ext = _extend_dir(tmp_path, {"recipe": "ntk", "length": 64, "budgets": [1]})  # default warmup: none for 1 step
+    rows = [json.loads(x) for x in (ext / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["lr"] == pytest.approx(1e-2 / 3)  # the extension lr: a third of the peak
+    before, after = _weights(run / "milestones" / "final"), _weights(ext / "milestones" / "final")
+    moved = [k for k in before if not torch.equal(before[k], after[k])]
+    assert "layers.0.attn.q_proj.weight" in moved
+    # a fresh AdamW's first step moves a weight by about the lr (the update is m / sqrt(v) ~ sign(g))
+    delta = (after["layers.0.attn.q_proj.weight"] - before["layers.0.attn.q_proj.weight"]).abs()
+    assert delta.max().item() == pytest.approx(1e-2 / 3, rel=0.05)
+
+
+def test_a_ladder_checkpoints_every_rung_of_one_run(tmp_path):
+    run, ext = _extend_dir(tmp_path, {"recipe": "ntk", "length": 64, "budgets": [0, 1, 3, 5], "warmup_steps": 1})
+    rows = [json.loads(x) for x in (ext / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["lr"] for r in rows] == pytest.approx([1e-2 / 3] * 5)  # constant after the warmup: a rung is a prefix
+    rungs = {b: ext / "milestones" / f"step_{b:06d}" for b in (0, 1, 3, 5)}
+    assert all((d / "config.json").is_file() for d in rungs.values())
+    zero = load_checkpoint(rungs[0])
+    assert zero.cfg.rope.theta == 160_000.0  # rung 0: the RoPE change alone
+    source = _weights(run / "milestones" / "final")
+    assert all(torch.equal(source[k], v) for k, v in _weights(rungs[0]).items())
+    one = _weights(rungs[1])
+    assert not torch.equal(one["layers.0.attn.q_proj.weight"], source["layers.0.attn.q_proj.weight"])
+    assert all(torch.equal(a, b) for a, b in zip(_weights(rungs[5]).values(), _weights(ext / "milestones" / "final").values()))
+    # the rung after 3 steps of the ladder is the same model as a 3-step extension with the same schedule
+    _, three = _extend_dir(tmp_path / "b", {"recipe": "ntk", "length": 64, "budgets": [3], "warmup_steps": 1})
+    assert all(torch.equal(a, b) for a, b in zip(_weights(rungs[3]).values(), _weights(three / "milestones" / "final").values()))
+
+
+def test_the_remedy_raises_the_qk_norm_gain_by_log_length(tmp_path):
+    import math
+
+    run, ext = _extend_dir(tmp_path, {"recipe": "ntk", "name": "remedy", "length": 128, "budgets": [0, 1], "qk_gain_alpha": 0.1})
+    source, zero = _weights(run / "milestones" / "final"), _weights(ext / "milestones" / "step_000000")
+    gain = 1 + 0.1 * math.log(128 / 32)
+    for name, value in source.items():
+        expected = value * gain if name.endswith("attn.q_norm.weight") else value
+        torch.testing.assert_close(zero[name], expected, rtol=1e-6, atol=0)
+    assert load_checkpoint(ext / "milestones" / "step_000000").cfg.extension["qk_gain"] == pytest.approx(gain)
+
+
+def test_a_one_step_plan_without_a_ladder_runs_its_step_at_the_extension_lr():
+    from archpool.train.optim import LRSchedule
+
+    model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
+    pre = TrainConfig(lr=6e-3, global_batch_tokens=256, micro_batch_size=4, max_steps=100)
+    plan = plan_extension(model, pre, ExtensionConfig(length=64, tokens=256), "final")
+    t = plan.train
+    assert (t.max_steps, t.warmup_steps, t.lr) == (1, 0, pytest.approx(2e-3))
+    assert LRSchedule(t.lr, t.lr * t.final_lr_ratio, t.warmup_steps, t.max_steps, t.schedule)(0) == pytest.approx(2e-3)
+
+
+def test_ladder_and_remedy_settings_are_validated():
+    with pytest.raises(ConfigError, match="extension.budgets"):
+        ExtensionConfig(budgets=[0])
+    with pytest.raises(ConfigError, match="extension.budgets"):
+        ExtensionConfig(budgets=[2, 2])
+    with pytest.raises(ConfigError, match="extension.budgets"):
+        ExtensionConfig(budgets=[5], tokens=100)
+    with pytest.raises(ConfigError, match="extension.qk_gain"):
+        ExtensionConfig(qk_gain=2.0, qk_gain_alpha=0.1)
+    model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
+    from archpool.train.extend import raise_qk_gain
+
+    with pytest.raises(ConfigError, match="no QK-norm"):
+        raise_qk_gain(model, {}, 1.5, False)

@@ -41,17 +41,28 @@ def test_gradient_accumulation_and_intra_doc_mask_keep_the_global_batch_mean(tmp
     assert plain[1:] != pytest.approx(runs[8][1:], rel=1e-6)  # the doc mask does change the model's inputs
 
 
-def test_schedules_warm_up_then_reach_the_final_lr():
+def test_schedules_warm_up_then_decay_towards_the_final_lr():
     for kind in ("cosine", "linear", "wsd"):
         s = LRSchedule(peak=1.0, final=0.1, warmup=10, total=100, kind=kind, decay_fraction=0.2)
         lrs = [s(i) for i in range(100)]
-        assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
-        assert lrs[-1] == pytest.approx(0.1)
+        assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0) and lrs[10] == pytest.approx(1.0)
+        assert 0.1 < lrs[-1] < 0.2  # the final lr is reached one step after the last: the last step still learns
         assert all(a >= b - 1e-12 for a, b in zip(lrs[9:], lrs[10:]))  # monotone after warmup
     wsd = LRSchedule(1.0, 0.0, 10, 100, "wsd", 0.2)
-    assert wsd(79) == 1.0 and wsd(80) < 1.0 and wsd(99) == 0.0
+    assert wsd(80) == 1.0 and wsd(81) < 1.0 and wsd(99) == pytest.approx(1 / 20)
     cos = LRSchedule(1.0, 0.0, 0, 101, "cosine")
     assert cos(50) == pytest.approx(0.5, abs=0.02)
+    const = LRSchedule(1.0, 0.0, 2, 50, "constant")
+    assert [const(i) for i in range(4)] == [0.5, 1.0, 1.0, 1.0] and const(49) == 1.0
+
+
+def test_every_step_of_a_linear_schedule_to_zero_learns():
+    """N steps are N effective steps: no step runs at lr 0, and one step without warmup runs at the peak."""
+    for total in (1, 2, 5, 50):
+        s = LRSchedule(peak=2e-3, final=0.0, warmup=0, total=total, kind="linear")
+        lrs = [s(i) for i in range(total)]
+        assert lrs[0] == pytest.approx(2e-3) and min(lrs) > 0
+        assert lrs[-1] == pytest.approx(2e-3 / total)
 
 
 def test_no_weight_decay_on_norms_and_embeddings_unless_configured():

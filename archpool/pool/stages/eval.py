@@ -1,5 +1,6 @@
 """The eval stage of a pool run: task suites (or a task list) at the pool's lengths on the pretrained
-model (``phase: base``) or an extended one; LongPPL / perplexity where asked. Columns follow
+model (``phase: base``), an extended one, or one rung of an extension ladder (``rung``: its
+checkpoint after that many steps); LongPPL / perplexity where asked. Columns follow
 :mod:`archpool.columns`."""
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ def run(ctx: StageContext) -> dict[str, Any]:
     at = e.lengths_at(c["phase"] == "base", int(c["long_ctx"]))
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
-    target = load_target(ctx.inputs["model"], tokenizer=tok)
+    model = ctx.inputs["model"]
+    if c.get("rung") is not None:  # one rung of an extension ladder: its checkpoint in the extension run
+        from archpool.train.extend import rung_dir
+
+        model = rung_dir(model, int(c["rung"]))
+    target = load_target(model, tokenizer=tok)
     modes = list(e.modes or ["ll"])
     n, seed, params = e.n_samples, e.seed, dict(e.task_params)
     out_dir = ctx.out_dir / "eval"

@@ -1,0 +1,331 @@
+"""Extension-only effects: what a feature costs in extension, net of what it costs in pretraining.
+
+Per single-feature arm (a cell that differs from an all-features-off baseline cell in exactly one axis,
+see :func:`archpool.analysis.effects.pairs`), paired by ``seed`` (same seed: same data order and init):
+
+- pre effect: ``mastery_acc(arm, s) − mastery_acc(base, s)``, each at its own pretraining length
+  (:mod:`archpool.analysis.mastery`), over every seed with both values;
+- post effect at each evaluation length ``L``: the target's family at ``L`` after extension (same task,
+  same distance filter when that column exists at ``L``, else the all-distance ``<task>@L``, same ``#``
+  rung suffix), arm − base;
+- extension-only effect, a difference in differences: ``d_s = (post_arm_s − post_base_s) −
+  (pre_arm_s − pre_base_s)``; mean, 95% t-interval over seeds, seed sd, n.
+
+With an extension ladder the same is computed at every rung (``#ext<N>``) and on ``#ladder_mean``.
+A run with ``mastered == 0`` is excluded from the post effects and the differences in differences (its
+seed's pair is dropped) and listed in ``not_mastered``: its long-context numbers measure pretraining.
+
+Remedy: for each extension recipe other than the primary one (``<recipe>_<target>`` columns), the paired
+difference ``<recipe>_<target> − <target>`` per run, and for a single-feature arm its gap to the baseline
+with the primary recipe (``target(arm) − target(base)``) and with the remedy (``<recipe>_target(arm) −
+target(base)``), per seed.
+
+Factorial: a design is a full factorial when its distinct configurations of the varying features number
+``2^k`` (k varying features); otherwise regression coefficients over the four axes are not effects.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from archpool.analysis import effects as fx
+from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, mastery_frame, mastery_metric
+from archpool.analysis.table import FEATURES, features
+from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, rung_budget, split_rung
+
+NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
+NOT_FACTORIAL = "not factorial: pairwise effects only"
+_STEM_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
+
+
+def _f(x: Any) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:
+    """Mean, 95% t-interval over seeds, seed sd and n of per-seed values (``per_seed`` kept)."""
+    x = np.asarray(list(per_seed.values()), float)
+    n = len(x)
+    mean = float(x.mean()) if n else None
+    sd = float(x.std(ddof=1)) if n > 1 else None
+    ci: list[float | None] = [None, None]
+    if n > 1 and sd is not None:
+        h = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+        ci = [mean - h, mean + h]
+    return {"mean": mean, "ci95": ci, "sd": sd, "n": n, "per_seed": dict(per_seed)}
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float | None]:
+    """Wilson 95% interval of a proportion ``k / n``."""
+    if n == 0:
+        return [None, None]
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def is_factorial(df: pd.DataFrame, short_ctx: int) -> bool:
+    """True when the distinct configurations of the varying features form a full 2^k factorial."""
+    f = features(df, short_ctx)
+    varying = [c for c in FEATURES if f[c].nunique() > 1]
+    return len(f[varying].drop_duplicates()) == 2 ** len(varying) if varying else True
+
+
+def _seeds(df: pd.DataFrame) -> pd.Series:
+    return df["seed"] if "seed" in df.columns else pd.Series(0, index=df.index)
+
+
+def _by_seed(d: pd.DataFrame, runs: list[str], values: pd.Series) -> dict[Any, float]:
+    """Mean of ``values`` (indexed like ``d``) over the given runs, per seed; seeds without a value left out."""
+    sel = d["run"].isin(runs)
+    v = pd.to_numeric(values[sel], errors="coerce")
+    s = _seeds(d)[sel]
+    ok = v.notna()
+    return {_plain(k): float(x) for k, x in v[ok].groupby(s[ok], sort=True).mean().items()}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return int(v) if float(v).is_integer() else float(v)
+    return v
+
+
+def _diff(a: dict[Any, float], b: dict[Any, float], seeds: set | None = None) -> dict[Any, float]:
+    """``a[s] − b[s]`` over the seeds both have (and ``seeds``, when given)."""
+    return {s: a[s] - b[s] for s in a if s in b and (seeds is None or s in seeds)}
+
+
+def _has(df: pd.DataFrame, column: str) -> bool:
+    return column in df.columns and pd.to_numeric(df[column], errors="coerce").notna().any()
+
+
+def family(df: pd.DataFrame, target: str) -> dict[str, Any] | None:
+    """The target's family: metric, filter, rung, and per rung suffix the column at each length
+    (``{suffix: {length: column}}``); None for a target that is not a post-extension score at a length."""
+    stem, rung = split_rung(target)
+    m = _STEM_RE.match(stem)
+    if not m or stem.startswith(BASE_PREFIX):
+        return None
+    metric, filt = m["metric"], m["filter"] or ""
+    pat = re.compile(rf"^{re.escape(metric)}@(\d{{2,}})(\[[^\]]*\])?(?:{re.escape(RUNG_SEP)}(.+))?$")
+    lengths: set[int] = set()
+    suffixes: set[str] = set()
+    for c in df.columns:
+        x = pat.match(c)
+        if x and _has(df, c):
+            lengths.add(int(x[1]))
+            suffixes.add(x[3] or "")
+    columns: dict[str, dict[int, str]] = {}
+    for suf in sorted(suffixes, key=_rung_order):
+        tail = f"{RUNG_SEP}{suf}" if suf else ""
+        at = {}
+        for L in sorted(lengths):
+            for c in (f"{metric}@{L}{filt}{tail}", f"{metric}@{L}{tail}"):
+                if _has(df, c):
+                    at[L] = c
+                    break
+        if at:
+            columns[suf] = at
+    return {"metric": metric, "filter": filt, "rung": rung, "columns": columns}
+
+
+def _rung_order(label: str) -> tuple[int, int]:
+    b = rung_budget(label)
+    return (0, b) if b is not None else (1, 0) if label == LADDER_MEAN else (2, 0)
+
+
+def _arm_label(row: pd.Series) -> str:
+    on = [f for f in FEATURES if row.get(f"f_{f}")]
+    return "+".join(on) if on else "baseline"
+
+
+def _arms(d: pd.DataFrame, target: str, short_ctx: int) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The cells of ``d`` and the pairs (baseline cell → single-feature arm)."""
+    c = fx.cells(d, target, short_ctx)
+    ps = [p for p in fx.pairs(c, None) if p["feature"] is not None and not any(p["context"].values())]
+    return c, ps
+
+
+def mastery_summary(
+    d: pd.DataFrame, short_ctx: int, metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD
+) -> dict[str, Any] | None:
+    """Per run mastery flags and per arm (configuration) the mean mastery_acc with a t-interval and the
+    mastered fraction with a Wilson interval; None when no run has mastery columns."""
+    mf = mastery_frame(d, metric, threshold)
+    if mf["mastered"].notna().sum() == 0:
+        return None
+    runs = [
+        {"run": r, **{k: _plain(mf.at[i, k]) if pd.notna(mf.at[i, k]) else None for k in mf.columns}}
+        for i, r in zip(d.index, d["run"])
+    ]
+    c = fx.cells(d.assign(_m=mf["mastery_acc"].astype(float)), "_m", short_ctx)
+    arms = []
+    for _, row in c.iterrows():
+        sel = d["run"].isin(row["runs"])
+        acc = mf.loc[sel, "mastery_acc"].dropna().astype(float)
+        flags = mf.loc[sel, "mastered"].dropna()
+        s = summarise(dict(enumerate(acc)))
+        k = int((flags == 1).sum())
+        arms.append(
+            {
+                "arm": _arm_label(row),
+                "runs": list(row["runs"]),
+                "n": s["n"],
+                "mean": s["mean"],
+                "ci95": s["ci95"],
+                "n_mastered": k,
+                "n_judged": len(flags),
+                "mastered_ci95": wilson(k, len(flags)),
+            }
+        )
+    return {"metric": metric, "threshold": threshold, "runs": runs, "arms": arms}
+
+
+def extension_effects(
+    df: pd.DataFrame, target: str, short_ctx: int, metric: str | None = None, threshold: float = MASTERY_THRESHOLD
+) -> dict[str, Any] | None:
+    """Pre, post and extension-only (difference-in-differences) effects per single-feature arm (see the
+    module docstring); None when the target is no score at a length or no run has mastery values."""
+    d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
+    fam = family(d, target)
+    if fam is None or len(d) < 2:
+        return None
+    metric = metric or mastery_metric(target, d.columns) or MASTERY_METRIC
+    mf = mastery_frame(d, metric, threshold)
+    if mf["mastered"].notna().sum() == 0:
+        return None
+    c, ps = _arms(d, target, short_ctx)
+    f = features(d, short_ctx).add_prefix("f_")
+    not_mastered = [
+        {
+            "run": d.at[i, "run"],
+            "arm": _arm_label(f.loc[i]),
+            "mastery_acc": _f(mf.at[i, "mastery_acc"]),
+            "mastery_min_bucket": _f(mf.at[i, "mastery_min_bucket"]),
+            "reason": NOT_MASTERED,
+        }
+        for i in d.index
+        if mf.at[i, "mastered"] == 0
+    ]
+    bad = {x["run"] for x in not_mastered}
+    acc = mf["mastery_acc"]
+    axes = []
+    for p in ps:
+        base, arm = list(p["runs_from"]), list(p["runs_to"])
+        pre_base, pre_arm = _by_seed(d, base, acc), _by_seed(d, arm, acc)
+        pre = _diff(pre_arm, pre_base)
+        involved = d["run"].isin(base + arm)
+        dropped = sorted({_plain(s) for s in _seeds(d)[involved & d["run"].isin(bad)]})
+        kept = {_plain(s) for s in _seeds(d)[involved]} - set(dropped)
+        rows = []
+        for suf, at in fam["columns"].items():
+            for L, col in at.items():
+                post = _diff(_by_seed(d, arm, d[col]), _by_seed(d, base, d[col]), kept)
+                did = {s: post[s] - pre[s] for s in post if s in pre}
+                rows.append(
+                    {
+                        "rung": suf,
+                        "length": L,
+                        "column": col,
+                        "is_target": col == target,
+                        "post": summarise(post),
+                        "did": summarise(did),
+                    }
+                )
+        axes.append(
+            {
+                "axis": p["axis"],
+                "feature": p["feature"],
+                "from": p["from"],
+                "to": p["to"],
+                "runs_base": base,
+                "runs_arm": arm,
+                "pre": summarise(pre),
+                "dropped_seeds": dropped,
+                "effects": rows,
+            }
+        )
+    return {
+        "target": target,
+        "metric": fam["metric"],
+        "filter": fam["filter"],
+        "mastery_metric": metric,
+        "threshold": threshold,
+        "rungs": list(fam["columns"]),
+        "axes": axes,
+        "not_mastered": not_mastered,
+        "n_cells": len(c),
+    }
+
+
+def remedy(
+    df: pd.DataFrame, target: str, short_ctx: int, metric: str | None = None, threshold: float = MASTERY_THRESHOLD
+) -> list[dict[str, Any]]:
+    """Per extension recipe other than the primary one (``<recipe>_<target>`` columns with a value), per
+    configuration that has it: the paired difference recipe − primary, and for a single-feature arm its
+    gap to the baseline with either recipe (see the module docstring). Runs that did not master their own
+    length are left out when mastery is known."""
+    if target not in df.columns:
+        return []
+    d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
+    prefixes = sorted(
+        c[: -len(target)]
+        for c in d.columns
+        if c != target and c.endswith(target) and c[: -len(target)].endswith("_") and c[: -len(target)] != BASE_PREFIX
+    )
+    prefixes = [p for p in prefixes if _has(d, p + target)]
+    if not prefixes or len(d) < 2:
+        return []
+    metric = metric or mastery_metric(target, d.columns) or MASTERY_METRIC
+    mf = mastery_frame(d, metric, threshold)
+    bad = set(d.loc[mf["mastered"] == 0, "run"])
+    c, ps = _arms(d, target, short_ctx)
+    base_of = {tuple(p["runs_to"]): p for p in ps}
+    y = d[target].where(~d["run"].isin(bad))
+    out = []
+    for prefix in prefixes:
+        col = prefix + target
+        z = d[col].where(~d["run"].isin(bad))
+        arms = []
+        for _, row in c.iterrows():
+            runs = list(row["runs"])
+            treated = _by_seed(d, runs, z)
+            if not treated:
+                continue
+            primary = _by_seed(d, runs, y)
+            entry: dict[str, Any] = {"arm": _arm_label(row), "runs": runs, "paired": summarise(_diff(treated, primary))}
+            p = base_of.get(tuple(runs))
+            if p is not None:
+                base = _by_seed(d, list(p["runs_from"]), y)
+                gap_primary, gap_recipe = _diff(primary, base), _diff(treated, base)
+                common = set(gap_primary) & set(gap_recipe)
+                gp = summarise({s: gap_primary[s] for s in gap_primary if s in common})
+                gr = summarise({s: gap_recipe[s] for s in gap_recipe if s in common})
+                closed = None
+                if gp["mean"] and gr["mean"] is not None:
+                    closed = 1 - gr["mean"] / gp["mean"]
+                entry.update(
+                    axis=p["axis"],
+                    feature=p["feature"],
+                    runs_base=list(p["runs_from"]),
+                    gap_primary=gp,
+                    gap_recipe=gr,
+                    closed_fraction=closed,
+                )
+            arms.append(entry)
+        if arms:
+            out.append({"recipe": prefix[:-1], "column": col, "arms": arms})
+    return out

@@ -1,0 +1,108 @@
+"""Mastery before extension: every arm masters its own length before extension, so its long-context
+numbers measure extension, not pretraining.
+
+The rule: a run *masters* its own length when, before extension, at its own pretraining length
+``L = pretrain_ctx``, the accuracy ``base_<metric>@L`` is at least ``threshold`` **and** so is every
+distance bucket and tail column of that metric at ``L`` (``base_<metric>@L[...]``, e.g. ``[d<=64]``,
+``[64<d<=128]``, ``[d>64]``). A bucket with no answers has no column (or an empty cell) and is not
+checked. Without the ``base_<metric>@L`` value (or a pretraining length) nothing can be said: None.
+
+``mastery_acc`` is ``base_<metric>@L``, ``mastery_min_bucket`` the lowest bucket/tail accuracy at ``L``
+(None without buckets), ``mastered`` 1 | 0 | None. A run that did not master its own length is no
+evidence about extension: its long-context numbers measure pretraining.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from archpool.columns import BASE_PREFIX, split_rung
+
+MASTERY_METRIC = "mqar_acc"
+MASTERY_THRESHOLD = 0.9
+MASTERY_COLUMNS = ("mastery_acc", "mastery_min_bucket", "mastered")
+# ``<metric>@<length>[<filter>]``: a dense task's score at a length, optionally one distance bucket or tail
+_FAMILY_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
+
+
+def _value(v: Any) -> float | None:
+    """A finite float, else None (missing key, empty cell, NaN, text)."""
+    if v is None or isinstance(v, bool) or (isinstance(v, str) and not v.strip()):
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def mastery(row: Mapping[str, Any], metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD) -> dict[str, Any]:
+    """``{"mastery_acc", "mastery_min_bucket", "mastered"}`` of one run's row (see the module docstring)."""
+    none = {"mastery_acc": None, "mastery_min_bucket": None, "mastered": None}
+    length = _value(row.get("pretrain_ctx"))
+    if length is None or length != int(length):
+        return none
+    head = f"{BASE_PREFIX}{metric}@{int(length)}"
+    acc = _value(row.get(head))
+    if acc is None:
+        return none
+    buckets = [
+        v
+        for k, x in row.items()
+        if isinstance(k, str) and k.startswith(head + "[") and k.endswith("]") and (v := _value(x)) is not None
+    ]
+    low = min(buckets) if buckets else None
+    ok = acc >= threshold and (low is None or low >= threshold)
+    return {"mastery_acc": acc, "mastery_min_bucket": low, "mastered": int(ok)}
+
+
+def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | None:
+    """The accuracy metric whose mastery a target's numbers rest on: ``mqar_acc`` for
+    ``mqar_acc@1024[d>128]#ladder_mean`` (also for ``mqar_lp@…``: mastery is judged on accuracy).
+
+    A recipe prefix (``remedy_mqar_acc@…``) is dropped when ``columns`` are given and hold
+    ``base_<metric>@…`` columns for the shorter name. None for a target that is not a score at a length."""
+    stem, _ = split_rung(target)
+    if stem.startswith(BASE_PREFIX):
+        stem = stem[len(BASE_PREFIX) :]
+    m = _FAMILY_RE.match(stem)
+    if not m:
+        return None
+    metric = m["metric"]
+    if not metric.endswith("_acc"):
+        task, sep, _mode = metric.rpartition("_")
+        metric = f"{task}_acc" if sep else f"{metric}_acc"
+    if columns is not None:
+        have = {c.partition("@")[0] for c in columns if c.startswith(BASE_PREFIX)}
+        parts = metric.split("_")
+        for i in range(len(parts)):
+            candidate = "_".join(parts[i:])
+            if BASE_PREFIX + candidate in have:
+                return candidate
+    return metric
+
+
+def mastery_frame(df: pd.DataFrame, metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD) -> pd.DataFrame:
+    """Per run (index of ``df``): ``mastery_acc``, ``mastery_min_bucket``, ``mastered``, ``from``.
+
+    Computed from the ``base_<metric>@L`` columns when the table has them for that run, else the table's
+    own ``mastery_*`` columns (``from`` says which: ``base`` | ``table`` | None)."""
+    rows = []
+    table_cols = all(c in df.columns for c in MASTERY_COLUMNS)
+    for _, r in df.iterrows():
+        m = mastery(r.to_dict(), metric, threshold)
+        src = "base" if m["mastered"] is not None else None
+        if src is None and table_cols and _value(r["mastered"]) is not None:
+            m = {
+                "mastery_acc": _value(r["mastery_acc"]),
+                "mastery_min_bucket": _value(r["mastery_min_bucket"]),
+                "mastered": int(_value(r["mastered"]) >= 0.5),
+            }
+            src = "table"
+        rows.append({**m, "from": src})
+    return pd.DataFrame(rows, index=df.index, columns=[*MASTERY_COLUMNS, "from"])

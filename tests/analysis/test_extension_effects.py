@@ -1,0 +1,180 @@
+"""Extension-only effects (difference in differences), mastery exclusion, remedy, and ladder columns,
+against hand computations on a small hand-written table."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from archpool.analysis import analyze, format_text, load_results
+from archpool.analysis.extension import NOT_MASTERED, extension_effects, is_factorial, remedy
+from archpool.analysis.summary import length_columns
+from archpool.analysis.table import validate
+
+TARGET = "mqar_acc@1024[d>128]#ladder_mean"
+SEEDS = (0, 1, 2)
+# arm: (pretrain_ctx, qk_norm, mastery accuracy at its own length per seed, target per seed)
+ARMS = {
+    "base": (256, "none", [0.95, 0.97, 0.93], [0.60, 0.70, 0.65]),
+    "qk": (256, "layerwise", [0.92, 0.96, 0.91], [0.30, 0.45, 0.35]),
+    "short": (128, "none", [0.99, 0.98, 0.97], [0.50, 0.55, 0.60]),
+}
+REMEDY = {"qk": [0.55, 0.60, 0.62]}
+
+
+def _table() -> pd.DataFrame:
+    rows = []
+    for arm, (ctx, qk, pre, post) in ARMS.items():
+        for s in SEEDS:
+            r = dict(run=f"{arm}_s{s}", swa=0, qk_norm=qk, norm="pre", n_kv_heads=4, n_heads=4, pretrain_ctx=ctx, seed=s)
+            r["state"] = "done"
+            r[f"base_mqar_acc@{ctx}"] = pre[s]
+            r[f"base_mqar_acc@{ctx}[d<=64]"] = 0.99
+            if ctx == 256:
+                r["base_mqar_acc@256[d>64]"] = 0.95
+            else:
+                r["base_mqar_acc@256"] = 0.2  # the short arm beyond its own length: not its mastery
+            r[TARGET] = post[s]
+            r["mqar_acc@1024[d>128]#ext0"] = post[s] - 0.1
+            r["mqar_acc@1024[d>128]#ext5"] = post[s] + 0.1
+            r["mqar_acc@512#ladder_mean"] = post[s] + 0.2  # no [d>128] filter at 512: the all-distance column
+            r["mqar_acc@512#ext5"] = post[s] + 0.25
+            r["remedy_" + TARGET] = REMEDY[arm][s] if arm in REMEDY else np.nan
+            rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def _validated(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as :func:`load_results` reads it: every cell text, missing values empty."""
+    return validate(df.astype(object).where(df.notna(), "").astype(str))
+
+
+def _t_summary(x: list[float]) -> tuple[float, float, float, float]:
+    x = np.asarray(x, float)
+    m, sd = x.mean(), x.std(ddof=1)
+    h = sps.t.ppf(0.975, len(x) - 1) * sd / math.sqrt(len(x))
+    return m, m - h, m + h, sd
+
+
+def _axis(e, feature):
+    (a,) = [a for a in e["axes"] if a["feature"] == feature]
+    return a
+
+
+def _at(a, length, rung):
+    (x,) = [x for x in a["effects"] if x["length"] == length and x["rung"] == rung]
+    return x
+
+
+@pytest.mark.parametrize("feature, arm", [("qk_norm", "qk"), ("short_ctx", "short")])
+def test_difference_in_differences_matches_a_hand_computation(feature, arm):
+    e = extension_effects(_table(), TARGET, short_ctx=128)
+    a = _axis(e, feature)
+    pre = [ARMS[arm][2][s] - ARMS["base"][2][s] for s in SEEDS]  # each at its own length
+    post = [ARMS[arm][3][s] - ARMS["base"][3][s] for s in SEEDS]
+    did = [p - q for p, q in zip(post, pre)]
+    assert a["pre"]["mean"] == pytest.approx(np.mean(pre))
+    x = _at(a, 1024, "ladder_mean")
+    assert x["is_target"] and x["column"] == TARGET
+    assert x["post"]["mean"] == pytest.approx(np.mean(post))
+    m, lo, hi, sd = _t_summary(did)
+    assert x["did"]["mean"] == pytest.approx(m)
+    assert x["did"]["ci95"] == pytest.approx([lo, hi])
+    assert x["did"]["sd"] == pytest.approx(sd)
+    assert x["did"]["n"] == 3
+    # every rung, and the all-distance column where the filtered one does not exist
+    assert _at(a, 1024, "ext0")["did"]["mean"] == pytest.approx(m)  # −0.1 on both sides cancels
+    assert _at(a, 512, "ladder_mean")["column"] == "mqar_acc@512#ladder_mean"
+    assert _at(a, 512, "ext5")["column"] == "mqar_acc@512#ext5"
+    assert e["rungs"] == ["ext0", "ext5", "ladder_mean"]
+    assert e["not_mastered"] == []
+
+
+def test_a_run_that_did_not_master_is_excluded_and_listed():
+    df = _table()
+    i = df.index[df.run == "qk_s2"][0]
+    df.loc[i, "base_mqar_acc@256[d>64]"] = 0.5  # one bucket fails: not mastered
+    e = extension_effects(df, TARGET, short_ctx=128)
+    assert e["not_mastered"] == [
+        {"run": "qk_s2", "arm": "qk_norm", "mastery_acc": 0.91, "mastery_min_bucket": 0.5, "reason": NOT_MASTERED}
+    ]
+    a = _axis(e, "qk_norm")
+    assert a["dropped_seeds"] == [2]
+    x = _at(a, 1024, "ladder_mean")
+    did = [(ARMS["qk"][3][s] - ARMS["base"][3][s]) - (ARMS["qk"][2][s] - ARMS["base"][2][s]) for s in (0, 1)]
+    assert x["did"]["n"] == 2 and x["post"]["n"] == 2
+    assert x["did"]["mean"] == pytest.approx(np.mean(did))
+    assert set(x["did"]["per_seed"]) == {0, 1}
+    assert _at(_axis(e, "short_ctx"), 1024, "ladder_mean")["did"]["n"] == 3  # other arms keep every seed
+    text = format_text(analyze(_validated(df), TARGET, short_ctx=128))
+    assert "Did not master before extension" in text and "qk_s2" in text
+
+
+def test_remedy_paired_difference_and_gap_to_the_baseline():
+    (rec,) = remedy(_table(), TARGET, short_ctx=128)
+    assert rec["recipe"] == "remedy" and rec["column"] == "remedy_" + TARGET
+    (arm,) = rec["arms"]  # only the QK-norm arm has the remedy
+    assert arm["arm"] == "qk_norm"
+    paired = [REMEDY["qk"][s] - ARMS["qk"][3][s] for s in SEEDS]
+    m, lo, hi, sd = _t_summary(paired)
+    assert arm["paired"]["mean"] == pytest.approx(m) and arm["paired"]["ci95"] == pytest.approx([lo, hi])
+    gap_primary = [ARMS["qk"][3][s] - ARMS["base"][3][s] for s in SEEDS]
+    gap_remedy = [REMEDY["qk"][s] - ARMS["base"][3][s] for s in SEEDS]
+    assert arm["gap_primary"]["mean"] == pytest.approx(np.mean(gap_primary))
+    assert arm["gap_recipe"]["mean"] == pytest.approx(np.mean(gap_remedy))
+    assert arm["closed_fraction"] == pytest.approx(1 - np.mean(gap_remedy) / np.mean(gap_primary))
+
+
+def test_analyze_reports_the_new_sections_and_flags_a_non_factorial_design():
+    df = _validated(_table())
+    assert not is_factorial(df, 128)
+    r = analyze(df, TARGET, short_ctx=128)
+    assert r["factorial"] is False
+    assert r["predictors"]["four_axes"]["note"] == "not factorial: pairwise effects only"
+    assert {a["feature"] for a in r["extension_effects"]["axes"]} == {"qk_norm", "short_ctx"}
+    assert r["remedy"][0]["recipe"] == "remedy"
+    arms = {a["arm"]: a for a in r["mastery"]["arms"]}
+    assert arms["qk_norm"]["mean"] == pytest.approx(np.mean(ARMS["qk"][2]))
+    assert arms["baseline"]["n_mastered"] == 3
+    text = format_text(r)
+    for section in ("Extension-only effects", "Remedy", "Mastery before extension", "not factorial"):
+        assert section in text
+    assert "four_axes: coefficients" not in text
+
+
+def test_ladder_columns_survive_loading_and_are_not_lengths(tmp_path):
+    path = tmp_path / "results.csv"
+    _table().to_csv(path, index=False)
+    df = load_results(path)
+    assert df["mqar_acc@512#ext5"].dtype == float and df[TARGET].notna().all()
+    by = length_columns(df)
+    assert not any("#" in k for k in by)
+    assert by["mqar_acc"]["post"] == {512: "mqar_acc@512#ladder_mean"}  # the ladder mean stands for "post"
+    assert by["mqar_acc"]["pre"] == {128: "base_mqar_acc@128", 256: "base_mqar_acc@256"}
+    r = analyze(df, TARGET, short_ctx=128)
+    assert r["extension_effects"]["axes"]
+
+
+def test_tables_without_mastery_columns_skip_the_new_sections(table):
+    r = analyze(_validated(table(seeds=2)), "helmet")
+    assert r["mastery"] is None and r["extension_effects"] is None and r["remedy"] == []
+    assert r["factorial"] is True and "note" not in r["predictors"]["four_axes"]
+    assert "Extension-only effects" not in format_text(r)
+
+
+def test_html_report_has_the_extension_sections(tmp_path):
+    from archpool.report.html import write_report
+
+    df = _table()
+    df.loc[df.run == "qk_s2", "base_mqar_acc@256[d>64]"] = 0.5
+    path = tmp_path / "results.csv"
+    df.to_csv(path, index=False)
+    page = write_report(path, tmp_path / "report", TARGET, short_ctx=128).read_text()
+    for title in ("Extension-only effects", "Did not master before extension", "Remedy", "Mastery before extension"):
+        assert f"<h2>{title}</h2>" in page
+    assert "id=not-factorial" in page and "id=extension-findings" in page
+    assert (tmp_path / "report" / "tables" / "extension_effects.csv").is_file()
