@@ -549,17 +549,21 @@ def format_extension(r: dict[str, Any]) -> list[str]:
             "length; DiD = post − pre per seed)",
         ]
         rows = []
+        rung = split_rung(e["target"])[1]  # the text shows the target's rung (or ladder mean); the csv has all
         for a in e["axes"]:
             name = f"{a['axis']} {a['from']} → {a['to']}"
-            rows.append([name, "pre (own length)", "", *_eff(a["pre"])])
+            pre = _eff(a["pre"])
+            rows.append([name, "own length, before", pre[0], pre[1], "", "", pre[2], pre[3]])
             for x in a["effects"]:
+                if x["rung"] != rung:
+                    continue
                 where = f"@{x['length']}" + (f"{RUNG_SEP}{x['rung']}" if x["rung"] else "") + (" *" if x["is_target"] else "")
-                rows.append([name, "post", where, *_eff(x["post"])])
-                rows.append([name, "DiD", where, *_eff(x["did"])])
+                post, did = _eff(x["post"]), _eff(x["did"])
+                rows.append([name, where, post[0], post[1], did[0], did[1], did[2], did[3]])
             if a["dropped_seeds"]:
-                rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", ""])
-        out += _table(["axis", "effect", "at", "mean", "95% CI", "seed sd", "n"], rows)
-        out.append("(* the target column)")
+                rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", "", ""])
+        out += _table(["axis", "at", "effect", "95% CI", "extension-only (DiD)", "95% CI", "seed sd", "n"], rows)
+        out.append("(* the target column; every rung of the ladder: tables/extension_effects.csv in the report)")
         if e["not_mastered"]:
             out += ["", "Did not master before extension: their long-context numbers measure pretraining, not extension"]
             out += _table(

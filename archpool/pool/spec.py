@@ -259,6 +259,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
             runs.append(run)
     if backend == "real":
         _check_training(sections["train"], runs)
+        _check_packing(section, sections["train"], runs)
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
         unknown = sorted(set(recipe.get("archs") or []) - archs)
@@ -319,6 +320,22 @@ def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
             cfg.accumulation_steps(ctx, world_size=1)
         except ConfigError as e:
             raise ConfigError(e.field, f"{str(e).split(': ', 1)[-1]} (runs pretrained at {ctx} tokens)") from None
+
+
+def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSpec]) -> None:
+    """Warn when task documents are packed several to a sequence without a document mask: packed
+    MQAR documents reuse keys, so a query can match another document's binding (ambiguous answers)."""
+    mix = section.tasks
+    if mix is None or mix.fit_context or train.get("intra_doc_mask"):
+        return
+    longest = max(r.pretrain_ctx for r in runs)
+    if mix.mix_unit is not None and mix.mix_unit < longest:
+        warnings.warn(
+            f"data.tasks.mix_unit {mix.mix_unit} < the pretraining context {longest} without train.intra_doc_mask: "
+            "several task documents share a sequence and can answer each other's queries; "
+            "set intra_doc_mask: true or fit_context: true",
+            stacklevel=2,
+        )
 
 
 def _expand_factorial(spec: Any) -> list[dict[str, Any]]:

@@ -142,3 +142,25 @@ def test_olmpool_maps_every_row_keeping_axes_init_and_d_ff_ratio(size):
     g = [r for r in pool.runs if r.init == "G"]
     assert len({r.init_seed for r in g}) == 1
     assert len({r.init_seed for r in pool.runs}) == len({r.init for r in pool.runs})
+
+
+def test_packed_task_documents_without_a_document_mask_warn():
+    import warnings
+
+    from archpool.pool.spec import parse_pool
+
+    pool = {
+        "name": "packed",
+        "data": {"vocab_size": 512, "tasks": {"names": ["mqar"], "share": 0.5, "length_range": [63, 63], "mix_unit": 64}},
+        "train": {"max_steps": 2, "global_batch_tokens": 1024, "micro_batch_size": 8},
+        "runs": [{"name": "a"}],
+    }
+    with pytest.warns(UserWarning, match="intra_doc_mask"):
+        parse_pool(pool)
+    for fix in (
+        {"train": {**pool["train"], "intra_doc_mask": True}},
+        {"data": {**pool["data"], "tasks": {**pool["data"]["tasks"], "fit_context": True}}},
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            parse_pool({**pool, **fix})
