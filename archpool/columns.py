@@ -25,6 +25,8 @@ BASE_PREFIX = "base_"
 # ``[base_]<metric>@<length>[_pre|_post]``, the length an integer of two or more digits
 LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
 SUITE_COLUMNS = ("tiny", "ruler", "helmet")
+# ``<metric>@<length>[<filter>]``: a score at a length, optionally one distance bucket or tail (``[d>128]``)
+SCORE_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
 # an extension ladder: ``<metric>#ext<N>`` after N steps of extension, ``<metric>#ladder_mean`` over the rungs
 RUNG_SEP = "#"
 LADDER_MEAN = "ladder_mean"

@@ -35,21 +35,12 @@ import pandas as pd
 from scipy import stats as sps
 
 from archpool.analysis import effects as fx
-from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, mastery_frame, mastery_metric
+from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import FEATURES, features
-from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, rung_budget, split_rung
+from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, SCORE_RE, rung_budget, split_rung
 
 NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
 NOT_FACTORIAL = "not factorial: pairwise effects only"
-_STEM_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
-
-
-def _f(x: Any) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:
@@ -116,7 +107,7 @@ def family(df: pd.DataFrame, target: str) -> dict[str, Any] | None:
     """The target's family: metric, filter, rung, and per rung suffix the column at each length
     (``{suffix: {length: column}}``); None for a target that is not a post-extension score at a length."""
     stem, rung = split_rung(target)
-    m = _STEM_RE.match(stem)
+    m = SCORE_RE.match(stem)
     if not m or stem.startswith(BASE_PREFIX):
         return None
     metric, filt = m["metric"], m["filter"] or ""
@@ -213,8 +204,8 @@ def extension_effects(
         {
             "run": d.at[i, "run"],
             "arm": _arm_label(f.loc[i]),
-            "mastery_acc": _f(mf.at[i, "mastery_acc"]),
-            "mastery_min_bucket": _f(mf.at[i, "mastery_min_bucket"]),
+            "mastery_acc": finite(mf.at[i, "mastery_acc"]),
+            "mastery_min_bucket": finite(mf.at[i, "mastery_min_bucket"]),
             "reason": NOT_MASTERED,
         }
         for i in d.index

@@ -15,22 +15,19 @@ evidence about extension: its long-context numbers measure pretraining.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 
-from archpool.columns import BASE_PREFIX, split_rung
+from archpool.columns import BASE_PREFIX, SCORE_RE, split_rung
 
 MASTERY_METRIC = "mqar_acc"
 MASTERY_THRESHOLD = 0.9
 MASTERY_COLUMNS = ("mastery_acc", "mastery_min_bucket", "mastered")
-# ``<metric>@<length>[<filter>]``: a dense task's score at a length, optionally one distance bucket or tail
-_FAMILY_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
 
 
-def _value(v: Any) -> float | None:
+def finite(v: Any) -> float | None:
     """A finite float, else None (missing key, empty cell, NaN, text)."""
     if v is None or isinstance(v, bool) or (isinstance(v, str) and not v.strip()):
         return None
@@ -44,17 +41,17 @@ def _value(v: Any) -> float | None:
 def mastery(row: Mapping[str, Any], metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD) -> dict[str, Any]:
     """``{"mastery_acc", "mastery_min_bucket", "mastered"}`` of one run's row (see the module docstring)."""
     none = {"mastery_acc": None, "mastery_min_bucket": None, "mastered": None}
-    length = _value(row.get("pretrain_ctx"))
+    length = finite(row.get("pretrain_ctx"))
     if length is None or length != int(length):
         return none
     head = f"{BASE_PREFIX}{metric}@{int(length)}"
-    acc = _value(row.get(head))
+    acc = finite(row.get(head))
     if acc is None:
         return none
     buckets = [
         v
         for k, x in row.items()
-        if isinstance(k, str) and k.startswith(head + "[") and k.endswith("]") and (v := _value(x)) is not None
+        if isinstance(k, str) and k.startswith(head + "[") and k.endswith("]") and (v := finite(x)) is not None
     ]
     low = min(buckets) if buckets else None
     ok = acc >= threshold and (low is None or low >= threshold)
@@ -70,7 +67,7 @@ def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | N
     stem, _ = split_rung(target)
     if stem.startswith(BASE_PREFIX):
         stem = stem[len(BASE_PREFIX) :]
-    m = _FAMILY_RE.match(stem)
+    m = SCORE_RE.match(stem)
     if not m:
         return None
     metric = m["metric"]
@@ -97,11 +94,11 @@ def mastery_frame(df: pd.DataFrame, metric: str = MASTERY_METRIC, threshold: flo
     for _, r in df.iterrows():
         m = mastery(r.to_dict(), metric, threshold)
         src = "base" if m["mastered"] is not None else None
-        if src is None and table_cols and _value(r["mastered"]) is not None:
+        if src is None and table_cols and finite(r["mastered"]) is not None:
             m = {
-                "mastery_acc": _value(r["mastery_acc"]),
-                "mastery_min_bucket": _value(r["mastery_min_bucket"]),
-                "mastered": int(_value(r["mastered"]) >= 0.5),
+                "mastery_acc": finite(r["mastery_acc"]),
+                "mastery_min_bucket": finite(r["mastery_min_bucket"]),
+                "mastered": int(finite(r["mastered"]) >= 0.5),
             }
             src = "table"
         rows.append({**m, "from": src})
