@@ -31,8 +31,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--full-layers-only", action="store_true", default=None, help="yarn/pi: scale full-attention layers only (Olmo 3)"
     )
-    e.add_argument("--lr", type=float, help="peak LR (default: the pretraining LR)")
+    e.add_argument("--lr", type=float, help="the extension's LR (default: a third of the pretraining peak)")
     e.add_argument("--warmup-steps", type=non_negative_int)
+    e.add_argument(
+        "--budgets",
+        type=non_negative_int,
+        nargs="+",
+        help="a ladder: one run of max(BUDGETS) steps at a constant LR, checkpointed at each budget (0 = the RoPE change alone)",
+    )
+    e.add_argument("--qk-gain", type=float, help="multiply the QK-norm query gains by this when the extension starts")
+    e.add_argument("--qk-gain-alpha", type=float, help="... or by 1 + ALPHA * ln(extension length / pretraining length)")
     e.add_argument("--global-batch-tokens", type=positive_int)
     e.add_argument("--micro-batch-size", type=positive_int)
     e.add_argument("--no-progress", action="store_true")
@@ -90,6 +98,9 @@ def _extend(args: argparse.Namespace) -> int:
             "full_layers_only": args.full_layers_only,
             "lr": args.lr,
             "warmup_steps": args.warmup_steps,
+            "budgets": args.budgets,
+            "qk_gain": args.qk_gain,
+            "qk_gain_alpha": args.qk_gain_alpha,
             "global_batch_tokens": args.global_batch_tokens,
             "micro_batch_size": args.micro_batch_size,
         }.items()

@@ -101,6 +101,7 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
     else:
         stages = [Stage(ext.recipe, length, steps, "extension")]
     rope = extension_rope(source_cfg.rope, ext, pre_len, length)
+    lr = ext.lr or ext.lr_ratio * pretrain.lr  # the extension's own LR, not the pretraining peak
     record = {
         "recipe": ext.recipe,
         "name": ext.run_name,
@@ -115,7 +116,7 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
         "factor": rope.factor,
         "full_layers_only": rope.full_layers_only,
         "stages": [{"name": s.name, "seq_len": s.seq_len, "steps": s.steps} for s in stages],
-        "lr": ext.lr or ext.lr_ratio * pretrain.lr,
+        "lr": lr,
         "warmup_steps": warmup,
         "optimizer": "fresh AdamW",
     }
@@ -128,7 +129,7 @@ def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: Extensio
     train = TrainConfig.from_dict(
         {
             **pretrain.to_dict(),
-            "lr": ext.lr or ext.lr_ratio * pretrain.lr,
+            "lr": lr,
             "final_lr_ratio": ext.final_lr_ratio,
             "warmup_steps": warmup,
             "schedule": "constant" if ext.budgets else "linear",

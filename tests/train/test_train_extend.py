@@ -198,6 +198,16 @@ def test_a_ladder_checkpoints_every_rung_of_one_run(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(_weights(rungs[3]).values(), _weights(three / "milestones" / "final").values()))
 
 
+def test_the_extend_command_takes_a_ladder_and_a_qk_gain(tmp_path):
+    run, _ = _extend_dir(tmp_path, {"recipe": "ntk", "length": 64, "budgets": [1]})
+    args = ["extend", str(run), "--recipe", "ntk", "--name", "lad", "--length", "64", "--budgets", "0", "2", "--qk-gain", "1.5"]
+    assert main([*args, "--no-progress"]) == 0
+    lad = run / "extend" / "lad"
+    assert {p.name for p in (lad / "milestones").iterdir()} >= {"step_000000", "step_000002", "final"}
+    zero, source = _weights(lad / "milestones" / "step_000000"), _weights(run / "milestones" / "final")
+    torch.testing.assert_close(zero["layers.1.attn.q_norm.weight"], source["layers.1.attn.q_norm.weight"] * 1.5)
+
+
 def test_the_remedy_raises_the_qk_norm_gain_by_log_length(tmp_path):
     import math
 
