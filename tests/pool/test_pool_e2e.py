@@ -53,6 +53,9 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     ):
         assert all(row.get(col) not in (None, "") for row in rows.values()), col
     assert 0 <= float(row["mqar_acc@512[d>128]#ladder_mean"]) <= 1
+    # every run is judged against the mastery rule at its own length, before extension
+    assert all(x["mastered"] in ("0", "1") and 0 <= float(x["mastery_acc"]) <= 1 for x in rows.values())
+    assert all(x["mastered"] == "0" or float(x["mastery_acc"]) >= 0.9 for x in rows.values())
     # the remedy extends only the QK-norm run
     assert (
         rows["lqk_post_s0"]["remedy_mqar_acc@512[d>128]#ext2"] != "" and rows["base_s0"]["remedy_mqar_acc@512[d>128]#ext2"] == ""
