@@ -138,9 +138,18 @@ def _rung_order(label: str) -> tuple[int, int]:
     return (0, b) if b is not None else (1, 0) if label == LADDER_MEAN else (2, 0)
 
 
-def _arm_label(row: pd.Series) -> str:
+def _arm_label(row: pd.Series, arch: dict[str, str] | None = None) -> str:
+    """The pool's architecture name of a cell's runs when they share one (``qknorm_hd32``), else its features."""
+    names = {arch.get(r) for r in row.get("runs", [])} if arch and isinstance(row.get("runs"), list) else set()
+    if len(names) == 1 and None not in names:
+        return str(names.pop())
     on = [f for f in FEATURES if row.get(f"f_{f}")]
     return "+".join(on) if on else "baseline"
+
+
+def _archs(d: pd.DataFrame) -> dict[str, str]:
+    """run -> the pool's architecture name (``arch`` column), when the table has one."""
+    return dict(zip(d["run"], d["arch"].astype(str))) if "arch" in d.columns else {}
 
 
 def _arms(d: pd.DataFrame, target: str, short_ctx: int) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -172,7 +181,7 @@ def mastery_summary(
         k = int((flags == 1).sum())
         arms.append(
             {
-                "arm": _arm_label(row),
+                "arm": _arm_label(row, _archs(d)),
                 "runs": list(row["runs"]),
                 "n": s["n"],
                 "mean": s["mean"],
@@ -238,6 +247,7 @@ def extension_effects(
                 )
         axes.append(
             {
+                "arm": _arm_label(pd.Series({"runs": arm}), _archs(d)),
                 "axis": p["axis"],
                 "feature": p["feature"],
                 "from": p["from"],
@@ -297,7 +307,11 @@ def remedy(
             if not treated:
                 continue
             primary = _by_seed(d, runs, y)
-            entry: dict[str, Any] = {"arm": _arm_label(row), "runs": runs, "paired": summarise(_diff(treated, primary))}
+            entry: dict[str, Any] = {
+                "arm": _arm_label(row, _archs(d)),
+                "runs": runs,
+                "paired": summarise(_diff(treated, primary)),
+            }
             p = base_of.get(tuple(runs))
             if p is not None:
                 base = _by_seed(d, list(p["runs_from"]), y)

@@ -551,7 +551,7 @@ def format_extension(r: dict[str, Any]) -> list[str]:
         rows = []
         rung = split_rung(e["target"])[1]  # the text shows the target's rung (or ladder mean); the csv has all
         for a in e["axes"]:
-            name = f"{a['axis']} {a['from']} → {a['to']}"
+            name = f"{a['axis']} {a['from']} → {a['to']}" + (f" ({a['arm']})" if a.get("arm") else "")
             pre = _eff(a["pre"])
             rows.append([name, "own length, before", pre[0], pre[1], "", "", pre[2], pre[3]])
             for x in a["effects"]:

@@ -237,7 +237,7 @@ def extension_tables(r: dict[str, Any]) -> dict[str, pd.DataFrame]:
             for x in a["effects"]:
                 rows.append(
                     {
-                        "axis": f"{a['axis']} {a['from']} → {a['to']}",
+                        "axis": f"{a['axis']} {a['from']} → {a['to']}" + (f" ({a['arm']})" if a.get("arm") else ""),
                         "length": x["length"],
                         "rung": x["rung"],
                         "column": x["column"] + (" (target)" if x["is_target"] else ""),

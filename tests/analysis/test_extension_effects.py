@@ -178,3 +178,18 @@ def test_html_report_has_the_extension_sections(tmp_path):
         assert f"<h2>{title}</h2>" in page
     assert "id=not-factorial" in page and "id=extension-findings" in page
     assert (tmp_path / "report" / "tables" / "extension_effects.csv").is_file()
+
+
+def test_arms_are_named_by_the_pools_architecture_when_two_baselines_exist():
+    """A second baseline at another head count (the head_dim check) keeps its own name in every table."""
+    df = _table()
+    wide = df[df["run"].str.startswith(("base_", "qk_"))].copy()
+    wide["run"] = wide["run"].str.replace("_s", "_hd32_s", regex=False)
+    wide["n_heads"] = 2
+    wide["n_kv_heads"] = 2
+    both = pd.concat([df, wide], ignore_index=True)
+    both["arch"] = both["run"].str.rsplit("_s", n=1).str[0]
+    r = extension_effects(_validated(both), TARGET, 128)
+    qk = [a for a in r["axes"] if a["axis"] == "qk_norm"]
+    assert sorted(a["arm"] for a in qk) == ["qk", "qk_hd32"]
+    assert {a["arm"] for a in remedy(_validated(both), TARGET, 128)[0]["arms"]} == {"qk", "qk_hd32"}
