@@ -1,4 +1,4 @@
-"""The study's definitions, each in one place (study.md §1–§3): every stage imports them, none copies them.
+"""The study's definitions, each in one place (docs/docs/paper.md §1–§3): every stage imports them, none copies them.
 
 - the paper's four features and their count: [any QK-norm] + [GQA] + [any sliding-window layer] +
   [pretrained at a short context];
@@ -87,7 +87,7 @@ def table_short_ctx(contexts: Iterable[int]) -> int:
 def feature_flags(
     *, qk_norm: str, n_kv_heads: int, n_heads: int, swa: bool | int, pretrain_ctx: int, short_ctx: int
 ) -> dict[str, int]:
-    """The four binary features of one model (study.md §1)."""
+    """The four binary features of one model (docs/paper.md §1)."""
     return dict(
         qk_norm=int(canonical_qk_norm(qk_norm) != "none"),
         gqa=int(int(n_kv_heads) < int(n_heads)),
@@ -120,7 +120,7 @@ def scaled_d_ff(d_model: int, ratio: float, base_d_ff: int | None = None) -> int
 
 
 # ---------------------------------------------------------------------------------------------- recipes
-RECIPES = ("ntk", "abf", "yarn", "pi")  # context-extension recipes (study.md §3)
+RECIPES = ("ntk", "abf", "yarn", "pi")  # context-extension recipes (docs/paper.md §3)
 THETA_RECIPES = ("ntk", "abf")  # recipes that raise RoPE theta rather than scale positions
 DEFAULT_RECIPE = "ntk"
 

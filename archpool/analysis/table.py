@@ -264,7 +264,7 @@ def default_short_ctx(df: pd.DataFrame) -> int:
 
 
 def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
-    """The four binary features (study.md §1), their count, and the underlying KV-head ratio."""
+    """The four binary features (docs/paper.md §1), their count, and the underlying KV-head ratio."""
     flags = [
         feature_flags(qk_norm=q, n_kv_heads=kv, n_heads=h, swa=s, pretrain_ctx=c, short_ctx=short_ctx)
         for q, kv, h, s, c in zip(df["qk_norm"], df["n_kv_heads"], df["n_heads"], df["swa"], df["pretrain_ctx"])

@@ -4,7 +4,7 @@ Attention probabilities are never taken from a fused kernel: post-RoPE q/k are c
 ordinary forward pass (our ``Decoder`` via its ``captured`` slots, a transformers model via a
 registered attention function), and softmax(qkᵀ·scale + mask) is recomputed for selected query rows
 in chunks (``rows.py``), so memory stays O(rows × T) at any length. ``metrics.py`` holds the pure
-definitions (evals.md §5), ``retrieval.py`` the needle test and head masking (§4), ``runner.py``
+definitions (docs/evaluation.md §5), ``retrieval.py`` the needle test and head masking (§4), ``runner.py``
 computes everything for a target and caches the JSON, ``figures.py`` draws the pool figures.
 
 Names resolve lazily (PEP 562) so that ``import archpool.cli.attention`` does not import torch.

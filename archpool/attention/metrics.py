@@ -1,4 +1,4 @@
-"""Attention statistics, defined on attention probabilities (evals.md §4–5).
+"""Attention statistics, defined on attention probabilities (docs/evaluation.md §4–5).
 
 - importance score α_k (Gu et al.): the mean attention the queries able to see key k put on it;
   the sink rate is the % of heads with α_1 > ε (ε = 0.3), averaged over samples and layers;

@@ -1,4 +1,4 @@
-"""Retrieval heads (Wu et al. 2024, evals.md §4) with needles a model cannot know, and head masking.
+"""Retrieval heads (Wu et al. 2024, docs/evaluation.md §4) with needles a model cannot know, and head masking.
 
 Needle construction (the small-scale adaptation of §4.1, in tokens so that any tokenizer works):
 a *key* of ``key_len`` random tokens followed by a *value* of ``value_len`` random tokens, both drawn

@@ -6,7 +6,7 @@ directory, or a Hugging Face model directory. Text is the held-out validation sp
 or ``store=`` explicitly. An HF model whose tokenizer differs from the store's gets the documents
 decoded and re-encoded with its own tokenizer.
 
-Measured (evals.md §4–5), each "without BOS" (the document's own first token at position 0, as in
+Measured (docs/evaluation.md §4–5), each "without BOS" (the document's own first token at position 0, as in
 packed pretraining) and "with BOS" (``bos_id`` prepended; default: the store's EOS, the separator
 every document follows in pretraining):
 

@@ -13,7 +13,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "attention",
         help="attention sinks, entropy, distance profiles and retrieval heads of runs / checkpoints / HF models",
-        description="Attention analysis on held-out text of the pool's validation split (evals.md §4-5). "
+        description="Attention analysis on held-out text of the pool's validation split (docs/evaluation.md §4–5). "
         "TARGET is a run directory, an archpool checkpoint or a Hugging Face model directory. "
         "Several targets are shown side by side. Results are cached by checkpoint hash.",
     )

@@ -8,7 +8,7 @@ records and stage keys hash it). Training-side keys:
 - ``store``: path of an already prepared store (default: prepare or reuse the one the config names);
 - ``seed``: the document order (default: ``train.seed``; every pool member should share it);
 - ``short_share``, ``long_min_tokens``: the extension mix;
-- ``tasks``: synthetic task documents mixed in so tiny models learn the task formats (signal.md)::
+- ``tasks``: synthetic task documents mixed in so tiny models learn the task formats (docs/tiny-scale.md)::
 
       tasks: {names: [mqar], share: 0.8, extension_share: 0.8, length_range: [64, 256],
               params: {mqar: {...}}, mix_unit: 128, extension_length_range: [..], extension_mix_unit: ..,

@@ -1,4 +1,4 @@
-"""LongPPL (Fang et al.; evals.md §3) and plain perplexity at each length.
+"""LongPPL (Fang et al.; docs/evaluation.md §3) and plain perplexity at each length.
 
 Key tokens are chosen once by an evaluator model E: token i is key iff
 LSD = loss_short - loss_full > alpha and LCL = -loss_full > beta, where loss_short uses only the

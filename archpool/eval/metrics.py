@@ -1,4 +1,4 @@
-"""Scoring rules (evals.md §1.1, §2.3): RULER's substring match-all / match-part, HELMET's SubEM and
+"""Scoring rules (docs/evaluation.md §1–2): RULER's substring match-all / match-part, HELMET's SubEM and
 exact match after normalisation, re-ranking NDCG@10, and likelihood-mode ranking accuracy.
 Every function scores one sample in [0, 1]; reports multiply by 100."""
 

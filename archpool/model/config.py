@@ -1,6 +1,6 @@
 """Model configuration: one validated dataclass that can be any point of the paper's design space.
 
-The four axes (study.md §1) are plain fields: ``norm`` (pre | post), ``qk_norm`` (none | layerwise |
+The four axes (docs/paper.md §1) are plain fields: ``norm`` (pre | post), ``qk_norm`` (none | layerwise |
 headwise), ``n_kv_heads`` (MQA / GQA / MHA) and the sliding-window settings (``window`` +
 ``swa_pattern``); the fourth axis, pretraining context, is ``max_seq_len``. Presets for the real
 families are classmethod-built configs (``ModelConfig.preset("olmo3", size="tiny", n_kv_heads=2)``).
@@ -152,7 +152,7 @@ class ModelConfig:
         self.rope.validate()
         if self.norm == "post" and self.qk_norm == "none":
             warnings.warn(
-                "norm='post' without QK-norm diverged in the paper (study.md §1); training may be unstable",
+                "norm='post' without QK-norm diverged in the paper (docs/paper.md §1); training may be unstable",
                 stacklevel=3,
             )
 

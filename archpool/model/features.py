@@ -1,7 +1,7 @@
 """The paper's four features of any model: archpool configs, presets, checkpoints, Hugging Face configs.
 
 ``count`` = [any QK-norm] + [n_kv_heads < n_heads] + [any sliding-window layer] + [short pretraining
-context] (study.md §1). The pretraining context of a Hugging Face config is the RoPE scaling's
+context] (docs/paper.md §1). The pretraining context of a Hugging Face config is the RoPE scaling's
 ``original_max_position_embeddings`` where one is written (Llama 3.1, Olmo 3), else
 ``max_position_embeddings``; "short" means ≤ a threshold (4096, the paper's short context).
 

@@ -153,7 +153,7 @@ _compiled_flex = None
 
 
 def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask) -> torch.Tensor:
-    """FlexAttention (the GPU path; compiled on CUDA). On CPU it has a forward only (engine.md)."""
+    """FlexAttention (the GPU path; compiled on CUDA). On CPU it has a forward only (docs/runtime.md)."""
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
 

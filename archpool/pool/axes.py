@@ -16,7 +16,7 @@ from archpool.model.presets import SIZES
 
 AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
 
-# The paper's 7B reference shapes that ``paper:`` rows are expressed in (study.md §2).
+# The paper's 7B reference shapes that ``paper:`` rows are expressed in (docs/paper.md §2).
 PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
 
 

@@ -99,7 +99,7 @@ class RunSpec:
         )
 
     def row(self) -> dict[str, Any]:
-        """The run's design columns of ``results.csv`` (study.md contract)."""
+        """The run's design columns of ``results.csv`` (docs/paper.md)."""
         m = self.model
         return dict(
             run=self.name,

@@ -4,7 +4,7 @@
 answer tokens fill ``length`` exactly in the tokenizer's own tokens; ``training_documents`` makes
 documents of the same formats from a disjoint seed space, for the pretraining / extension mixes.
 Suites: ``ruler`` (RULER's 13 tasks, QA as one synthetic task), ``helmet`` (four base-model
-categories), ``tiny`` (formats tiny models learn; evals.md §7, signal.md), ``mqar`` (dense
+categories), ``tiny`` (formats tiny models learn; docs/evaluation.md §6, docs/tiny-scale.md), ``mqar`` (dense
 multi-query associative recall, single-hop and chained, scored by key–query distance).
 
 *Dense* tasks (metric ``dense``: ``mqar``, ``mqar_chain``) are token documents with many scored

@@ -1,4 +1,4 @@
-"""HELMET-style base-model tasks (evals.md §2), fully synthetic: JSON key-value retrieval, RAG over
+"""HELMET-style base-model tasks (docs/evaluation.md §2), fully synthetic: JSON key-value retrieval, RAG over
 fact passages with distractors, passage re-ranking with graded relevance, and many-shot ICL with
 randomly permuted integer labels. Demos shrink to zero below 2,048 tokens (they would not fit)."""
 

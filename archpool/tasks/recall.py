@@ -1,6 +1,6 @@
 """``kv_recall``: Zoology-style multi-query associative recall in text, sized for tiny models.
 
-signal.md: a 1.4M-parameter model did not learn RULER-style key→value retrieval with 7-digit values
+docs/tiny-scale.md: a 1.4M-parameter model did not learn RULER-style key→value retrieval with 7-digit values
 in 2.5M tokens. This format is what small attention models learn fast (an induction-head job): a
 small task vocabulary (short keys, one-digit values, each one token where the tokenizer allows),
 several pairs per document and several queries, every query after the first answered in-line so

@@ -1,4 +1,4 @@
-"""RULER-style tasks (evals.md §1): needle-in-a-haystack variants, variable tracking, common- and
+"""RULER-style tasks (docs/evaluation.md §1): needle-in-a-haystack variants, variable tracking, common- and
 frequent-word extraction and document QA over synthetic fact passages.
 
 Templates and scoring follow RULER for base models (``{task_template}`` + answer prefix). Small-scale

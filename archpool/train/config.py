@@ -160,7 +160,7 @@ class TrainConfig:
 
     def resolved_attn_impl(self, device_type: str, masked: bool, prefix: str = "train") -> str:
         """The attention kernel to train with. FlexAttention computes only the allowed blocks of a
-        sliding-window or document mask, but has no backward pass on CPU (shared/specs/engine.md)."""
+        sliding-window or document mask, but has no backward pass on CPU (docs/runtime.md)."""
         if self.attn_impl == "auto":
             return "flex" if device_type == "cuda" and masked else "sdpa"
         if self.attn_impl == "flex" and device_type != "cuda":
