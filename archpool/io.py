@@ -14,12 +14,22 @@ from typing import Any
 from archpool.errors import ConfigError
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The file gets the permissions an ordinary ``open(path, "w")`` would give (0666 less the umask),
+    not ``mkstemp``'s private 0600, so colleagues on a shared filesystem can read results."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     tmp_path = Path(tmp)
     try:
