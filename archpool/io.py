@@ -11,8 +11,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from archpool.errors import ConfigError
-
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -66,19 +64,10 @@ def sha256_json(obj: Any) -> str:
 
 def read_config_file(path: str | os.PathLike) -> Any:
     """The JSON (``.json``) or YAML (any other name; YAML reads JSON too) document in ``path``; a missing,
-    unreadable, non-UTF-8 or malformed file is a ``ConfigError`` naming the file. YAML is parsed safely."""
-    import yaml
+    unreadable, non-regular, oversized, non-UTF-8 or malformed file is a ``ConfigError`` naming the file.
+    Parsing is bounded (:mod:`archpool.safeload`): no alias bombs, no deep nesting, no duplicate keys."""
+    from archpool.safeload import load_json, load_yaml, read_text_bounded
 
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), "not a UTF-8 text file") from None
-    except OSError as e:
-        raise ConfigError(str(path), f"cannot read ({e.strerror or e})") from None
-    try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(str(path), f"not valid YAML ({' '.join(str(e).split())})") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(str(path), f"not valid JSON ({e})") from None
+    text = read_text_bounded(path)
+    return load_json(text, str(path)) if path.suffix == ".json" else load_yaml(text, str(path))

@@ -5,11 +5,15 @@ Dependency-free on purpose: config loaders and CLIs import it before anything he
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 
 from archpool.errors import ConfigError
 
 MAX_NAME_BYTES = 255  # the longest file name common filesystems accept
+# control (Cc), format (Cf: bidi overrides, zero-width joiners), line/paragraph separators, unassigned,
+# private-use and surrogate code points: a name must read on screen as it is stored
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cn", "Co", "Cs"})
 
 
 def check_name(field: str, value: str, reserved: Iterable[str] = ()) -> str:
@@ -39,8 +43,9 @@ def name_problem(value: str) -> str | None:
         return "contains '..'"
     if value.startswith("."):
         return "starts with '.' (hidden and temporary names are reserved)"
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        return "contains a control character"
+    odd = next((c for c in value if unicodedata.category(c) in INVISIBLE_CATEGORIES), None)
+    if odd is not None:
+        return f"contains the control or format character U+{ord(odd):04X} (e.g. a right-to-left override)"
     if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"is longer than {MAX_NAME_BYTES} bytes"
     return None

@@ -3,11 +3,14 @@
 No truthy strings for booleans (``tie_embeddings: "no"`` is an error, not ``True``), no floats or
 booleans for integers, no numbers for strings. One deliberate acceptance: a float field takes a
 numeric string such as ``"3e-4"``, because YAML 1.1 (PyYAML) reads ``3e-4`` without a dot as a string.
+Numbers are bounded: a float field refuses NaN and infinity (``1e309`` overflows to infinity), an
+integer field refuses values outside the signed 64-bit range.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -15,6 +18,7 @@ from typing import Any
 
 from archpool.errors import ConfigError
 
+MAX_INT = 2**63 - 1  # every integer field fits a signed 64-bit integer (seeds, sizes, counts)
 _FLOAT_TEXT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -53,6 +57,17 @@ def describe(tp: Any) -> str:
     return str(tp)
 
 
+def _finite(value: float, name: str) -> float:
+    """``value`` unless it is NaN or infinite (``1e309`` reads as infinity): no config number is either."""
+    try:
+        ok = math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        ok = False
+    if not ok:
+        raise ConfigError(name, f"must be a finite number, got {value!r}")
+    return value
+
+
 def _fail(value: Any, tp: Any, name: str) -> typing.NoReturn:
     raise ConfigError(name, f"expected {describe(tp)}, got {value!r} ({type(value).__name__})")
 
@@ -75,12 +90,16 @@ def _check(value: Any, tp: Any, name: str) -> Any:
     if tp is bool:
         return value if isinstance(value, bool) else _fail(value, tp, name)
     if tp is int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else _fail(value, tp, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            _fail(value, tp, name)
+        if abs(value) > MAX_INT:
+            raise ConfigError(name, f"{value} is outside the 64-bit integer range (|value| <= {MAX_INT})")
+        return value
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
+            return _finite(value, name)
         if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-            return float(value)
+            return _finite(float(value), name)
         _fail(value, tp, name)
     if tp is str:
         return value if isinstance(value, str) else _fail(value, tp, name)

@@ -323,10 +323,13 @@ def _import_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from archpool.model.checkpoint import save_checkpoint
-    from archpool.model.hf import import_hf
+    from archpool.model.hf import import_hf, read_hf_config
+    from archpool.tokenizer import Tokenizer
 
+    if (Path(args.hf_dir) / "tokenizer.json").is_file():
+        Tokenizer.load(Path(args.hf_dir) / "tokenizer.json")  # a malformed tokenizer is refused before any write
     model = import_hf(args.hf_dir)
-    hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
+    hf_type = read_hf_config(args.hf_dir).get("model_type")
     out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
     tok = Path(args.hf_dir) / "tokenizer.json"
     if tok.is_file():
@@ -354,7 +357,9 @@ def resolve_config(target: str, size: str | None = None, overrides: dict[str, An
             raise ConfigError(target, "directory is not an archpool checkpoint")
         cfg = load_config(path)
     elif path.is_file():
-        data = json.loads(path.read_text()) if path.suffix == ".json" else None
+        from archpool.safeload import read_json_file
+
+        data = read_json_file(path) if path.suffix == ".json" else None
         cfg = (
             ModelConfig.from_dict(data["model"])
             if isinstance(data, dict) and "archpool_format" in data
@@ -369,16 +374,15 @@ def resolve_config(target: str, size: str | None = None, overrides: dict[str, An
 
 
 def _parse_sets(items: list[str]) -> dict[str, Any]:
-    import yaml
-
     from archpool.errors import ConfigError
+    from archpool.safeload import load_yaml
 
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError("--set", f"expected KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = load_yaml(value, f"--set {key.strip()}")
     return out
 
 

@@ -132,18 +132,13 @@ def _extend(args: argparse.Namespace) -> int:
 
 
 def _extension_section(path: str) -> dict:
-    from pathlib import Path
-
-    import yaml
-
     from archpool.errors import ConfigError
+    from archpool.safeload import read_yaml_file
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError("--config", f"cannot read {path} ({e})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError("--config", f"{path}: invalid YAML ({str(e).splitlines()[0]})") from None
+        data = read_yaml_file(path)
+    except ConfigError as e:
+        raise ConfigError("--config", str(e)) from None
     if isinstance(data, dict) and "extension" in data:
         return {"extension": data["extension"]}
     return {"extension": data}

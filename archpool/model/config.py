@@ -21,6 +21,9 @@ from archpool.study import LAYER_TYPES, NORMS, QK_NORMS, SWA_PATTERNS, canonical
 from archpool.typecheck import check_types
 
 ROPE_TYPES = ("default", "linear", "ntk", "yarn")
+MAX_PARAMS = 200_000_000_000  # the largest model accepted: well above the paper's 7B, far below a MemoryError
+MAX_DIM = 1 << 20  # any single width, head count, layer count or vocabulary
+MAX_SEQ_LEN = 1 << 22  # 4M tokens: the longest context a config or an evaluation length may name
 
 
 @dataclass
@@ -134,6 +137,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        self._validate_size()
         if self.head_dim % 2:
             raise ConfigError("head_dim", f"must be even for RoPE, got {self.head_dim}")
         if self.norm not in NORMS:
@@ -154,6 +158,21 @@ class ModelConfig:
             warnings.warn(
                 "norm='post' without QK-norm diverged in the paper (docs/paper.md §1); training may be unstable",
                 stacklevel=3,
+            )
+
+    def _validate_size(self) -> None:
+        """Shapes within bounds and the parameter count within ``MAX_PARAMS``, checked before anything is
+        allocated: ``n_layers: 2e9`` or ``hidden_size: 1e9`` is a ConfigError, not a MemoryError."""
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "head_dim", "d_ff"):
+            if getattr(self, name) > MAX_DIM:
+                raise ConfigError(name, f"{getattr(self, name):,} exceeds the largest dimension accepted ({MAX_DIM:,})")
+        if self.max_seq_len > MAX_SEQ_LEN:
+            raise ConfigError("max_seq_len", f"{self.max_seq_len:,} exceeds the longest context accepted ({MAX_SEQ_LEN:,})")
+        if self.num_params() > MAX_PARAMS:
+            raise ConfigError(
+                "n_layers",
+                f"{self.num_params():,} parameters ({self.n_layers} layers of d_model {self.d_model}, vocabulary "
+                f"{self.vocab_size}) exceed the parameter budget of {MAX_PARAMS:,}",
             )
 
     def _validate_window(self) -> None:

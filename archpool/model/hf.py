@@ -417,6 +417,8 @@ def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
         layer_types = ["sliding_attention"] * n_layers
     else:
         layer_types = list(hf_config.layer_types)
+    if len(layer_types) != n_layers:
+        raise ConfigError("layer_types", f"{len(layer_types)} entries for num_hidden_layers={n_layers}")
     has_swa = "sliding_attention" in layer_types
     d_model, n_heads = int(hf_config.hidden_size), int(hf_config.num_attention_heads)
     return ModelConfig(
@@ -489,10 +491,12 @@ def read_hf_config(hf_dir: str | Path) -> dict[str, Any]:
     config_path = Path(hf_dir) / "config.json"
     if not config_path.is_file():
         raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
+    from archpool.safeload import read_json_file
+
     try:
-        raw = json.loads(config_path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+        raw = read_json_file(config_path)
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{config_path}: not a config (a JSON object expected, got {type(raw).__name__})")
     if raw.get("auto_map") or raw.get("trust_remote_code"):
@@ -566,6 +570,51 @@ def _read_safetensors(files: list[Path]) -> dict[str, torch.Tensor]:
     return state
 
 
+HF_SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+
+
+def check_hf_sizes(raw: dict[str, Any], where: str) -> None:
+    """The size fields of a raw ``config.json`` within archpool's bounds, checked before transformers builds
+    its config (which allocates per-layer lists) and before any weight is allocated."""
+    from archpool.model.config import MAX_DIM, MAX_PARAMS, MAX_SEQ_LEN
+
+    for key in HF_SIZE_FIELDS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        limit = MAX_SEQ_LEN if key == "max_position_embeddings" else MAX_DIM
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit or value != int(value):
+            raise ConfigError(f"{where}: {key}", f"a positive integer of at most {limit:,}, got {value!r}")
+    d, layers = int(raw.get("hidden_size", 1)), int(raw.get("num_hidden_layers", 1))
+    rough = layers * (4 * d * d + 3 * d * int(raw.get("intermediate_size", 1))) + 2 * d * int(raw.get("vocab_size", 1))
+    if rough > 2 * MAX_PARAMS:  # the exact count is checked again by ModelConfig
+        raise ConfigError(f"{where}: num_hidden_layers", f"about {rough:,} parameters exceed the budget of {MAX_PARAMS:,}")
+
+
+def check_weight_values(state: dict[str, torch.Tensor], where: str) -> None:
+    """Refuse weights no trained model has: a weight or bias of an integer or boolean dtype (it would be
+    cast to float silently) and any NaN or infinite value (every output would be NaN)."""
+    import torch
+
+    for name, t in state.items():
+        if not (name.endswith(".weight") or name.endswith(".bias")):
+            continue  # buffers such as position ids may be integers
+        if not t.is_floating_point():
+            raise CheckpointError(f"{where}: tensor {name!r} has dtype {t.dtype}; weights are floating point")
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(f"{where}: tensor {name!r} holds {bad:,} NaN/infinite values of {t.numel():,}")
+
+
 def import_hf(hf_dir: str | Path) -> Decoder:
     """Our Decoder from a transformers model directory (config.json + safetensors), no network. Every
     refusal is a CheckpointError / ConfigError naming the file or field: bad JSON, custom code, an
@@ -578,6 +627,7 @@ def import_hf(hf_dir: str | Path) -> Decoder:
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:  # before AutoConfig, whose error for unknown types is less direct
         raise ConfigError("model_type", f"cannot import model type {model_type!r}; importable: {', '.join(IMPORTABLE)}")
+    check_hf_sizes(raw, str(config_path))
     files = weight_files(hf_dir)
     if (hf_dir / "MANIFEST.json").is_file():
         weights_sha256(hf_dir, files)
@@ -598,7 +648,9 @@ def import_hf(hf_dir: str | Path) -> Decoder:
     except (TypeError, ValueError) as e:
         raise ConfigError(str(config_path), f"invalid config value ({e})") from None
     where = files[0] if len(files) == 1 else hf_dir / INDEX_NAME
-    model = hf_state_to_archpool(hf_config, _read_safetensors(files), where=str(where))
+    state = _read_safetensors(files)
+    check_weight_values(state, str(where))
+    model = hf_state_to_archpool(hf_config, state, where=str(where))
     provenance = hf_dir / ARCHPOOL_CONFIG_NAME
     if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
         try:

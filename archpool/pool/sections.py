@@ -15,6 +15,7 @@ from archpool.attention.settings import Settings as AttentionSettings
 from archpool.errors import ConfigError
 from archpool.eval.api import SUITE_NAMES
 from archpool.eval.runner import MODES
+from archpool.model.config import MAX_SEQ_LEN
 from archpool.names import check_name
 from archpool.tasks import get_task
 from archpool.train.config import ExtensionConfig
@@ -22,6 +23,8 @@ from archpool.typecheck import check_types
 
 RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
 DEFAULT_EXTENSION_RATIO = 8  # the paper extends 8K models to 64K
+MAX_SAMPLES = 100_000  # evaluation samples per task and length
+MAX_LENGTH_RATIO = 1024  # an evaluation length as a multiple of the pool's long context
 
 
 def _known_keys(cls: type, d: dict[str, Any], prefix: str) -> None:
@@ -142,6 +145,21 @@ class EvalSettings:
             values = getattr(self, key)
             if values is not None and (not values or not all(v > 0 for v in values)):
                 raise ConfigError(f"{prefix}.{key}", f"a non-empty list of positive numbers, got {values!r}")
+        self._validate_bounds(prefix)
+        validate_task_params(self.task_params, f"{prefix}.task_params")
+
+    def _validate_bounds(self, prefix: str) -> None:
+        """Counts and lengths an evaluation can hold in memory (``MAX_SAMPLES``, ``MAX_SEQ_LEN``)."""
+        if self.n_samples > MAX_SAMPLES:
+            raise ConfigError(f"{prefix}.n_samples", f"{self.n_samples:,} exceeds the cap of {MAX_SAMPLES:,} samples a task")
+        for key in ("lengths", "base_lengths"):
+            for v in getattr(self, key) or []:
+                if v > MAX_SEQ_LEN:
+                    raise ConfigError(f"{prefix}.{key}", f"{v:,} tokens exceeds the longest length accepted ({MAX_SEQ_LEN:,})")
+        for key in ("length_ratios", "base_length_ratios"):
+            for v in getattr(self, key) or []:
+                if v > MAX_LENGTH_RATIO:
+                    raise ConfigError(f"{prefix}.{key}", f"{v} × the long context exceeds the cap of {MAX_LENGTH_RATIO}")
 
     def lengths_at(self, base: bool, long_ctx: int) -> list[int]:
         """The lengths of one phase: explicit ``[base_]lengths`` (tokens), else ``[base_]length_ratios``
@@ -154,6 +172,51 @@ class EvalSettings:
 
     def suite_list(self) -> list[str]:
         return list(self.suites) if self.suites is not None else ([] if self.tasks else ["tiny"])
+
+
+def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> None:
+    """Every ``task_params`` entry names a registered task (did-you-mean otherwise) and only parameters
+    that task has, with values its generator accepts: a typo fails at validation, not after training."""
+    import difflib
+
+    from archpool.tasks import DENSE_SCORING_KEYS, dense_params, is_dense, resolve_params, task_names
+
+    for name, params in task_params.items():
+        if name not in task_names():
+            close = difflib.get_close_matches(str(name), task_names(), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{prefix}.{name}", f"unknown task; {hint}tasks: {', '.join(task_names())}")
+        if not isinstance(params, dict):
+            raise ConfigError(f"{prefix}.{name}", f"a mapping of task parameters, got {params!r}")
+        try:
+            if is_dense(name):
+                _check_buckets(params.get("buckets"), f"{prefix}.{name}.buckets")
+                known = set(dense_params(name, None)) | set(DENSE_SCORING_KEYS)
+                _unknown_param(params, known, f"{prefix}.{name}")
+                dense_params(name, params)
+            else:
+                resolve_params(get_task(name), params)
+        except ConfigError as e:
+            if e.field.startswith(prefix):
+                raise
+            raise ConfigError(f"{prefix}.{name}.{e.field.rsplit('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
+
+
+def _unknown_param(params: dict[str, Any], known: set[str], prefix: str) -> None:
+    import difflib
+
+    for key in params:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{prefix}.{key}", f"unknown task parameter; {hint}allowed: {', '.join(sorted(known))}")
+
+
+def _check_buckets(value: Any, field_name: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not value or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value):
+        raise ConfigError(field_name, f"a non-empty list of positive integers (distance bucket edges), got {value!r}")
 
 
 # ---------------------------------------------------------------------------------------------- attention
