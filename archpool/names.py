@@ -45,7 +45,7 @@ def name_problem(value: str) -> str | None:
         return "starts with '.' (hidden and temporary names are reserved)"
     odd = next((c for c in value if unicodedata.category(c) in INVISIBLE_CATEGORIES), None)
     if odd is not None:
-        return f"contains the control or format character U+{ord(odd):04X} (e.g. a right-to-left override)"
+        return f"contains a control character (U+{ord(odd):04X}; control, format and separator characters such as a right-to-left override are refused)"
     if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"is longer than {MAX_NAME_BYTES} bytes"
     return None

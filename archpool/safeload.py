@@ -74,9 +74,7 @@ def _loader_class():
             self.depth += 1
             try:
                 if self.depth > self.max_depth:
-                    raise _Refused(
-                        f"nested deeper than {self.max_depth} levels (line {self.peek_event().start_mark.line + 1})"
-                    )
+                    raise _Refused(f"nested deeper than {self.max_depth} levels (line {self.peek_event().start_mark.line + 1})")
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
@@ -99,9 +97,7 @@ def _refuse_duplicate_keys(node: Any, scalar: type) -> None:
         key = (key_node.tag, key_node.value)
         line = key_node.start_mark.line + 1
         if key in seen:
-            raise _Refused(
-                f"duplicate key {key_node.value!r} (lines {seen[key]} and {line}); a mapping names each key once"
-            )
+            raise _Refused(f"duplicate key {key_node.value!r} (lines {seen[key]} and {line}); a mapping names each key once")
         seen[key] = line
 
 
@@ -113,8 +109,9 @@ def load_yaml(text: str, source: str = "<yaml>", *, max_nodes: int = MAX_NODES, 
     """The YAML document in ``text``, parsed safely and within bounds; ``ConfigError(source, ...)`` otherwise."""
     import yaml
 
-    loader = _loader_class()(text, max_nodes, max_depth)
+    loader = None
     try:
+        loader = _loader_class()(text, max_nodes, max_depth)  # the reader refuses non-printable text here
         return loader.get_single_data()
     except _Refused as e:
         raise ConfigError(source, str(e)) from None
@@ -125,7 +122,8 @@ def load_yaml(text: str, source: str = "<yaml>", *, max_nodes: int = MAX_NODES, 
     except (ValueError, TypeError, OverflowError) as e:  # e.g. a timestamp out of range, an unhashable key
         raise ConfigError(source, f"not a usable YAML document ({type(e).__name__}: {e})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_json(text: str | bytes, source: str = "<json>", *, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> Any:

@@ -215,7 +215,11 @@ def _unknown_param(params: dict[str, Any], known: set[str], prefix: str) -> None
 def _check_buckets(value: Any, field_name: str) -> None:
     if value is None:
         return
-    if not isinstance(value, list) or not value or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value):
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value)
+    ):
         raise ConfigError(field_name, f"a non-empty list of positive integers (distance bucket edges), got {value!r}")
 
 
@@ -249,4 +253,6 @@ class ReportSettings:
             raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {s.short_ctx}")
         if s.target is not None and not s.target.strip():
             raise ConfigError(f"{prefix}.target", "an empty metric name")
+        if s.target is not None and s.target in s.covariates:
+            raise ConfigError(f"{prefix}.covariates", f"{s.target!r} is the target; a metric cannot explain itself")
         return s

@@ -19,6 +19,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import math
+import re
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +34,14 @@ from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
 from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
-from archpool.pool.sections import EvalSettings, ReportSettings, attention_settings, parse_extensions
+from archpool.pool.sections import (
+    EvalSettings,
+    ReportSettings,
+    attention_settings,
+    extension_config,
+    parse_extensions,
+    recipe_applies,
+)
 from archpool.train.config import TrainConfig
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
@@ -56,6 +65,9 @@ TOP_LEVEL_KEYS = {
     "long_ctx",
     "jobs",
 }
+MAX_SEEDS = 1_000  # seeds of one architecture (each a trained model)
+MAX_SEED = 2**32 - 1  # a seed every random generator accepts
+MAX_RUNS = 10_000  # trained models in one pool
 RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
 
 
@@ -253,6 +265,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         for run in _parse_run(entry, i, ctx):
+            _check_run_count(len(runs) + 1)
             if run.name in seen:
                 raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
             seen[run.name] = i
@@ -260,6 +273,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     if backend == "real":
         _check_training(sections["train"], runs)
         _check_packing(section, sections["train"], runs)
+    check_before_work(runs, section, sections, extension, long_ctx, backend)
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
         unknown = sorted(set(recipe.get("archs") or []) - archs)
@@ -303,12 +317,19 @@ def _parse_seeds(value: Any, field_name: str) -> list[int]:
     if isinstance(value, int) and not isinstance(value, bool):
         if value <= 0:
             raise ConfigError(field_name, f"a seed count must be > 0, got {value}")
+        _check_seed_count(value, field_name)
         return list(range(value))
-    if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
+    if isinstance(value, list) and len(value) > MAX_SEEDS:
+        _check_seed_count(len(value), field_name)
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in value)
+    ):
         if len(set(value)) != len(value):
             raise ConfigError(field_name, f"duplicate seeds in {value}")
         return list(value)
-    raise ConfigError(field_name, f"a seed count or a non-empty list of non-negative integers, got {value!r}")
+    raise ConfigError(field_name, f"a seed count or a non-empty list of integers in [0, {MAX_SEED}], got {value!r}")
 
 
 def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
@@ -355,6 +376,7 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
         raise ConfigError("factorial.base", "a run mapping shared by every factorial cell")
     template = spec.get("name")
     keys = list(axes)
+    _check_run_count(math.prod(len(v) for v in axes.values()), "factorial.axes")
     entries = []
     for combo in itertools.product(*(axes[k] for k in keys)):
         values = dict(zip(keys, combo))
@@ -455,6 +477,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     extra = entry.get("columns") or {}
     if not isinstance(extra, dict):
         raise ConfigError(f"{label}.columns", "a mapping of extra results columns")
+    check_columns(extra, f"{label}.columns")
     columns.update(extra)
     seeds = _parse_seeds(entry["seeds"], f"{label}.seeds") if "seeds" in entry else ctx.seeds
 
@@ -480,3 +503,140 @@ def init_seed(group: str, seed: int) -> int:
     if group == "shared":
         return seed
     return int.from_bytes(hashlib.sha256(f"init|{group}|{seed}".encode()).digest()[:4], "little")
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds and checks that need the whole pool: every rule a stage enforces later, checked before work
+
+
+def _check_seed_count(n: int, field_name: str) -> None:
+    if n > MAX_SEEDS:
+        raise ConfigError(field_name, f"{n:,} seeds exceed the cap of {MAX_SEEDS:,} (each seed trains every architecture)")
+
+
+def _check_run_count(n: int, field_name: str = "runs") -> None:
+    if n > MAX_RUNS:
+        raise ConfigError(field_name, f"{n:,} runs exceed the cap of {MAX_RUNS:,} trained models in one pool")
+
+
+def reserved_column(name: str) -> bool:
+    """A results.csv column archpool writes itself: a design column, a metric at a length, a ladder rung."""
+    from archpool.columns import DESIGN_COLUMNS, LENGTH_RE, RUNG_SEP
+
+    stage_metrics = {"params_b", "pretrain_loss", "stability", "extension_loss", "val_ppl_short", "val_ppl_long"}
+    return name in DESIGN_COLUMNS or name in stage_metrics or RUNG_SEP in name or bool(LENGTH_RE.match(name))
+
+
+def check_columns(columns: dict[Any, Any], field_name: str) -> None:
+    """A run's extra ``columns:``: string names archpool does not write itself, one plain value each."""
+    for key, value in columns.items():
+        if not isinstance(key, str) or not key.strip() or not key.isprintable():
+            raise ConfigError(field_name, f"a column name is a printable string, got {key!r}")
+        if reserved_column(key):
+            raise ConfigError(f"{field_name}.{key}", "a column archpool writes itself (design column or metric); rename it")
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise ConfigError(f"{field_name}.{key}", f"one value (text or number) per run, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{field_name}.{key}", f"must be a finite number, got {value!r}")
+
+
+def check_before_work(
+    runs: list[RunSpec],
+    section: DataSection,
+    sections: dict[str, dict[str, Any]],
+    extension: list[dict[str, Any]],
+    long_ctx: int,
+    backend: str,
+) -> None:
+    """The rules stages enforce late, checked when the pool is validated: run names the file system
+    accepts, extensions that can run, a model vocabulary that holds the tokenizer's, a report target
+    some stage produces."""
+    _check_run_names(runs)
+    if backend == "real":
+        _check_extensions(runs, sections["train"], extension, long_ctx)
+        _check_vocab(runs, section)
+        _check_report_target(sections["report"], sections["eval"], long_ctx)
+
+
+def _check_run_names(runs: list[RunSpec]) -> None:
+    from archpool.names import MAX_NAME_BYTES
+
+    for r in runs:
+        if len(r.name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise ConfigError(
+                f"runs[{r.arch}].name",
+                f"the run name {r.name[:40]!r}… with its seed suffix is {len(r.name.encode('utf-8'))} bytes; "
+                f"a directory name is at most {MAX_NAME_BYTES}",
+            )
+
+
+def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[dict[str, Any]], long_ctx: int) -> None:
+    """Plan every recipe for every distinct (model, pretraining context) it applies to, as the extend
+    stage will: a length within the pretraining context or more warmup than steps fails here."""
+    from archpool.train.extend import plan_extension
+
+    seen: set[tuple[str, str]] = set()
+    for recipe in extension:
+        ext = extension_config(recipe, long_ctx)
+        for r in runs:
+            if not recipe_applies(recipe, r.arch):
+                continue
+            key = (recipe["name"], repr((r.model.to_dict(), r.pretrain_ctx)))
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                pre = TrainConfig.from_dict({**train, "seq_len": r.pretrain_ctx, "seed": 0, "milestones": []})
+                plan_extension(r.model, pre, ext, "final")
+            except ConfigError as e:
+                field_name = e.field.replace("extension.", f"extension[{recipe['name']}].", 1)
+                raise ConfigError(
+                    field_name, f"{str(e).split(': ', 1)[-1]} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)"
+                ) from None
+
+
+def _check_vocab(runs: list[RunSpec], section: DataSection) -> None:
+    """Every model's ``vocab_size`` holds the data's vocabulary (the trained BPE's ``vocab_size``, a given
+    tokenizer's size, or the synthetic stream's ``vocab_size``)."""
+    need, what = None, ""
+    if section.synthetic is not None and section.synthetic.vocab_size is not None:
+        need, what = section.synthetic.vocab_size, "data.synthetic.vocab_size"
+    elif section.data is not None and section.data.tokenizer is not None:
+        from archpool.errors import DataError
+        from archpool.tokenizer import Tokenizer
+
+        try:
+            need, what = Tokenizer.load(section.data.tokenizer).vocab_size, f"the tokenizer {section.data.tokenizer}"
+        except DataError as e:
+            raise ConfigError("data.tokenizer", str(e)) from None
+    elif section.data is not None:
+        need, what = section.data.vocab_size, "data.vocab_size"
+    for r in runs:
+        if need is not None and r.model.vocab_size < need:
+            raise ConfigError(
+                f"runs[{r.arch}].model.vocab_size", f"{r.model.vocab_size} is smaller than the data's vocabulary ({what}: {need})"
+            )
+
+
+def _check_report_target(report: dict[str, Any], eval_section: dict[str, Any], long_ctx: int) -> None:
+    """A ``report.target`` that names a length must name one the eval stage measures in that phase;
+    a design column is never a target."""
+    from archpool.columns import DESIGN_COLUMNS, LENGTH_RE, split_rung
+
+    target = (report or {}).get("target")
+    if not target:
+        return
+    if target in DESIGN_COLUMNS:
+        raise ConfigError("report.target", f"{target!r} is a design column, not a metric")
+    m = LENGTH_RE.match(re.sub(r"\[[^\]]*\]$", "", split_rung(target)[0]))  # a distance bucket aside
+    if m is None:
+        return
+    e = EvalSettings.from_dict(eval_section)
+    base = bool(m["base"]) or m["phase"] == "pre"
+    lengths = e.lengths_at(base, long_ctx) if e.enabled and (e.base or not base) else []
+    if int(m["length"]) not in lengths:
+        phase = "before extension" if base else "after extension"
+        raise ConfigError(
+            "report.target",
+            f"{target!r}: no stage measures length {m['length']} {phase} (eval lengths: {', '.join(map(str, lengths)) or 'none'})",
+        )
