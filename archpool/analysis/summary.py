@@ -153,6 +153,8 @@ def analyze(
     for c in covariates:
         if c not in df.columns:
             raise TableError(f"column {c!r}: covariate not in the table; columns: {', '.join(df.columns)}", column=c)
+        if split_rung(c)[0] == split_rung(target)[0]:  # "survives: no" would be reported as a finding
+            raise TableError(f"column {c!r}: the target (or one of its ladder rungs) cannot be its own covariate", column=c)
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
     d, excluded = _usable(df, target)
     if len(d) < MIN_RUNS:

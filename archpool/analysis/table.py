@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
+from archpool.csvsafe import restore_cell
 from archpool.errors import DataError
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
@@ -108,6 +109,7 @@ def load_results(source: str | Path) -> pd.DataFrame:
         raise DataError(f"{csv_path}: not a readable CSV ({e})") from None
     except UnicodeDecodeError:
         raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
+    raw = raw.rename(columns=restore_cell).map(restore_cell)  # the ' that kept spreadsheets from running a cell
     df = validate(raw, str(csv_path))
     if source.is_dir():
         df, failed = _apply_statuses(df, source)
@@ -148,9 +150,11 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
     df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
     df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
-    for i in np.flatnonzero(df["n_kv_heads"] > df["n_heads"]):
+    kv, heads = df["n_kv_heads"], df["n_heads"]
+    for i in np.flatnonzero((kv < 1) | (kv > heads) | (heads % kv.clip(lower=1) != 0)):
+        rule = ">" if kv[i] > heads[i] else "do not evenly share"
         raise TableError(
-            f"{label}: {_where('n_kv_heads', i, runs[i])}: {df['n_kv_heads'][i]} KV heads > {df['n_heads'][i]} query heads",
+            f"{label}: {_where('n_kv_heads', i, runs[i])}: {kv[i]} KV heads {rule} {heads[i]} query heads",
             column="n_kv_heads",
             row=int(i) + 1,
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from archpool.cli.args import positive_int
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
@@ -15,7 +17,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--short-ctx",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="pretraining contexts ≤ N count as short (default: the "
         "table's short_ctx column, which pools write; else the smallest context when there are several, else 4096)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archpool.cli.args import positive_int
+from archpool.cli.args import finite_float, length, positive_int
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
 
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--lengths",
-        type=positive_int,
+        type=length,
         nargs="+",
         default=None,
         help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)",
@@ -48,14 +48,14 @@ def register(subparsers) -> None:
     )
     p.add_argument(
         "--longppl-alpha",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="A",
         help="LongPPL key-token threshold on the long-short log-prob gain (default 2, as the longppl package)",
     )
     p.add_argument(
         "--longppl-beta",
-        type=float,
+        type=finite_float,
         default=None,
         metavar="B",
         help="LongPPL key-token threshold on the long-context log-prob (default -2, as the longppl package)",

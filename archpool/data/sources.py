@@ -134,7 +134,7 @@ def expand_paths(spec: str | list[str]) -> list[Path]:
             if not matches:
                 raise DataError(f"{s}: the glob matches no files")
             for m in matches:
-                out.extend(_files_under(m) if m.is_dir() else [m])
+                out.extend(_files_under(m) if m.is_dir() else [_regular(m)])
         else:
             p = Path(s)
             if p.is_dir():
@@ -143,7 +143,7 @@ def expand_paths(spec: str | list[str]) -> list[Path]:
                     raise DataError(f"{p}: directory holds no {'/'.join(ALL_SUFFIXES)} files")
                 out.extend(found)
             elif p.exists():
-                out.append(p)
+                out.append(_regular(p))
             else:
                 raise DataError(f"{p}: no such file or directory")
     seen, uniq = set(), []
@@ -153,6 +153,14 @@ def expand_paths(spec: str | list[str]) -> list[Path]:
             seen.add(r)
             uniq.append(p)
     return uniq
+
+
+def _regular(p: Path) -> Path:
+    """``p`` if it is a regular file (a symlink to one counts); a FIFO, device or socket would block or
+    never end (``/dev/zero``), so it is a DataError."""
+    if not p.is_file():
+        raise DataError(f"{p}: not a regular file (a device, FIFO or socket); a source reads files")
+    return p
 
 
 def _files_under(d: Path) -> list[Path]:

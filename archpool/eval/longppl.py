@@ -59,6 +59,9 @@ def select_key_tokens(
 ) -> list[list[int]]:
     """Indices j into each document's NLL vector (target token j+1) that are LongPPL key tokens.
     ``full_nll``: the evaluator's ``document_nll`` of ``docs`` when already computed."""
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not math.isfinite(value):  # a NaN threshold selects no key token: an empty LongPPL
+            raise ConfigError(f"longppl.{name}", f"must be a finite number, got {value!r}")
     keys = []
     for i, ids in enumerate(docs):
         full = full_nll[i] if full_nll is not None else evaluator.token_nll(ids[None])[0]

@@ -16,6 +16,7 @@ from typing import Any
 
 from archpool.analysis.mastery import MASTERY_METRIC, mastery, mastery_metric
 from archpool.columns import DESIGN_COLUMNS, LADDER_MEAN, RESULTS_FILE, RUNG_SEP
+from archpool.csvsafe import csv_cell
 from archpool.pool.graph import Node, is_done, read_result
 from archpool.pool.job import read_status
 from archpool.pool.plan import read_plan, result_columns
@@ -82,10 +83,10 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         columns += [k for k in r if k not in columns]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(c) for c in columns], lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _fmt(r.get(k, "")) for k in columns})
+        w.writerow({csv_cell(k): _fmt(csv_cell(r.get(k, ""))) for k in columns})
     return buf.getvalue()
 
 

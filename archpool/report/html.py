@@ -22,6 +22,7 @@ import pandas as pd
 
 from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
+from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
 from archpool.report import figures as figs
@@ -484,7 +485,7 @@ def write_report(
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
-        t.to_csv(out / "tables" / f"{name}.csv", index=False)
+        safe_frame(t).to_csv(out / "tables" / f"{name}.csv", index=False)
     atomic_write_text(out / "analysis.json", to_json({**r, "findings": found, "merged_columns": aliases}) + "\n")
     page = out / "report.html"
     atomic_write_text(page, render(r, figures, tabs, found, aliases))
