@@ -471,8 +471,12 @@ def hf_state_to_archpool(hf_config: PreTrainedConfig, state: dict[str, torch.Ten
         )
     if cfg.tie_embeddings:
         mapped.pop("lm_head.weight", None)
+    import torch
+
+    with torch.device("meta"):  # shapes first, on a model that allocates nothing: a config naming a
+        shell = Decoder(cfg)  # far larger model than its weights is refused without allocating it
+    check_state(shell, mapped, where, tied=cfg.tie_embeddings, names=name_map(cfg))
     model = Decoder(cfg)
-    check_state(model, mapped, where, tied=cfg.tie_embeddings, names=name_map(cfg))
     model.load_state_dict(mapped, strict=False)
     return model
 
@@ -594,6 +598,10 @@ def check_hf_sizes(raw: dict[str, Any], where: str) -> None:
         limit = MAX_SEQ_LEN if key == "max_position_embeddings" else MAX_DIM
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit or value != int(value):
             raise ConfigError(f"{where}: {key}", f"a positive integer of at most {limit:,}, got {value!r}")
+    types = raw.get("layer_types")
+    if types is not None and (not isinstance(types, list) or len(types) != raw.get("num_hidden_layers", len(types))):
+        n = len(types) if isinstance(types, list) else types
+        raise ConfigError(f"{where}: layer_types", f"{n} entries for num_hidden_layers={raw.get('num_hidden_layers')}")
     d, layers = int(raw.get("hidden_size", 1)), int(raw.get("num_hidden_layers", 1))
     rough = layers * (4 * d * d + 3 * d * int(raw.get("intermediate_size", 1))) + 2 * d * int(raw.get("vocab_size", 1))
     if rough > 2 * MAX_PARAMS:  # the exact count is checked again by ModelConfig
