@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# Bad inputs of issue 13's campaign: each case -> exit code and the last line of stderr (a markdown table).
+# The project's adversarial input campaign: each bad input -> exit code and the last line of stderr (a
+# markdown table), then one summary line counting named errors (exit 2), tracebacks, silently accepted
+# inputs (exit 0) and hangs (killed after CASE_TIMEOUT seconds).
 # Usage: bash scripts/input_campaign.sh   (needs .venv: make setup)
+#        ARCHPOOL="env PYTHONPATH=$PWD /path/to/venv/bin/archpool" PYTHON=/path/to/venv/bin/python bash scripts/input_campaign.sh
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd); WORK=$(mktemp -d); cd "$WORK"
-A="$REPO/.venv/bin/archpool"
+A=${ARCHPOOL:-"$REPO/.venv/bin/archpool"}
+PY=${PYTHON:-"$REPO/.venv/bin/python"}
+T=${CASE_TIMEOUT:-60}
 export ARCHPOOL_CACHE="$WORK/cache"
-case_() { local label="$1"; shift; "$@" > out.txt 2> err.txt; local rc=$?; local line; line=$(grep -v '^\s*$' err.txt | grep -v "^encode\|^data: train" | tail -1 | cut -c1-230); echo "| $label | $rc | \`${line}\` |"; }
+N_NAMED=0; N_TRACE=0; N_ACCEPTED=0; N_HANG=0; N_OTHER=0
+case_() {
+  local label="$1"; shift; timeout -k 5 "$T" "$@" > out.txt 2> err.txt < /dev/null; local rc=$?; local line
+  line=$(grep -v '^\s*$' err.txt | grep -v "^encode\|^data: train" | tail -1 | cut -c1-230)
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then N_HANG=$((N_HANG + 1)); line="(killed after ${T} s) $line"
+  elif grep -q '^Traceback' err.txt; then N_TRACE=$((N_TRACE + 1))
+  elif [ "$rc" = 0 ]; then N_ACCEPTED=$((N_ACCEPTED + 1))
+  elif [ "$rc" = 2 ]; then N_NAMED=$((N_NAMED + 1))
+  else N_OTHER=$((N_OTHER + 1)); fi
+  echo "| $label | $rc | \`${line}\` |"
+}
 pool() { printf "%b" "$1" > p.yaml; }
 echo "| case | exit | message |"; echo "|---|---|---|"
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {tie_embeddings: "no"}\nruns: [{name: A}]\n'; case_ 'pool `model: {tie_embeddings: "no"}`' $A pool show p.yaml
@@ -53,3 +68,72 @@ P
 case_ 'eval a checkpoint with flipped weight bytes' $A eval corrupt --suite tiny --n 2 --lengths 32 --no-progress
 case_ 'attention on the same corrupt checkpoint' $A attention corrupt --json
 case_ 'export-hf of the corrupt checkpoint' $A export-hf corrupt hfout --no-tokenizer
+
+# ---- bounds: parsing and allocation
+$PY - <<'P'
+lines = ["name: x", "train: {max_steps: 2}", "runs: [{name: A}]", "description:", '  a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+for i in range(1, 9):
+    lines.append(f"  {chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]")
+open("bomb.yaml", "w").write("\n".join(lines) + "\n")
+open("deep.yaml", "w").write("name: x\ntrain: {max_steps: 2}\nruns: [{name: A}]\ndescription: " + "[" * 50000 + "]" * 50000 + "\n")
+P
+case_ 'YAML alias bomb in a pool' $A pool show bomb.yaml
+case_ 'YAML nested 50,000 deep' $A pool show deep.yaml
+pool 'name: x\ntrain: {max_steps: 2, lr: 0.1}\nruns: [{name: A}]\ntrain: {max_steps: 9}\n'; case_ 'duplicate YAML key `train`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nseeds: 1000000000\nruns: [{name: A}]\n'; case_ '`seeds: 1000000000`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nruns: [{name: A, seeds: 100000000}]\n'; case_ 'run `seeds: 100000000`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nmodel: {rope: {theta: 1.0e309}}\nruns: [{name: A}]\n'; case_ '`rope.theta: 1.0e309` (inf)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2, lr: 1e309}\nruns: [{name: A}]\n'; case_ '`lr: 1e309`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nmodel: {init_std: .nan}\nruns: [{name: A}]\n'; case_ '`init_std: .nan`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nmodel: {n_layers: 2000000000}\nruns: [{name: A}]\n'; case_ 'pool `n_layers: 2000000000`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {lengths: [100000000]}\nruns: [{name: A}]\n'; case_ 'pool `eval.lengths: [100000000]`' $A pool show p.yaml
+case_ '`eval --lengths 100000000`' $A eval run --lengths 100000000 --suite tiny --n 1 --no-progress
+case_ '`eval --longppl-alpha nan`' $A eval run --longppl-alpha nan --suite longppl --no-progress
+case_ '`analyze --short-ctx -5`' $A analyze ok.csv --target score --short-ctx -5
+mkfifo fifo.txt
+printf 'sources: [{kind: files, path: /dev/zero}]\nvocab_size: 300\n' > dz.yaml; case_ 'data source `/dev/zero`' $A data prepare dz.yaml
+printf 'sources: [{kind: files, path: fifo.txt}]\nvocab_size: 300\n' > ff.yaml; case_ 'data source a FIFO' $A data prepare ff.yaml
+case_ 'pool file that is a FIFO' $A pool show fifo.txt
+# ---- import-hf: config.json bounds, weights, tokenizer
+$A export-hf run hf --no-tokenizer > /dev/null 2>&1
+hfcase() { rm -rf "$1" && cp -r hf "$1" && $PY - "$1" "$2" <<'P'
+import json, sys
+d, what = sys.argv[1], sys.argv[2]
+c = json.load(open(f"{d}/config.json"))
+if what == "layers": c["num_hidden_layers"] = 2000000000
+if what == "hidden": c["hidden_size"] = 1e9
+if what == "dup": open(f"{d}/config.json", "w").write('{"model_type": "llama", "model_type": "qwen3"}'); sys.exit()
+if what == "deep": open(f"{d}/config.json", "w").write("[" * 100000 + "]" * 100000); sys.exit()
+if what in ("nan", "int64"):
+    from safetensors.torch import load_file, save_file
+    s = load_file(f"{d}/model.safetensors"); k = sorted(s)[0]
+    s[k] = s[k] * float("nan") if what == "nan" else s[k].long(); save_file(s, f"{d}/model.safetensors")
+if what == "tok": open(f"{d}/tokenizer.json", "w").write('{"version": "1.0", "model": {"type": "BPE", "vocab": 5}}')
+json.dump(c, open(f"{d}/config.json", "w"))
+P
+}
+hfcase hf_layers layers; case_ 'import-hf `num_hidden_layers: 2e9`' $A import-hf hf_layers imp1
+hfcase hf_hidden hidden; case_ 'import-hf `hidden_size: 1e9`' $A import-hf hf_hidden imp2
+hfcase hf_dup dup; case_ 'import-hf config.json with a duplicate key' $A import-hf hf_dup imp3
+hfcase hf_deep deep; case_ 'import-hf config.json nested 100,000 deep' $A import-hf hf_deep imp4
+hfcase hf_nan nan; case_ 'import-hf all-NaN weights' $A import-hf hf_nan imp5
+hfcase hf_int int64; case_ 'import-hf int64 weights' $A import-hf hf_int imp6
+hfcase hf_tok tok; case_ 'import-hf a malformed tokenizer.json' $A import-hf hf_tok imp7
+# ---- silently accepted values
+printf 'run,swa,qk_norm,norm,n_kv_heads,n_heads,pretrain_ctx,score\nA,0,none,pre,3,4,128,0.1\nB,1,none,pre,4,4,128,0.5\nC,0,layerwise,pre,4,4,128,0.6\nD,1,layerwise,pre,4,4,128,0.7\n' > kv.csv
+case_ '3 KV heads of 4 query heads in a CSV' $A analyze kv.csv --target score
+case_ 'the target as its own covariate' $A analyze ok.csv --target score --covariates score
+pool 'name: "x\\u202eevil"\ntrain: {max_steps: 2}\nruns: [{name: A}]\n'; case_ 'right-to-left override in a pool name' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nruns: [{name: A, columns: {run: B}}]\n'; case_ 'a run column named `run`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {task_params: {mqar: {n_keyz: 3}}}\nruns: [{name: A}]\n'; case_ '`task_params: {mqar: {n_keyz: 3}}`' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {task_params: {mqqar: {}}}\nruns: [{name: A}]\n'; case_ '`task_params: {mqqar: {}}`' $A pool show p.yaml
+printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\n"=cmd|'"'"' /C calc'"'"'!A0",0,none,pre,4,128,0.1\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,0.7\n' > inj.csv
+case_ 'formula run name `=cmd|...` in report tables' bash -c "$A report inj.csv --out rep --target score > /dev/null 2>&1; if grep -rqE '(^|,)\"?[=+@]' rep/tables; then echo 'a table cell starts a formula' >&2; exit 0; fi; echo 'no table cell starts a formula' >&2; exit 2"
+# ---- late errors, now at validation
+pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk, length: 64}]\nruns: [{name: A}]\n'; case_ 'extension length <= pretraining context' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk, budgets: [1], warmup_steps: 5}]\nruns: [{name: A}]\n'; case_ '1-step extension with 5 warmup steps' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nmodel: {vocab_size: 300}\ndata: {vocab_size: 4096}\nruns: [{name: A}]\n'; case_ 'model vocab < tokenizer vocab' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nreport: {target: ruler_ll@99999}\nruns: [{name: A}]\n'; case_ 'report target no stage produces' $A pool show p.yaml
+pool "name: x\\ntrain: {max_steps: 2}\\nseeds: [1234567]\\nruns: [{name: $(printf 'A%.0s' $(seq 250))}]\\n"; case_ 'run name too long with its seed suffix' $A pool show p.yaml
+echo
+echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"
