@@ -661,10 +661,12 @@ def import_hf(hf_dir: str | Path) -> Decoder:
     model = hf_state_to_archpool(hf_config, state, where=str(where))
     provenance = hf_dir / ARCHPOOL_CONFIG_NAME
     if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
+        from archpool.safeload import read_json_file
+
         try:
-            ours = json.loads(provenance.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{provenance}: not valid JSON ({e})") from None
+            ours = read_json_file(provenance)
+        except ConfigError as e:
+            raise CheckpointError(str(e)) from None
         for key in ("family", "extension"):
             if isinstance(ours, dict) and ours.get(key) is not None:
                 setattr(model.cfg, key, ours[key])

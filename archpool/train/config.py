@@ -42,6 +42,32 @@ def _build(cls: type, data: dict[str, Any], prefix: str, default_prefix: str):
         raise ConfigError(prefix + e.field[len(default_prefix) :], str(e).split(": ", 1)[-1]) from None
 
 
+MAX_MICRO_BATCH = 1 << 16  # sequences in one forward pass
+MAX_BATCH_TOKENS = 1 << 36  # tokens in one optimizer step
+MAX_MILESTONES = 10_000  # checkpoints kept forever (each a copy of the weights)
+
+
+def _check_counts(cfg: Any, prefix: str) -> None:
+    """Sizes that become allocations or files, within bounds (a ConfigError instead of a MemoryError
+    at the first batch): micro-batch, global batch, sequence length, milestones."""
+    from archpool.model.config import MAX_SEQ_LEN
+
+    bounds = {
+        "micro_batch_size": MAX_MICRO_BATCH,
+        "global_batch_tokens": MAX_BATCH_TOKENS,
+        "seq_len": MAX_SEQ_LEN,
+        "length": MAX_SEQ_LEN,
+    }
+    for name, limit in bounds.items():
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > limit:
+            raise ConfigError(f"{prefix}.{name}", f"{value:,} exceeds the cap of {limit:,}")
+    for name in ("milestones", "budgets"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, list) and len(value) > MAX_MILESTONES:
+            raise ConfigError(f"{prefix}.{name}", f"{len(value):,} entries exceed the cap of {MAX_MILESTONES:,}")
+
+
 def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
     if value is None and allow_none:
         return
@@ -117,6 +143,7 @@ class TrainConfig:
         for name in ("global_batch_tokens", "micro_batch_size", "log_every", "ckpt_every", "keep_last"):
             _positive_int(getattr(self, name), f"{prefix}.{name}")
         _positive_int(self.seq_len, f"{prefix}.seq_len", allow_none=True)
+        _check_counts(self, prefix)
         _positive_int(self.max_steps, f"{prefix}.max_steps", allow_none=True)
         _positive_int(self.max_tokens, f"{prefix}.max_tokens", allow_none=True)
         if self.max_steps is None and self.max_tokens is None:
@@ -246,6 +273,7 @@ class ExtensionConfig:
         self.validate()
 
     def validate(self, prefix: str = "extension") -> None:
+        _check_counts(self, prefix)
         if self.recipe not in RECIPES:
             raise ConfigError(f"{prefix}.recipe", f"unknown recipe {self.recipe!r}; allowed: {', '.join(RECIPES)}")
         if not self.theta_ratio > 0:

@@ -94,3 +94,25 @@ def test_run_cap_constant_is_enforced_on_expansion():
     runs = [dict(name=f"A{i}") for i in range(MAX_RUNS // MAX_SEEDS + 1)]
     with pytest.raises(ConfigError, match="runs exceed the cap"):
         parse_pool({**BASE, "seeds": seeds, "runs": runs})
+
+
+@pytest.mark.parametrize(
+    "over,field",
+    [
+        (dict(train=dict(max_steps=2, micro_batch_size=10**9)), "train.micro_batch_size"),
+        (dict(train=dict(max_steps=2, global_batch_tokens=2**40)), "train.global_batch_tokens"),
+        (dict(extension=[dict(name="ntk", length=2**30)]), "extension[ntk].length"),
+        (dict(extension=[dict(name="ntk", budgets=list(range(1, 20_000)))]), "extension[ntk].budgets"),
+    ],
+)
+def test_training_sizes_are_capped(over, field):
+    with pytest.raises(ConfigError, match="exceed") as err:
+        parse_pool({**copy.deepcopy(BASE), **over})
+    assert err.value.field == field
+
+
+def test_train_config_sequence_length_is_capped():
+    from archpool.train.config import TrainConfig
+
+    with pytest.raises(ConfigError, match="train.seq_len: 1,073,741,824 exceeds"):
+        TrainConfig(max_steps=2, seq_len=2**30)
