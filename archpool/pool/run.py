@@ -26,9 +26,11 @@ from archpool.pool.graph import Node, execute_node, format_exception, log_event
 from archpool.pool.job import read_status, run_complete, run_nodes, write_status
 from archpool.pool.plan import build_plan, write_plan
 from archpool.pool.progress import Progress
+from archpool.pool.provenance import report_context
 from archpool.pool.results import RESULTS, results_rows, rows_to_csv
 from archpool.pool.spec import PoolSpec
 from archpool.pool.stages import stage_function
+from archpool.report.context import ReportContext
 from archpool.report.pool import PoolReport, write_pool_report
 
 
@@ -127,9 +129,10 @@ def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, A
     raise ValueError(f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
 
 
-def report_settings(pool: PoolSpec) -> PoolReport:
+def report_settings(pool: PoolSpec, context: ReportContext | None = None) -> PoolReport:
     opts = pool.report
     return PoolReport(
+        context=context or ReportContext(),
         name=pool.name,
         size=pool.size,
         description=pool.description,
@@ -146,7 +149,7 @@ def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
     rows = results_rows(out, pool, nodes)
     atomic_write_text(Path(out) / RESULTS, rows_to_csv(rows))
     try:
-        return write_pool_report(Path(out), report_settings(pool), rows)
+        return write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)
     except Exception as e:
         print(f"report failed: {type(e).__name__}: {e}", file=sys.stderr)
         atomic_write_text(Path(out) / "report" / "report_error.txt", format_exception(e))
