@@ -416,9 +416,15 @@ def _attention_unit(column: str) -> str:
     return ""
 
 
+def _varies(values: pd.Series) -> bool:
+    """False for a column with one value in every run (a panel of it would show nothing but its offset)."""
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return len(v) > 1 and float(v.max() - v.min()) > 1e-9 * max(1.0, float(v.abs().max()))
+
+
 def attention_by_arch(df: pd.DataFrame, sink: str, entropy: str | None) -> Figure | None:
     """Attention sink strength and entropy after extension, per architecture (mean and 95% CI over seeds)."""
-    cols = [c for c in (sink, entropy) if c and c in df.columns]
+    cols = [c for c in (sink, entropy) if c and c in df.columns and _varies(df[c])]
     if not cols:
         return None
     order = archs.arch_order(df)[:MAX_FIGURE_ROWS]

@@ -149,3 +149,12 @@ def test_large_pools_get_bounded_figures():
     w, h = fig.get_size_inches() * fig.dpi
     assert h <= 100 * (0.9 + 0.28 * figs.MAX_FIGURE_ROWS) + 1 and w <= 800
     assert "60 of 10000 runs" in fig.axes[0].get_title()
+
+
+def test_degenerate_attention_panels_are_left_out():
+    from archpool.report import figures as figs
+
+    df = pd.DataFrame({"run": ["a_s0", "a_s1", "b_s0"], "sink": [5.6228] * 3, "ent": [1.0, 1.1, 2.0]})
+    fig = figs.attention_by_arch(df, "sink", "ent")
+    assert len(fig.axes) == 1 and "ent" in fig.axes[0].get_xlabel()
+    assert figs.attention_by_arch(df.assign(ent=2.0), "sink", "ent") is None
