@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from archpool.columns import split_rung
 from archpool.report import archs
 from archpool.report.archs import Mean
 from archpool.report.verdict import AxisVerdict
@@ -376,7 +377,7 @@ def extension_curves(df: pd.DataFrame, target: str, chance: float | None = None)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("extension steps (0: the RoPE change alone)")
     ax.set_ylabel("accuracy (fraction of answers)")
-    ax.set_title(f"Extension curves: {_t(archs.split_rung(target)[0])}")
+    ax.set_title(f"Extension curves: {_t(split_rung(target)[0])}")
     ax.legend(fontsize=8, loc="lower right", ncols=2)
     return fig
 

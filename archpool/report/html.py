@@ -636,7 +636,7 @@ def render(
     (details collapsed) and how the numbers were made."""
     context = context or ReportContext()
     verdicts = vd.axis_verdicts(r, found)
-    long_ctx = vd._long_ctx(r)
+    long_ctx = vd.long_ctx_of(r)
     words = vd.describe_metric(r["target"], long_ctx)
     b64 = {k: _b64(v) for k, v in figures.items()}
     warnings_ = []

@@ -126,7 +126,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     target = r["target"]
     lower = lower_is_better(target)
     seed_sd = (r.get("spread") or {}).get("seed_sd")
-    long_ctx = (ext.get("long_ctx") if ext else None) or _long_ctx(r)
+    long_ctx = (ext.get("long_ctx") if ext else None) or long_ctx_of(r)
     multiple = target_multiple(target, long_ctx)
     by_feature = {a["feature"]: a for a in ext.get("axes") or []}
     remedied = {a.get("feature") for rec in r.get("remedy") or [] for a in rec.get("arms", [])}
@@ -183,7 +183,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     return out
 
 
-def _long_ctx(r: dict[str, Any]) -> int | None:
+def long_ctx_of(r: dict[str, Any]) -> int | None:
     ctxs = [x.get("pretrain_ctx") for x in r.get("runs") or [] if x.get("pretrain_ctx")]
     return int(max(ctxs)) if ctxs else None
 
