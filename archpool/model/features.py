@@ -94,10 +94,11 @@ def _result(
 # ---------------------------------------------------------------------------------------------- archpool
 def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
     """Features of an archpool ``ModelConfig``. The pretraining context is ``max_seq_len`` unless an
-    extension recorded the original one (``rope.original_max_seq_len`` or ``extension.pretrain_ctx``)."""
+    extension recorded the original one (``extension.pretrain_seq_len``, as ``archpool extend`` writes it,
+    or ``rope.original_max_seq_len``)."""
     pretrain_ctx = cfg.max_seq_len
     ext = cfg.extension or {}
-    for key in ("pretrain_ctx", "original_max_seq_len"):
+    for key in ("pretrain_seq_len", "pretrain_ctx", "original_max_seq_len"):
         if isinstance(ext.get(key), int):
             pretrain_ctx = ext[key]
             break

@@ -1,0 +1,16 @@
+"""The pretraining context of an extended archpool model is the one ``archpool extend`` recorded."""
+
+from archpool.model.config import ModelConfig
+from archpool.model.features import features_from_config
+from archpool.train.config import ExtensionConfig, TrainConfig
+from archpool.train.extend import plan_extension
+
+
+def test_ntk_extended_checkpoint_reports_its_pretraining_context():
+    base = ModelConfig.preset("llama3", size="tiny", max_seq_len=128)
+    train = TrainConfig.from_dict({"seq_len": 128, "max_steps": 10, "global_batch_tokens": 1024})
+    plan = plan_extension(base, train, ExtensionConfig.from_dict({"recipe": "ntk", "length": 512}), "final")
+    assert plan.model.max_seq_len == 512 and plan.model.extension["pretrain_seq_len"] == 128
+    f = features_from_config(plan.model, short_ctx=256)
+    assert f["pretrain_ctx"] == 128
+    assert f["short_ctx"] is True
