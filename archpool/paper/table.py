@@ -8,6 +8,7 @@ run names (``INIT_NORM_QK_KV_CTX_DFF[_SWA][_fp8]``); the released models live un
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -22,7 +23,7 @@ HELMET_LENGTHS = (8192, 16384, 32768, 65536)
 HELMET_COLUMNS = ("helmet_8k", "helmet_16k", "helmet_32k", "helmet_64k")
 RULER_COLUMNS = ("ruler_4k", "ruler_8k", "ruler_16k", "ruler_32k", "ruler_64k")
 SCORE_COLUMNS = (*HELMET_COLUMNS, *RULER_COLUMNS, "longppl")
-DESIGN_COLUMNS = ("swa", "qk_norm", "norm", "fp8", "init", "n_kv_heads", "pretrain_ctx", "d_ff", "params_b")
+DESIGN_COLUMNS = ("swa", "qk_norm", "norm", "fp8", "init", "n_kv_heads", "pretrain_ctx", "d_ff", "params_b", "n_layers")
 FLAGS = ("qk_norm", "gqa", "swa", "short_ctx")
 # (run, columns): cells known to be wrong in the transcription (docs/paper-results.md)
 KNOWN_ERRORS: dict[str, tuple[str, ...]] = {"G_pre_8kv_4k_14k": RULER_COLUMNS}
@@ -61,7 +62,7 @@ class PaperRun:
 def _value(column: str, text: str) -> Any:
     if column in ("qk_norm", "norm", "init"):
         return text
-    if column in ("swa", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff"):
+    if column in ("swa", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers"):
         return int(text)
     return float(text)
 
@@ -95,3 +96,28 @@ def paper_run(name: str) -> PaperRun:
 def published_columns(name: str, prefix: str = "paper_") -> dict[str, float]:
     """A run's published scores as results columns (``paper_helmet_32k``, ...), known errors left out."""
     return {f"{prefix}{k}": v for k, v in paper_run(name).scores.items() if v is not None}
+
+
+PAPER_WINDOW = 4096  # the pool's sliding window: half its 8K long context
+_NAME = re.compile(
+    r"^(?P<init>[A-Z])_(?P<norm>pre|post)_(?:(?P<qk>[LH])QK_)?(?P<kv>\d+)kv_(?:(?P<ctx>\d+)k_)?(?P<dff>\d+)k(?P<swa>_SWA)?(?P<fp8>_fp8)?$"
+)
+
+
+def parse_released_name(name: str) -> dict[str, Any]:
+    """The design a released model's name states (``INIT_NORM_[QK_]KVkv_[CTXk_]DFFk[_SWA][_fp8]``);
+    a name without a context is pretrained at 8K. Four SWA configs ship without a window, so the name
+    is what says a model slides (over :data:`PAPER_WINDOW` tokens)."""
+    m = _NAME.match(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not an OlmPool run name (INIT_NORM_[QK_]KVkv_[CTXk_]DFFk[_SWA][_fp8])")
+    return dict(
+        init=m["init"],
+        norm=m["norm"],
+        qk_norm={"L": "layerwise", "H": "hw", None: "none"}[m["qk"]],
+        n_kv_heads=int(m["kv"]),
+        pretrain_ctx=int(m["ctx"] or 8) * 1024,
+        swa=int(bool(m["swa"])),
+        fp8=int(bool(m["fp8"])),
+        window=PAPER_WINDOW if m["swa"] else 0,
+    )
