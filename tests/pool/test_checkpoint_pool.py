@@ -200,3 +200,63 @@ def test_checkpoint_pool_of_trained_models_end_to_end_and_cached(tmp_path):
     assert r.returncode == 0
     cached = [e for e in read_events(out) if e["kind"] == "run_cached" and e["t"] >= t0]
     assert len(cached) == 4
+
+
+def _fake_hub_cache(cache, repo: str, revision: str, src) -> None:
+    """A Hugging Face cache entry for ``repo@revision`` holding a copy of ``src`` (no network)."""
+    org, name = repo.split("/")
+    base = cache / f"models--{org}--{name}"
+    commit = "0" * 40
+    shutil.copytree(src, base / "snapshots" / commit)
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / revision).write_text(commit)
+
+
+@pytest.mark.slow
+def test_hub_checkpoint_like_the_released_ones_is_fixed_before_measuring(tmp_path):
+    """A Hub model that ships custom code, no sliding window and interleaved q/k rows (the pitfalls reported
+    for the released suite), from a local Hub cache: converted to transformers' own code with the window
+    from the design and the RoPE layout from the check, it measures exactly as its local original."""
+    import json
+
+    from checkpointhelpers import export, probe_texts, train_pair
+    from safetensors.torch import load_file, save_file
+
+    from archpool.model.rope_layout import convert_state
+
+    pre, _ = train_pair(tmp_path / "models", "olmo")
+    local = export(pre, tmp_path / "models" / "olmo_hf", pretrained=True)
+    released = tmp_path / "released"
+    shutil.copytree(local, released)
+    (released / "archpool_config.json").unlink()
+    config = json.loads((released / "config.json").read_text())
+    config.pop("sliding_window"), config.pop("layer_types")
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_olmo.OlmoForCausalLM"}
+    (released / "config.json").write_text(json.dumps(config))
+    state = load_file(str(released / "model.safetensors"))
+    save_file(convert_state(state, config, to_half=False), str(released / "model.safetensors"), metadata={"format": "pt"})
+    cache = tmp_path / "hub"
+    _fake_hub_cache(cache, "testorg/olmo_tiny", "v1", released)
+    design = {"swa": 1, "window": 8, "qk_norm": "layerwise", "norm": "post", "n_kv_heads": 4, "n_heads": 4, "pretrain_ctx": 32}
+    text = tmp_path / "probe.txt"
+    text.write_text(probe_texts()[0])
+    runs = [{"name": "hub", "checkpoint": "testorg/olmo_tiny@v1", "design": design}, {"name": "local", "checkpoint": str(local)}]
+    spec = dict(
+        long_ctx=32,
+        texts=[str(text)],
+        eval=dict(tasks=["kv_recall"], n_samples=4, length_ratios=[2]),
+        attention=dict(enabled=False),
+    )
+    path = _pool(tmp_path, runs, **spec)
+    out = tmp_path / "out"
+    env = {"HF_HUB_CACHE": str(cache)}
+    r = run_cli("run", str(path), "--out", str(out), "--no-progress", env=env)
+    assert r.returncode != 0 and "--allow-download" in r.stderr
+    r = run_cli("run", str(path), "--out", str(out), "--no-progress", "--allow-download", env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    rows = {row["run"]: row for row in csv.DictReader((out / "results.csv").read_text().splitlines())}
+    metric = next(k for k in rows["local"] if k.startswith("kv_recall_lp@"))
+    assert rows["hub"][metric] == rows["local"][metric]
+    prepared = next((out / "stages" / "eval").glob("*/model/config.json"))
+    fixed = json.loads(prepared.read_text())
+    assert "auto_map" not in fixed and fixed["sliding_window"] == 8 and fixed["rope_layout"] == "half"

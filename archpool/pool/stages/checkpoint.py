@@ -16,6 +16,7 @@ from archpool.pool.graph import StageContext
 
 # Hub configs whose model_type transformers implements natively: their remote code is never run
 NATIVE_TYPES = ("llama", "olmo2", "olmo3", "qwen3")
+PROBE_CHARS = 20_000  # of each pool text, as the RoPE-layout check's probe
 
 
 def is_checkpoint_node(ctx: StageContext) -> bool:
@@ -28,7 +29,8 @@ def model_path(ctx: StageContext) -> Path:
     which = ctx.config["checkpoint"]
     ref = ModelRef(**run["checkpoint" if which == "final" else "pretrained"])
     if ref.is_hub:
-        return prepare_hub_model(download(ref), ctx.out_dir / "model", run.get("model") or {})
+        probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in (ctx.pool or {}).get("texts") or []]
+        return prepare_hub_model(download(ref), ctx.out_dir / "model", run.get("model") or {}, probe or None)
     key = content_key(ref)
     if key != ctx.config["content"]:
         raise CheckpointError(f"{ref.path}: the model changed since the pool was planned; run the pool again to re-plan it")
@@ -47,12 +49,13 @@ def download(ref: ModelRef) -> Path:
         raise CheckpointError(f"{ref.repo}@{ref.revision}: cannot load{hint}: {type(e).__name__}: {e}") from None
 
 
-def prepare_hub_model(snapshot: Path, out: Path, design: dict[str, Any]) -> Path:
+def prepare_hub_model(snapshot: Path, out: Path, design: dict[str, Any], probe: list[str] | None = None) -> Path:
     """A loadable copy of a downloaded model in ``out``: its files linked, its config.json rewritten
     so that transformers' own implementation runs (the repository's code, ``auto_map``, is dropped for
     natively supported types), an SWA model whose config ships without a window gets the pool's
     window on the run's layer pattern, and the RoPE layout is checked (and converted) by
-    :func:`archpool.model.rope_layout.check_rope_layout`."""
+    :func:`archpool.model.rope_layout.check_rope_layout` on ``probe`` (the pool's texts; else its
+    own English probe), its verdict kept in ``rope_layout.json``."""
     from archpool.model.rope_layout import check_rope_layout
     from archpool.study import olmo3_layer_types
 
@@ -73,5 +76,6 @@ def prepare_hub_model(snapshot: Path, out: Path, design: dict[str, Any]) -> Path
         config["sliding_window"] = int(design.get("window") or 4096)
         config["layer_types"] = olmo3_layer_types(n)
     atomic_write_json(out / "config.json", config)
-    check_rope_layout(out, mode="convert")
+    if not (out / "rope_layout.json").is_file():  # a resumed stage: converted already
+        atomic_write_json(out / "rope_layout.json", check_rope_layout(out, mode="convert", texts=probe))
     return model_dir(out)
