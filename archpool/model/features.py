@@ -273,7 +273,7 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
 
 # ---------------------------------------------------------------------------------------------- any target
 def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
-    """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file or checkpoint dir, or a
+    """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file, checkpoint or run dir, or a
     Hugging Face ``config.json`` / model dir. ``short_ctx=None`` means 4096, except for presets, where it
     is the short context of the preset's size (half its long context; 4096 at 7b), so scaled presets
     count like the paper's."""
@@ -281,6 +281,8 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
 
     threshold = PAPER_SHORT_CTX if short_ctx is None else int(short_ctx)
     path = Path(target)
+    if path.is_dir() and (path / "run_config.json").is_file():  # a run directory: its final checkpoint
+        path = path / "milestones" / "final"
     if path.is_dir():
         cfg_path = path / CONFIG_NAME
         if not cfg_path.is_file():

@@ -14,3 +14,18 @@ def test_ntk_extended_checkpoint_reports_its_pretraining_context():
     f = features_from_config(plan.model, short_ctx=256)
     assert f["pretrain_ctx"] == 128
     assert f["short_ctx"] is True
+
+
+def test_features_of_a_run_directory_read_its_final_checkpoint(tmp_path):
+    from archpool.model.checkpoint import save_checkpoint
+    from archpool.model.features import features
+    from archpool.model.model import Decoder
+
+    base = ModelConfig.preset("olmo3", size="tiny", max_seq_len=128)
+    train = TrainConfig.from_dict({"seq_len": 128, "max_steps": 10, "global_batch_tokens": 1024})
+    extended = plan_extension(base, train, ExtensionConfig.from_dict({"recipe": "ntk", "length": 512}), "final").model
+    run = tmp_path / "run"
+    save_checkpoint(Decoder(extended), run / "milestones" / "final")
+    (run / "run_config.json").write_text("{}")
+    f = features(str(run))
+    assert f["pretrain_ctx"] == 128 and f["qk_norm"] == "layerwise" and f["swa"] is True
