@@ -103,7 +103,8 @@ _KEY_MEMO: dict[tuple[str, int, int], str] = {}
 
 def content_key(ref: ModelRef) -> str:
     """The model's identity for stage keys: the sha256 of its config, weights and tokenizer bytes
-    (local), or repository + revision (Hub: the bytes are hashed again when the stage loads them)."""
+    (local), or repository + revision (Hub: a commit names fixed bytes; a branch or tag can move, and the
+    eval stage's own cache still keys its results by the downloaded weights' sha256)."""
     if ref.is_hub:
         return sha256_json({"hub": ref.repo, "revision": ref.revision})[:32]
     d = model_dir(ref.path)
