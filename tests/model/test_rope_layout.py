@@ -96,4 +96,4 @@ def test_layout_detected_on_both_layouts_and_converted(trained, tmp_path, arch):
     assert info["nll_as_interleaved"] < info["nll_as_half"]
     original, converted = load_file(str(half / "model.safetensors")), load_file(str(inter / "model.safetensors"))
     assert original.keys() == converted.keys() and all(torch.equal(original[k], converted[k]) for k in original)
-    assert check_rope_layout(inter, mode="refuse")["declared"]  # the converted config now states its layout
+    assert check_rope_layout(inter, mode="refuse")["declared"]  # the converted config states its layout
