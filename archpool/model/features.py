@@ -39,6 +39,8 @@ HF_FAMILIES: dict[str, dict[str, Any]] = {
 }
 HF_FAMILIES["gemma3"] = HF_FAMILIES["gemma3_text"]  # multimodal wrapper; the text model is in ``text_config``
 
+ARCHPOOL_EXPORT_CONFIG = "archpool_config.json"  # written by archpool.model.hf.export_hf beside config.json
+
 SANDWICH_NOTE = (
     "sandwich norm (pre-sublayer + post-sublayer RMSNorm): counted as 'pre' because the sublayer "
     "input is normalised; the paper's 'post' is Olmo's reordered norm without an input norm"
@@ -301,6 +303,11 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if isinstance(data, dict) and FORMAT_KEY in data:
             return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
+            ours = path.parent / ARCHPOOL_EXPORT_CONFIG
+            if ours.is_file():  # an archpool export: its own config keeps the extension record
+                f = features_from_config(ModelConfig.from_dict(read_config_file(ours)), threshold, source=str(path))
+                f["notes"].append(f"read from {ARCHPOOL_EXPORT_CONFIG} beside the Hugging Face config (an archpool export)")
+                return f
             try:
                 return features_from_hf_config(data, threshold, source=str(path))
             except ConfigError as e:
