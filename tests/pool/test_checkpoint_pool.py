@@ -260,3 +260,15 @@ def test_hub_checkpoint_like_the_released_ones_is_fixed_before_measuring(tmp_pat
     prepared = next((out / "stages" / "eval").glob("*/model/config.json"))
     fixed = json.loads(prepared.read_text())
     assert "auto_map" not in fixed and fixed["sliding_window"] == 8 and fixed["rope_layout"] == "half"
+
+
+def test_a_mixed_pool_plans_training_only_for_its_trained_runs(tmp_path):
+    paths, _, _ = _models(tmp_path)
+    runs = [{"name": "trained"}, {"name": "ck", "checkpoint": str(paths["llama_ext"]), "pretrained": str(paths["llama_pre"])}]
+    pool = load_pool(_pool(tmp_path, runs, backend="toy_backend", extension=[{"name": "ntk", "steps": 2}]))
+    nodes = build_plan(pool)
+    by_run = {r: sorted(n.id for n in nodes if n.run == r) for r in ("trained_s0", "ck")}
+    assert "pretrain:trained_s0" in by_run["trained_s0"] and "extend:trained_s0:ntk" in by_run["trained_s0"]
+    assert by_run["ck"] == ["attention:ck", "attention:ck:base", "eval:ck", "eval:ck:base"]
+    assert [n.id for n in nodes if n.run is None] == ["data"]
+    assert all(not n.deps for n in nodes if n.run == "ck")
