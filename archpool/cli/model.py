@@ -29,6 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)",
     )
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="also print the paper's estimate for this feature set (its 7B results, not a measurement of TARGET): "
+        "the count regression's HELMET@32K with a prediction interval, the nearest released runs, per-length deltas",
+    )
     p.set_defaults(func=_features)
 
     p = subparsers.add_parser(
@@ -80,11 +86,28 @@ def _features(args: argparse.Namespace) -> int:
     from archpool.model.features import features
 
     results = [features(t, short_ctx=args.short_ctx) for t in args.targets]
+    if getattr(args, "predict", False):
+        return _features_predict(results, args.json)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0
     for r in results:
         print(_format_features(r))
+    return 0
+
+
+def _features_predict(results: list[dict[str, Any]], as_json: bool) -> int:
+    """``features --predict``: each target's features, then the paper's estimate for them."""
+    from archpool.paper.screen import format_screen, screen
+
+    screens = [screen(r) for r in results]
+    if as_json:
+        out = [{"features": r, "paper_estimate": s} for r, s in zip(results, screens)]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        return 0
+    for r, s in zip(results, screens):
+        print(_format_features(r))
+        print(format_screen(s))
     return 0
 
 

@@ -34,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", metavar="RUN", help="run only these runs (full names, e.g. A_s0)")
     p.add_argument("--threads", type=positive_int, help="threads per run (default: cores // jobs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let checkpoint runs that name Hugging Face Hub models (org/name@revision) download them",
+    )
     g = p.add_argument_group("SLURM (with --executor slurm)")
     g.add_argument("--partition", help="SLURM partition")
     g.add_argument(
@@ -99,6 +104,7 @@ def cmd_run(args) -> int:
 
     spec, out = _load(args)
     backend_module(spec.backend)
+    _allow_downloads(spec, args.allow_download)
     params = dict(
         partition=args.partition,
         gpus_per_run=args.gpus_per_run,
@@ -122,6 +128,17 @@ def cmd_run(args) -> int:
         executor_params=params,
         threads=args.threads,
     )
+
+
+def _allow_downloads(spec, allow: bool) -> None:
+    """Refuse a pool that needs the Hub unless --allow-download; tell its workers when it may."""
+    import os
+
+    from archpool.pool.checkpoints import ALLOW_DOWNLOAD_ENV, check_downloads
+
+    check_downloads(spec.runs, allow)
+    if allow:
+        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
 
 
 def cmd_status(args) -> int:

@@ -32,6 +32,7 @@ from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
 from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
+from archpool.pool.checkpoints import is_checkpoint_entry, parse_checkpoint_run, run_from_dict
 from archpool.pool.sections import EvalSettings, ReportSettings, attention_settings, parse_extensions
 from archpool.train.config import TrainConfig
 
@@ -55,6 +56,7 @@ TOP_LEVEL_KEYS = {
     "factorial",
     "long_ctx",
     "jobs",
+    "texts",
 }
 RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "seeds", "columns"}
 
@@ -144,6 +146,7 @@ class PoolSpec:
     milestones: list[float] = field(default_factory=list)
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
+    texts: list[str] = field(default_factory=list)  # held-out text files for checkpoint runs' attention
 
     @property
     def short_ctx(self) -> int:
@@ -165,7 +168,7 @@ class PoolSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PoolSpec:
         d = dict(d)
-        d["runs"] = [RunSpec.from_dict(r) for r in d["runs"]]
+        d["runs"] = [run_from_dict(r) or RunSpec.from_dict(r) for r in d["runs"]]
         return cls(**d)
 
 
@@ -248,7 +251,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
 
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
     data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
-    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab)
+    base_dir = Path(source).parent if source and Path(source).is_file() else Path.cwd()
+    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab, base_dir=base_dir)
     runs: list[RunSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
@@ -257,8 +261,9 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
                 raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
             seen[run.name] = i
             runs.append(run)
-    if backend == "real":
-        _check_training(sections["train"], runs)
+    trained = [r for r in runs if isinstance(r, RunSpec)]
+    if backend == "real" and trained:
+        _check_training(sections["train"], trained)
         _check_packing(section, sections["train"], runs)
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
@@ -280,6 +285,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         milestones=sorted(float(m) for m in milestones),
         source=source,
         jobs=_jobs(data.get("jobs", 1)),
+        texts=_texts(data.get("texts"), base_dir),
         **sections,
     )
 
@@ -291,6 +297,20 @@ class _Ctx:
     base_model: dict[str, Any]
     seeds: list[int]
     data_vocab: int | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+
+def _texts(value: Any, base_dir: Path) -> list[str]:
+    """``texts:`` plain-text files (relative to the pool file) that checkpoint runs' attention reads."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError("texts", f"a list of plain-text files, got {value!r}")
+    paths = [p if p.is_absolute() else base_dir / p for p in (Path(v).expanduser() for v in value)]
+    for v, p in zip(value, paths):
+        if not p.is_file():
+            raise ConfigError("texts", f"no text file {v!r} ({p})")
+    return [str(p.resolve()) for p in paths]
 
 
 def _jobs(value: Any) -> int:
@@ -382,6 +402,8 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if not plain:
         raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
     check_name(f"{label}.name", name)
+    if is_checkpoint_entry(entry):
+        return [parse_checkpoint_run(entry, label, ctx.base_dir)]
     unknown = sorted(set(entry) - RUN_KEYS)
     if unknown:
         raise ConfigError(f"{label}.{unknown[0]}", f"unknown run field; allowed: {', '.join(sorted(RUN_KEYS))}")
