@@ -1,25 +1,32 @@
 """The paper's published single-feature effects, shown beside a pool's measurements.
 
 Adding one feature to the paper's Llama 3 replica (7B, pretrained at 8K, extended to 64K) changes HELMET
-(points of 100) at 1×/2×/4×/8× its pretraining context by the amounts below (docs/extensibility.md, derived
-from the paper's appendix tables). They are the paper's 7B results under its recipe, not a measurement of a
-pool's models, and the report labels them so.
+(points of 100) at 1×/2×/4×/8× its pretraining context; the differences are read from the paper's table
+shipped with archpool (:mod:`archpool.paper`, docs/extensibility.md). They are the paper's 7B results under
+its recipe, not a measurement of a pool's models, and the report labels them so.
 """
 
 from __future__ import annotations
 
-MULTIPLES = (1, 2, 4, 8)
-SINGLE_FEATURE_HELMET = {
-    "qk_norm": (1.6, 1.0, -1.0, -6.0),  # layerwise QK-norm
-    "swa": (-3.7, -5.4, -7.6, -12.3),  # sliding windows on 3 of 4 layers
-    "short_ctx": (0.7, 0.7, -2.2, -6.3),  # 4K instead of 8K pretraining
-    "gqa": (-2.3, -0.7, -3.3, -4.9),  # 4 instead of 8 KV heads
+from functools import cache
+
+from archpool.paper.table import paper_run
+
+BASELINE = "G_pre_8kv_8k_14k"  # the Llama 3 replica
+WITH_FEATURE = {  # the replica with one feature added
+    "qk_norm": "G_pre_LQK_8kv_8k_14k",  # layerwise QK-norm
+    "swa": "G_pre_8kv_8k_14k_SWA",  # sliding windows on 3 of 4 layers
+    "short_ctx": "G_pre_8kv_4k_14k",  # 4K instead of 8K pretraining
+    "gqa": "G_pre_4kv_8k_14k",  # 4 instead of 8 KV heads
 }
+BY_MULTIPLE = {1: "helmet_8k", 2: "helmet_16k", 4: "helmet_32k", 8: "helmet_64k"}
 
 
+@cache
 def single_feature_delta(feature: str, multiple: int | None) -> float | None:
     """The paper's HELMET change for adding ``feature`` at ``multiple``× its pretraining context, if published."""
-    row = SINGLE_FEATURE_HELMET.get(feature)
-    if row is None or multiple not in MULTIPLES:
+    run, column = WITH_FEATURE.get(feature), BY_MULTIPLE.get(multiple)  # type: ignore[arg-type]
+    if run is None or column is None:
         return None
-    return row[MULTIPLES.index(multiple)]
+    with_, without = paper_run(run).scores.get(column), paper_run(BASELINE).scores.get(column)
+    return None if with_ is None or without is None else round(with_ - without, 6)
