@@ -176,3 +176,33 @@ def test_load_accepts_run_directories_like_the_cli(tmp_path):
         archpool.load(tmp_path)
     with pytest.raises(archpool.errors.CheckpointError, match="no such"):
         archpool.load(tmp_path / "missing")
+
+
+# ---------------------------------------------------------------------------------------------- --target typos
+def _wide_results(path: Path) -> Path:
+    """A results table with ~300 metric columns, as a pool's results.csv has."""
+    import pandas as pd
+
+    rows = [
+        dict(run=f"r{i}", swa=i % 2, qk_norm="none", norm="pre", n_kv_heads=4, n_heads=4, pretrain_ctx=128, seed=0)
+        for i in range(4)
+    ]
+    df = pd.DataFrame(rows)
+    for length in (128, 256, 512, 1024, 2048):
+        for task in ("mqar", "mqar_rebind", "kv_recall"):
+            for d in ("", "[d>64]", "[d>128]", "[64<d<=128]"):
+                for agg in ("", "#ladder_mean", "#b0", "#b1", "#b2"):
+                    df[f"{task}_acc@{length}{d}{agg}"] = [0.1 * i for i in range(4)]
+    df.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("command", ["analyze", "report"])
+def test_target_typo_names_a_few_close_metrics_and_the_count(command, tmp_path, capsys):
+    csv = _wide_results(tmp_path / "results.csv")
+    extra = ["--out", str(tmp_path / "rep")] if command == "report" else []
+    assert main([command, str(csv), "--target", "mqar_acc@1024[d>128]#ladder_maen", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "mqar_acc@1024[d>128]#ladder_mean" in err and "300 metric columns in all" in err
+    assert err.count("mqar") <= 6  # the typo and at most five suggestions, not every column
+    assert not (tmp_path / "rep").exists()
