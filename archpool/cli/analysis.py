@@ -74,7 +74,7 @@ def check_target(df, target: str | None) -> None:
     kind = "a design column, not a metric" if target in df.columns else "not a metric column of the table"
     hint = f"closest: {', '.join(close)}" if close else "no close name"
     raise TableError(
-        f"--target {target!r}: {kind}; {hint} ({len(metrics)} metric columns in all: the numeric columns of the results table)",
+        f"column {target!r} (--target): {kind}; {hint} ({len(metrics)} metric columns in all: the numeric columns of the results table)",
         column=target,
     )
 
