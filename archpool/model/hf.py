@@ -81,6 +81,7 @@ LAYER_NAMES = {
     "mlp.down_proj.weight": "mlp.down_proj.weight",
 }
 QK_NORM_NAMES = {"attn.q_norm.weight": "self_attn.q_norm.weight", "attn.k_norm.weight": "self_attn.k_norm.weight"}
+QKV_BIAS_NAMES = {f"attn.{p}_proj.bias": f"self_attn.{p}_proj.bias" for p in "qkv"}
 # The trap: in Llama/Qwen/Mistral ``post_attention_layernorm`` is the *pre-MLP* norm; in Olmo 2/3 it
 # normalises the attention output.
 NORM_NAMES = {
@@ -94,6 +95,8 @@ def name_map(cfg: ModelConfig) -> dict[str, str]:
     per_layer = dict(LAYER_NAMES, **NORM_NAMES[cfg.norm])
     if cfg.qk_norm != "none":
         per_layer.update(QK_NORM_NAMES)
+    if cfg.qkv_bias:
+        per_layer.update(QKV_BIAS_NAMES)
     names = dict(GLOBAL_NAMES)
     for i in range(cfg.n_layers):
         names.update({f"layers.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in per_layer.items()})
@@ -104,7 +107,15 @@ def name_map(cfg: ModelConfig) -> dict[str, str]:
 def hf_family_for(cfg: ModelConfig) -> HFFamily:
     """The transformers family that computes exactly ``cfg``'s function, or a ConfigError naming why none does."""
     swa = cfg.swa
-    if cfg.norm == "pre" and cfg.qk_norm == "none":
+    if cfg.qkv_bias:
+        if cfg.norm != "pre" or cfg.qk_norm != "none":
+            raise ConfigError(
+                "qkv_bias",
+                "q/k/v biases export only as Qwen2ForCausalLM (pre-norm, no QK-norm); "
+                f"this model has {cfg.norm}-norm and qk_norm {cfg.qk_norm!r}",
+            )
+        family = FAMILIES["qwen2"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "none":
         if not swa:
             family = FAMILIES["llama"]
         elif all(t == "sliding_attention" for t in cfg.layer_types):
@@ -436,6 +447,7 @@ def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
         swa_pattern=swa_pattern_name(layer_types),
         rope=_rope_from_hf_config(hf_config, layer_types),
         init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
+        qkv_bias=family.qkv_bias,
     )
 
 
