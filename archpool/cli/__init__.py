@@ -55,7 +55,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from archpool import version_string
+        from archpool.version import version_string
 
         print(version_string())
         parser.exit()
