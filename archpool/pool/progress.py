@@ -2,7 +2,7 @@
 log the workers append to, so it works for local and SLURM executors alike.
 
 The ETA comes from measured stage costs (:class:`StageRates`): every finished node gives its stage kind's
-seconds per unit of planned cost (the plan's cost is the node's size: tokens to train at an assumed rate,
+(:func:`stage_kind`) seconds per unit of planned cost (the plan's cost is the node's size: tokens to train at an assumed rate,
 or a fraction of its run's pretraining), so the remaining nodes of a kind are priced at the rate measured
 for that kind, unmeasured kinds at the rate of all measured nodes, and nothing measured at the plan's
 assumed rate. The remaining seconds are divided among the runs that can go in parallel (``jobs``)."""
@@ -42,9 +42,16 @@ class StageRates:
         return sum(self.seconds[k] for k in kinds) / total if total else 1.0
 
 
+def stage_kind(node: Node) -> str:
+    """What a node's rate is measured over: its stage, and its phase where a stage has several (an eval
+    before extension is a few short lengths; after it, lengths up to 16x)."""
+    phase = node.config.get("phase") if isinstance(node.config, dict) else None
+    return f"{node.stage}:{phase}" if phase else node.stage
+
+
 @dataclass
 class Pending:
-    """A node not yet finished: its stage, run, planned cost, and (when running) its progress."""
+    """A node not yet finished: its stage kind, run, planned cost, and (when running) its progress."""
 
     stage: str
     run: str | None
@@ -110,7 +117,7 @@ class Progress:
             seconds = float(json.loads((node_dir(self.out, node) / DONE).read_text()).get("seconds"))
         except (OSError, ValueError, TypeError, AttributeError):
             return
-        self.rates.observe(node.stage, node.cost, seconds, shared=node.run is None)
+        self.rates.observe(stage_kind(node), node.cost, seconds, shared=node.run is None)
 
     def read_events(self) -> None:
         """Apply the event log's lines appended since the last call."""
@@ -142,7 +149,7 @@ class Progress:
                 self.complete.add(key)
             if kind == "done" and key in self.node and e.get("seconds") is not None:
                 node = self.node[key]
-                self.rates.observe(node.stage, self.cost[key], float(e["seconds"]), shared=node.run is None)
+                self.rates.observe(stage_kind(node), self.cost[key], float(e["seconds"]), shared=node.run is None)
 
     def pending(self, now: float, fraction=None) -> list[Pending]:
         """Every node not complete, with the progress of the running ones (``fraction(stage, key)``)."""
@@ -150,7 +157,7 @@ class Progress:
         for key, node in self.node.items():
             if key in self.complete:
                 continue
-            p = Pending(node.stage, node.run, self.cost[key])
+            p = Pending(stage_kind(node), node.run, self.cost[key])
             if key in self.running:
                 p.running_s = max(0.0, now - self.running[key][2])
                 p.fraction = fraction(node.stage, key) if fraction else 0.0

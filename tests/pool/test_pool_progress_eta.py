@@ -93,3 +93,17 @@ def test_a_resumed_pool_measures_rates_from_the_finished_stages_done_files(tmp_p
     progress = Progress(tmp_path, nodes, enabled=False)
     left = sum(n.cost * TRUE_RATE[n.stage] for n in nodes[4:])
     assert progress.eta(now=0.0) == pytest.approx(left)
+
+
+def test_eval_phases_are_measured_apart(tmp_path):
+    """An eval before extension (short lengths) and after it (up to 16x) cost differently per planned unit."""
+    nodes = [Node(id="pretrain:r0", stage="pretrain", config={}, run="r0", cost=100.0, key="p")]
+    for i, phase in enumerate(["base", "extended", "extended"]):
+        nodes.append(Node(id=f"eval{i}", stage="eval", config={"phase": phase}, run="r0", cost=5.0, key=f"e{i}"))
+    seconds = {"p": 30.0, "e0": 1.0, "e1": 9.0, "e2": 9.0}
+    progress = Progress(tmp_path, nodes, enabled=False)
+    t = 0.0
+    for n in nodes[:3]:
+        t += seconds[n.key]
+        progress.apply({"kind": "done", "key": n.key, "seconds": seconds[n.key], "t": t})
+    assert progress.eta(now=t) == pytest.approx(9.0)  # priced at the extended evals' rate, not the base one's
