@@ -120,13 +120,19 @@ def _refuse_overrides(args, pool_dir: Path, spec) -> None:
     """A pool directory runs its recorded plan: --size / --seeds / --out given with it are an error."""
     from archpool.errors import ConfigError
 
-    given = [f"--{name}" for name in ("size", "seeds", "out") if getattr(args, name, None) not in (None, [])]
+    given = {
+        "--size": getattr(args, "size", None),
+        "--seeds": " ".join(map(str, getattr(args, "seeds", None) or [])) or None,
+        "--out": getattr(args, "out", None),
+    }
+    given = {k: v for k, v in given.items() if v is not None}
     if given:
+        options = " ".join(f"{k} {v}" for k, v in given.items())
         raise ConfigError(
             "/".join(given),
             f"{pool_dir} is a pool directory: it runs its recorded plan (pool {spec.name}, size {spec.size}, "
             f"seeds {spec.seeds}); {' and '.join(given)} apply only to a pool name or YAML file "
-            f"(e.g. archpool {args.command} {spec.name} {' '.join(given)} ...)",
+            f"(e.g. archpool {getattr(args, 'command', 'run')} {spec.name} {options})",
         )
 
 
