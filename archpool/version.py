@@ -19,13 +19,21 @@ def package_version() -> str:
 
 @functools.cache
 def git_commit() -> str | None:
-    """The short commit of the git checkout holding this package (``+dirty`` with uncommitted changes to
-    tracked files), or None outside a checkout or without git."""
+    """The short commit of the archpool git checkout holding this package (``+dirty`` with uncommitted
+    changes to tracked files), or None outside one (an installed copy, even inside another repository)
+    or without git."""
     here = Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip()
+        top, commit = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.split()
+        if Path(top).resolve() / "archpool" != here:
+            return None
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
             cwd=here,
@@ -34,7 +42,7 @@ def git_commit() -> str | None:
             timeout=5,
             check=True,
         ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return f"{commit}+dirty" if commit and dirty else commit or None
 

@@ -206,3 +206,22 @@ def test_target_typo_names_a_few_close_metrics_and_the_count(command, tmp_path, 
     assert "mqar_acc@1024[d>128]#ladder_mean" in err and "300 metric columns in all" in err
     assert err.count("mqar") <= 6  # the typo and at most five suggestions, not every column
     assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_version_of_a_copy_inside_another_repository_names_no_commit(tmp_path):
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "-C", str(tmp_path), "commit", "-q", "--allow-empty", "-m", "other"], check=True)
+    site = tmp_path / "site-packages"
+    shutil.copytree(REPO / "archpool", site / "archpool", ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run(
+        [sys.executable, "-m", "archpool", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"archpool {archpool.package_version()}"
