@@ -132,7 +132,9 @@ def _format_features(r: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- interop
 def _export_hf(args: argparse.Namespace) -> int:
-    from archpool.model.hf import export_hf, special_tokens, to_hf_config
+    from pathlib import Path
+
+    from archpool.model.hf import chat_template, export_hf, special_tokens, to_hf_config
 
     src = resolve_export_source(
         args.checkpoint,
@@ -141,7 +143,16 @@ def _export_hf(args: argparse.Namespace) -> int:
         extension=args.extension,
         require_tokenizer=not args.no_tokenizer,
     )
-    out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
+    provenance = {"source": str(Path(args.checkpoint).resolve()), "source_kind": src.what}
+    if src.tokenizer is not None:
+        provenance["tokenizer_from"] = src.tokenizer_from
+    out = export_hf(
+        src.checkpoint,
+        args.out_dir,
+        tokenizer=src.tokenizer,
+        require_tokenizer=not args.no_tokenizer,
+        provenance=provenance,
+    )
     cfg = json.loads((out / "archpool_config.json").read_text())
     from archpool.model.config import ModelConfig
 
@@ -153,9 +164,11 @@ def _export_hf(args: argparse.Namespace) -> int:
         special = special_tokens(load_tokenizer(src.tokenizer))
         names = ", ".join(f"{k} {v[0]}={v[1]}" for k, v in special.items())
         print(f"tokenizer: {src.tokenizer_from} ({names})")
+        kept = chat_template(out) is not None
+        print("chat template: " + ("kept" if kept else "none (a base model; chat clients need one)"))
     else:
         print("tokenizer: none (--no-tokenizer): HF clients need one to encode text")
-    print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')})")
+    print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')}; model card README.md)")
     return 0
 
 
@@ -351,13 +364,26 @@ def _import_hf(args: argparse.Namespace) -> int:
     model = import_hf(args.hf_dir)
     hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
     out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
-    tok = Path(args.hf_dir) / "tokenizer.json"
-    if tok.is_file():
-        import shutil
+    import shutil
 
-        shutil.copyfile(tok, out / "tokenizer.json")
+    from archpool.model.hf import chat_template
+
+    copied = [f for f in HF_TOKENIZER_FILES if (Path(args.hf_dir) / f).is_file()]
+    for f in copied:
+        shutil.copyfile(Path(args.hf_dir) / f, out / f)
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
+    if "tokenizer.json" not in copied:
+        print(f"tokenizer: none in {args.hf_dir} (export-hf will need --tokenizer)")
+    elif chat_template(Path(args.hf_dir)):
+        print(f"tokenizer: {', '.join(copied)} (chat template kept)")
+    else:
+        print(f"tokenizer: {', '.join(copied)}; no chat template in {args.hf_dir} (a base model): exports have none")
     return 0
+
+
+# The HF tokenizer files an import keeps beside the checkpoint: export-hf writes them back (special tokens,
+# added tokens, chat template), and archpool's Tokenizer reads BOS/EOS/PAD names from them.
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 # ---------------------------------------------------------------------------------------------- model show

@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_path, atomic_write_json, sha256_file
 from archpool.model.config import ModelConfig
-from archpool.model.model import Decoder
+
+if TYPE_CHECKING:  # torch is imported where weights are read or written: reading a config stays cheap
+    import torch
+
+    from archpool.model.model import Decoder
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -38,6 +40,8 @@ def save_state_dict(
     state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
     if cfg.tie_embeddings:
         state.pop("lm_head.weight", None)
+    from safetensors.torch import save_file
+
     with atomic_path(directory / WEIGHTS_NAME) as tmp:
         save_file(state, str(tmp), metadata={"format": "pt"})
     atomic_write_json(directory / CONFIG_NAME, {FORMAT_KEY: 1, "model": cfg.to_dict(), "metadata": metadata or {}})
@@ -157,6 +161,10 @@ def check_state(
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *, verify: bool = True) -> Decoder:
     """Our Decoder from a checkpoint directory, its files verified first (``verify=False``: the caller
     already ran ``verify_checkpoint`` and holds the hashes)."""
+    from safetensors.torch import load_file
+
+    from archpool.model.model import Decoder
+
     directory = Path(directory)
     if verify and (directory / MANIFEST_NAME).is_file():  # without a manifest there is nothing to compare with
         verify_checkpoint(directory)
