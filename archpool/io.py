@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -138,6 +139,27 @@ def require_distinct(src: str | os.PathLike, dst: str | os.PathLike, what: str =
     """``StateError`` when writing ``dst`` could overwrite ``src`` (same directory, or one inside the other)."""
     if same_or_nested(src, dst):
         raise StateError(f"{dst}: the {what} is, contains or lies inside the source {src}; choose a separate directory")
+
+
+def copy_regular_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Copy ``src`` to ``dst`` atomically; ``StateError`` when ``src`` is a symbolic link or not a regular
+    file (``O_NOFOLLOW``: a link to a file elsewhere is never copied into a directory archpool writes)."""
+    src = Path(src)
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_symlink(src)
+        raise StateError(f"{src}: cannot read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise StateError(f"{src}: not a regular file; refusing to copy it")
+        data = f.read()
+    try:
+        with atomic_path(dst) as tmp:
+            tmp.write_bytes(data)
+    except OSError as e:
+        raise disk_error(dst, e) from None
 
 
 LOCK_NAME = ".archpool.lock"

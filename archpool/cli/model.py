@@ -109,6 +109,7 @@ def _format_features(r: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- interop
 def _export_hf(args: argparse.Namespace) -> int:
+    from archpool.io import require_distinct
     from archpool.model.hf import export_hf, special_tokens, to_hf_config
 
     src = resolve_export_source(
@@ -118,6 +119,7 @@ def _export_hf(args: argparse.Namespace) -> int:
         extension=args.extension,
         require_tokenizer=not args.no_tokenizer,
     )
+    require_distinct(src.checkpoint, args.out_dir, "output directory")
     out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
     cfg = json.loads((out / "archpool_config.json").read_text())
     from archpool.model.config import ModelConfig
@@ -322,17 +324,17 @@ def _record_tokenizer(data: dict[str, Any]):
 def _import_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from archpool.io import copy_regular_file, require_distinct
     from archpool.model.checkpoint import save_checkpoint
     from archpool.model.hf import import_hf
 
+    require_distinct(args.hf_dir, args.out, "output directory")
     model = import_hf(args.hf_dir)
     hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
     out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
     tok = Path(args.hf_dir) / "tokenizer.json"
-    if tok.is_file():
-        import shutil
-
-        shutil.copyfile(tok, out / "tokenizer.json")
+    if tok.is_file() or tok.is_symlink():
+        copy_regular_file(tok, out / "tokenizer.json")
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
     return 0
 
