@@ -137,9 +137,10 @@ def test_export_hf_onto_its_checkpoint_is_refused(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ locks
 def test_a_second_lock_on_a_directory_names_the_holder(tmp_path):
-    with directory_lock(tmp_path / "run", "run directory"), pytest.raises(LockError, match=f"in use by pid {os.getpid()}"):
-        with directory_lock(tmp_path / "run", "run directory"):
-            pass
+    holder = directory_lock(tmp_path / "run", "run directory")
+    second = directory_lock(tmp_path / "run", "run directory")
+    with holder, pytest.raises(LockError, match=f"in use by pid {os.getpid()}"), second:
+        pass
     with directory_lock(tmp_path / "run"):  # released with its holder
         pass
 
