@@ -210,3 +210,7 @@ def test_train_state_that_changed_after_the_fact_is_refused(tmp_path):
     torch.save({"step": 3, "losses": [0.1, 0.1, 0.1]}, d / ckpt.STATE_NAME)  # a different reported loss
     with pytest.raises(CheckpointError, match="train_state.pt: (truncated or altered|corrupt)"):
         ckpt.load_train_state(d)
+    from archpool.eval.short import final_loss
+
+    with pytest.raises(CheckpointError, match="train_state.pt: (truncated or altered|corrupt)"):
+        final_loss(d)  # the reported pretrain_loss is never read from changed bytes
