@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from poolhelpers import run_cli, toy_pool
 
+from archpool.data.config import DataConfig
 from archpool.errors import ConfigError, LockError, StateError
 from archpool.io import directory_lock
 from archpool.pool.graph import DONE, Node, assign_keys, execute_node, is_done, node_dir, read_events, read_result
@@ -154,6 +155,8 @@ def test_a_pool_file_cannot_choose_the_cache_location(tmp_path):
         load_pool(spec)
     r = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--no-progress")
     assert r.returncode == 2 and "data.cache_dir" in r.stderr
+    with pytest.raises(ConfigError, match="data.cache_dir"):  # `archpool data prepare POOL.yaml` reads the same section
+        DataConfig.load(spec)
     assert not (tmp_path / "anywhere").exists()
 
 
