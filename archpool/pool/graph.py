@@ -80,7 +80,7 @@ def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise StateError(f"{path}: truncated or corrupt ({type(e).__name__}); re-run the pool to recompute the stage") from None
-    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("result") or {}, dict):
+    if not isinstance(data, dict) or data.get("key", key) != key or not isinstance(data.get("result") or {}, dict):
         raise StateError(f"{path}: not this stage's marker; re-run the pool to recompute the stage")
     return data.get("result") or {}
 
