@@ -134,6 +134,7 @@ def _format_features(r: dict[str, Any]) -> str:
 def _export_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from archpool.io import require_distinct
     from archpool.model.hf import chat_template, export_hf, special_tokens, to_hf_config
 
     src = resolve_export_source(
@@ -143,6 +144,7 @@ def _export_hf(args: argparse.Namespace) -> int:
         extension=args.extension,
         require_tokenizer=not args.no_tokenizer,
     )
+    require_distinct(src.checkpoint, args.out_dir, "output directory")
     provenance = {"source": str(Path(args.checkpoint).resolve()), "source_kind": src.what}
     if src.tokenizer is not None:
         provenance["tokenizer_from"] = src.tokenizer_from
@@ -358,19 +360,20 @@ def _record_tokenizer(data: dict[str, Any]):
 def _import_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from archpool.io import copy_regular_file, require_distinct
     from archpool.model.checkpoint import save_checkpoint
     from archpool.model.hf import import_hf
 
+    require_distinct(args.hf_dir, args.out, "output directory")
     model = import_hf(args.hf_dir)
     hf_type = json.loads((Path(args.hf_dir) / "config.json").read_text()).get("model_type")
     out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
-    import shutil
-
     from archpool.model.hf import chat_template
 
-    copied = [f for f in HF_TOKENIZER_FILES if (Path(args.hf_dir) / f).is_file()]
-    for f in copied:
-        shutil.copyfile(Path(args.hf_dir) / f, out / f)
+    src_dir = Path(args.hf_dir)
+    copied = [f for f in HF_TOKENIZER_FILES if (src_dir / f).is_file() or (src_dir / f).is_symlink()]
+    for f in copied:  # a symlinked file is refused, never followed into the checkpoint
+        copy_regular_file(src_dir / f, out / f)
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
     if "tokenizer.json" not in copied:
         print(f"tokenizer: none in {args.hf_dir} (export-hf will need --tokenizer)")

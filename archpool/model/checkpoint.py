@@ -6,7 +6,8 @@ written last, so a directory with a config always has complete weights beside it
 Integrity: a training checkpoint also has ``MANIFEST.json`` (size and sha256 of every file). Readers call
 ``verify_checkpoint`` before use: with a manifest, each file read is checked against it (size, then a
 streaming sha256); without one, the weights' bytes are hashed directly. Either way the returned sha256 is
-of the bytes on disk, so caches keyed by it never serve results computed from other bytes.
+of the bytes on disk, so caches keyed by it never serve results computed from other bytes. A file is hashed
+once per process until its size or modification time changes (``archpool.io.sha256_cached``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.io import atomic_path, atomic_write_json, sha256_file
+from archpool.io import atomic_path, atomic_write_json, sha256_cached
 from archpool.model.config import ModelConfig
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading a config stays cheap
@@ -98,6 +99,8 @@ def verify_files(directory: str | Path, names: Iterable[str] | None = None, chec
     hashes: dict[str, str] = {}
     for name in names:
         path = directory / name
+        if path.is_symlink():
+            raise CheckpointError(f"{path}: a symbolic link in a checkpoint; archpool checkpoints hold regular files only")
         if not path.is_file():
             raise CheckpointError(f"{path}: missing from checkpoint")
         if manifest is not None:
@@ -107,7 +110,7 @@ def verify_files(directory: str | Path, names: Iterable[str] | None = None, chec
             if size != info["bytes"]:
                 raise CheckpointError(f"{path}: truncated or altered ({size} bytes, manifest says {info['bytes']})")
         if check_hashes:
-            hashes[name] = sha256_file(path)
+            hashes[name] = sha256_cached(path)
             if manifest is not None and hashes[name] != manifest[name]["sha256"]:
                 raise CheckpointError(f"{path}: corrupt (sha256 does not match the manifest)")
     return hashes

@@ -248,12 +248,13 @@ def export_hf(
     the tokenizer's HF files (tokenizer_config.json, chat_template.jinja: an imported model's) are kept."""
     from safetensors.torch import save_file
 
-    from archpool.io import atomic_path, atomic_write_json, atomic_write_text
+    from archpool.io import atomic_path, atomic_write_json, atomic_write_text, require_distinct
     from archpool.model.checkpoint import load_checkpoint
 
     source_dir = None
     if isinstance(model_or_checkpoint, (str, Path)):
         source_dir = Path(model_or_checkpoint)
+        require_distinct(source_dir, out_dir, "export directory")
         model = load_checkpoint(source_dir)
     else:
         model = model_or_checkpoint
@@ -391,7 +392,7 @@ def _find_tokenizer(directory: Path | None) -> Path | None:
     if directory is None:
         return None
     for candidate in (directory / "tokenizer.json", directory.parent / "tokenizer.json"):
-        if candidate.is_file():
+        if candidate.is_file() and not candidate.is_symlink():
             return candidate
     return None
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.columns import RUNG_SEP, affixes, rung_label
+from archpool.errors import StateError
 from archpool.io import atomic_write_json, sha256_file
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
@@ -227,5 +228,12 @@ def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
 
 
 def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
-    data = json.loads((Path(out) / PLAN_FILE).read_text())
-    return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
+    """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is damaged."""
+    path = Path(out) / PLAN_FILE
+    try:
+        if path.is_symlink():
+            raise ValueError("a symbolic link")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise StateError(f"{path}: truncated or corrupt ({e}); delete it and re-run `archpool run` on the pool file") from None

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archpool.io import atomic_write_text
+from archpool.io import atomic_write_text, directory_lock, remove_stale_temporaries
 from archpool.pool.executor import LocalExecutor, SubmititExecutor, split_threads
 from archpool.pool.graph import Node, execute_node, format_exception, log_event
 from archpool.pool.job import read_status, run_complete, run_nodes, write_status
@@ -50,9 +50,24 @@ def run_pool(
     threads: int | None = None,
 ) -> int:
     """Run the pool; 0 if every selected run finished and the report was written, else 1 (the other
-    runs still ran, and results.csv holds whatever finished)."""
+    runs still ran, and results.csv holds whatever finished). A second ``archpool run`` on the same
+    pool directory while this one runs gets a ``LockError`` naming this process."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with directory_lock(out, "pool directory"):
+        remove_stale_temporaries(out)
+        return _run_locked(pool, out, jobs, executor, only, progress, executor_params, threads)
+
+
+def _run_locked(
+    pool: PoolSpec,
+    out: Path,
+    jobs: int,
+    executor: str,
+    only: list[str] | None,
+    progress: bool,
+    executor_params: dict[str, Any] | None,
+    threads: int | None,
+) -> int:
     nodes = build_plan(pool)
     write_plan(out, pool, nodes)
     selected = [pool.run(r).name for r in only] if only else [r.name for r in pool.runs]

@@ -227,6 +227,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         if not isinstance(value, dict):
             raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
         sections[key] = value
+    if sections["data"].get("cache_dir") is not None:
+        raise ConfigError("data.cache_dir", "a pool file cannot choose where caches go; set $ARCHPOOL_CACHE or pass --cache")
     section = DataSection.from_dict(sections["data"])
     EvalSettings.from_dict(sections["eval"])
     attention_settings(sections["attention"])
