@@ -18,3 +18,11 @@ class DataError(ValueError):
 
 class CheckpointError(RuntimeError):
     """A checkpoint that is missing, incomplete or inconsistent."""
+
+
+class StateError(DataError):
+    """An archpool-owned file or directory that is damaged, unsafe or in use; the message names it and how to recover."""
+
+
+class LockError(StateError):
+    """A run or pool directory that another live process is writing."""

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import socket
+import stat
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from archpool.errors import LockError, StateError
+
+TMP_SUFFIX = ".tmp"
 
 
 def _umask() -> int:
@@ -18,15 +28,34 @@ def _umask() -> int:
     return mask
 
 
+def refuse_symlink(path: str | os.PathLike) -> Path:
+    """``path`` itself, refused (``StateError``) when it is a symbolic link: archpool writes only
+    files it owns and never follows a link out of the directory it writes into."""
+    path = Path(path)
+    if path.is_symlink():
+        raise StateError(f"{path}: is a symbolic link (to {os.readlink(path)}); archpool does not write through links, remove it")
+    return path
+
+
+def disk_error(path: str | os.PathLike, e: OSError) -> StateError:
+    """A named error for a failed write (disk full, quota, read-only file system) of ``path``."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StateError(
+            f"{path}: disk full while writing ({e.strerror or e}); free space and re-run (nothing partial was kept)"
+        )
+    return StateError(f"{path}: cannot write ({e.strerror or e})")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
 
     The file gets the permissions an ordinary ``open(path, "w")`` would give (0666 less the umask),
-    not ``mkstemp``'s private 0600, so colleagues on a shared filesystem can read results."""
-    path = Path(path)
+    not ``mkstemp``'s private 0600, so colleagues on a shared filesystem can read results. A ``path``
+    that is a symbolic link is refused (the rename would replace the link, never write through it)."""
+    path = refuse_symlink(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     tmp_path = Path(tmp)
@@ -34,6 +63,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb") as f:
             os.fsync(f.fileno())
+        refuse_symlink(path)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -41,12 +71,135 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
+    except OSError as e:
+        raise disk_error(path, e) from None
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def open_append(path: str | os.PathLike) -> int:
+    """A file descriptor appending to ``path`` (created 0666 less the umask); ``O_NOFOLLOW`` refuses a
+    ``path`` that is a symbolic link, so an append never lands in the file a link points to."""
+    path = Path(path)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_symlink(path)
+        raise disk_error(path, e) from None
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append ``text`` to ``path`` in one ``write`` (atomic for one line under ``O_APPEND``), never through a link."""
+    fd = open_append(path)
+    try:
+        os.write(fd, text.encode())
+    except OSError as e:
+        raise disk_error(path, e) from None
+    finally:
+        os.close(fd)
+
+
+def open_append_text(path: str | os.PathLike, buffering: int = -1):
+    """A text file object appending to ``path`` (see ``open_append``)."""
+    return os.fdopen(open_append(path), "a", buffering=buffering)
+
+
+def remove_stale_temporaries(directory: str | Path, older_than_s: float = 3600.0) -> list[Path]:
+    """Delete the temporary files ``atomic_path`` left in ``directory`` when its process was killed
+    (older than ``older_than_s``, so a live writer's file is never taken); return what was removed."""
+    directory = Path(directory)
+    removed = []
+    if not directory.is_dir():
+        return removed
+    now = time.time()
+    for p in directory.iterdir():
+        if p.name.startswith(".") and p.name.endswith(TMP_SUFFIX) and p.is_file() and not p.is_symlink():
+            try:
+                if now - p.stat().st_mtime > older_than_s:
+                    p.unlink()
+                    removed.append(p)
+            except OSError:
+                continue
+    return removed
+
+
+def same_or_nested(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True when ``a`` and ``b`` are the same directory or one lies inside the other (links resolved)."""
+    ra, rb = Path(a).resolve(), Path(b).resolve()
+    return ra == rb or ra.is_relative_to(rb) or rb.is_relative_to(ra)
+
+
+def require_distinct(src: str | os.PathLike, dst: str | os.PathLike, what: str = "destination") -> None:
+    """``StateError`` when writing ``dst`` could overwrite ``src`` (same directory, or one inside the other)."""
+    if same_or_nested(src, dst):
+        raise StateError(f"{dst}: the {what} is, contains or lies inside the source {src}; choose a separate directory")
+
+
+def copy_regular_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Copy ``src`` to ``dst`` atomically; ``StateError`` when ``src`` is a symbolic link or not a regular
+    file (``O_NOFOLLOW``: a link to a file elsewhere is never copied into a directory archpool writes)."""
+    src = Path(src)
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_symlink(src)
+        raise StateError(f"{src}: cannot read ({e.strerror or e})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise StateError(f"{src}: not a regular file; refusing to copy it")
+        data = f.read()
+    try:
+        with atomic_path(dst) as tmp:
+            tmp.write_bytes(data)
+    except OSError as e:
+        raise disk_error(dst, e) from None
+
+
+LOCK_NAME = ".archpool.lock"
+
+
+@contextmanager
+def directory_lock(directory: str | os.PathLike, what: str = "directory") -> Iterator[Path]:
+    """Hold an exclusive ``flock`` on ``directory/.archpool.lock`` for the block; a second writer gets
+    ``LockError`` naming the process (pid, host, command) that holds it. The kernel releases the
+    lock when its process dies, so a killed writer never leaves the directory locked."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = refuse_symlink(directory / LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666 & ~_umask())
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+            raise LockError(
+                f"{directory}: this {what} is in use by {holder}; wait for it to finish or use another directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} ({' '.join(sys.argv[:3])[:200]})\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
+
+
+_VERIFIED: dict[tuple, str] = {}
+
+
+def sha256_cached(path: str | os.PathLike) -> str:
+    """``sha256_file`` of ``path``, remembered in this process by (device, inode, size, mtime): a file
+    is hashed once until its bytes (size or modification time) change."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = sha256_file(path)
+    return _VERIFIED[key]
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

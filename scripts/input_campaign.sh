@@ -87,8 +87,9 @@ pool 'name: x\ntrain: {max_steps: 2, lr: 1e309}\nruns: [{name: A}]\n'; case_ '`l
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {init_std: .nan}\nruns: [{name: A}]\n'; case_ '`init_std: .nan`' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {n_layers: 2000000000}\nruns: [{name: A}]\n'; case_ 'pool `n_layers: 2000000000`' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\neval: {lengths: [100000000]}\nruns: [{name: A}]\n'; case_ 'pool `eval.lengths: [100000000]`' $A pool show p.yaml
-case_ '`eval --lengths 100000000`' $A eval run --lengths 100000000 --suite tiny --n 1 --no-progress
-case_ '`eval --longppl-alpha nan`' $A eval run --longppl-alpha nan --suite longppl --no-progress
+$PY -c "from archpool.tokenizer import train_tokenizer; train_tokenizer(['the cat sat on the mat'] * 50, 300).save('.')"
+case_ '`eval --lengths 100000000`' $A eval run --tokenizer tokenizer.json --lengths 100000000 --suite tiny --n 1 --no-progress
+case_ '`eval --longppl-alpha nan`' $A eval run --tokenizer tokenizer.json --longppl-alpha nan --suite longppl --texts tiny.txt --no-progress
 case_ '`analyze --short-ctx -5`' $A analyze ok.csv --target score --short-ctx -5
 mkfifo fifo.txt
 printf 'sources: [{kind: files, path: /dev/zero}]\nvocab_size: 300\n' > dz.yaml; case_ 'data source `/dev/zero`' $A data prepare dz.yaml

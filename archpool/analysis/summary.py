@@ -285,7 +285,7 @@ def _run_rows(d: pd.DataFrame, f: pd.DataFrame, target: str, count_fit: dict[str
     )
     cols = [
         c
-        for c in ("run", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8")
+        for c in ("run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8")
         if c in d.columns
     ]
     rows = []

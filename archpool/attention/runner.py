@@ -393,9 +393,9 @@ def load_model(target: Target, backend: str = "auto", device: str = "cpu", verif
 
         return load_checkpoint(target.model_dir, device=device, verify=not verified)
     if backend == "archpool":
-        import archpool
+        from archpool.model.hf import import_hf
 
-        return archpool.load(target.model_dir, device=device)
+        return import_hf(target.model_dir).to(device)
     from archpool.attention.capture import load_hf_for_capture
 
     return load_hf_for_capture(target.model_dir, device=device, dtype=torch.float32 if device == "cpu" else None)

@@ -59,6 +59,28 @@ def _target(args) -> str | None:
     return pool_report_settings(args.source).get("target")
 
 
+CLOSEST_SHOWN = 5
+
+
+def check_target(df, target: str | None) -> None:
+    """A ``--target`` that is no metric column of ``df``: a TableError naming the closest metric columns
+    (difflib) and how many there are, instead of every column."""
+    import difflib
+
+    from archpool.analysis.table import TableError, metric_columns
+
+    metrics = metric_columns(df)
+    if target is None or target in metrics:
+        return
+    close = difflib.get_close_matches(target, metrics, n=CLOSEST_SHOWN, cutoff=0.5)
+    kind = "a design column, not a metric" if target in df.columns else "not a metric column of the table"
+    hint = f"closest: {', '.join(close)}" if close else "no close name"
+    raise TableError(
+        f"column {target!r} (--target): {kind}; {hint} ({len(metrics)} metric columns in all: the numeric columns of the results table)",
+        column=target,
+    )
+
+
 def _covariates(args) -> list[str]:
     return [c.strip() for c in args.covariates.split(",") if c.strip()]
 
@@ -70,6 +92,7 @@ def analyze_command(args) -> int:
 
     df = load_results(args.source)
     target = _target(args)
+    check_target(df, target)
     if target is None and not metric_columns(df):
         r = design_summary(df, args.short_ctx)
         print(to_json(r) if args.json else format_design(r))
@@ -80,9 +103,10 @@ def analyze_command(args) -> int:
 
 
 def report_command(args) -> int:
-    from archpool.analysis.table import pool_report_settings
+    from archpool.analysis.table import load_results, pool_report_settings
     from archpool.report import write_report
 
+    check_target(load_results(args.source), _target(args))
     findings = pool_report_settings(args.source).get("findings") or ()
     page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args), findings_targets=list(findings))
     print(f"wrote {page}")

@@ -29,6 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)",
     )
+    p.add_argument(
+        "--predict",
+        action="store_true",
+        help="also print the paper's estimate for this feature set (its 7B results, not a measurement of TARGET): "
+        "the count regression's HELMET@32K with a prediction interval, the nearest released runs, per-length deltas",
+    )
     p.set_defaults(func=_features)
 
     p = subparsers.add_parser(
@@ -80,11 +86,28 @@ def _features(args: argparse.Namespace) -> int:
     from archpool.model.features import features
 
     results = [features(t, short_ctx=args.short_ctx) for t in args.targets]
+    if getattr(args, "predict", False):
+        return _features_predict(results, args.json)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0
     for r in results:
         print(_format_features(r))
+    return 0
+
+
+def _features_predict(results: list[dict[str, Any]], as_json: bool) -> int:
+    """``features --predict``: each target's features, then the paper's estimate for them."""
+    from archpool.paper.screen import format_screen, screen
+
+    screens = [screen(r) for r in results]
+    if as_json:
+        out = [{"features": r, "paper_estimate": s} for r, s in zip(results, screens)]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+        return 0
+    for r, s in zip(results, screens):
+        print(_format_features(r))
+        print(format_screen(s))
     return 0
 
 
@@ -109,7 +132,10 @@ def _format_features(r: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- interop
 def _export_hf(args: argparse.Namespace) -> int:
-    from archpool.model.hf import export_hf, special_tokens, to_hf_config
+    from pathlib import Path
+
+    from archpool.io import require_distinct
+    from archpool.model.hf import chat_template, export_hf, special_tokens, to_hf_config
 
     src = resolve_export_source(
         args.checkpoint,
@@ -118,7 +144,17 @@ def _export_hf(args: argparse.Namespace) -> int:
         extension=args.extension,
         require_tokenizer=not args.no_tokenizer,
     )
-    out = export_hf(src.checkpoint, args.out_dir, tokenizer=src.tokenizer, require_tokenizer=not args.no_tokenizer)
+    require_distinct(src.checkpoint, args.out_dir, "output directory")
+    provenance = {"source": str(Path(args.checkpoint).resolve()), "source_kind": src.what}
+    if src.tokenizer is not None:
+        provenance["tokenizer_from"] = src.tokenizer_from
+    out = export_hf(
+        src.checkpoint,
+        args.out_dir,
+        tokenizer=src.tokenizer,
+        require_tokenizer=not args.no_tokenizer,
+        provenance=provenance,
+    )
     cfg = json.loads((out / "archpool_config.json").read_text())
     from archpool.model.config import ModelConfig
 
@@ -130,9 +166,11 @@ def _export_hf(args: argparse.Namespace) -> int:
         special = special_tokens(load_tokenizer(src.tokenizer))
         names = ", ".join(f"{k} {v[0]}={v[1]}" for k, v in special.items())
         print(f"tokenizer: {src.tokenizer_from} ({names})")
+        kept = chat_template(out) is not None
+        print("chat template: " + ("kept" if kept else "none (a base model; chat clients need one)"))
     else:
         print("tokenizer: none (--no-tokenizer): HF clients need one to encode text")
-    print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')})")
+    print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')}; model card README.md)")
     return 0
 
 
@@ -322,22 +360,37 @@ def _record_tokenizer(data: dict[str, Any]):
 def _import_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from archpool.io import copy_regular_file, require_distinct
     from archpool.model.checkpoint import save_checkpoint
     from archpool.model.hf import import_hf, read_hf_config
     from archpool.tokenizer import Tokenizer
 
-    if (Path(args.hf_dir) / "tokenizer.json").is_file():
-        Tokenizer.load(Path(args.hf_dir) / "tokenizer.json")  # a malformed tokenizer is refused before any write
+    require_distinct(args.hf_dir, args.out, "output directory")
+    tok = Path(args.hf_dir) / "tokenizer.json"
+    if tok.is_file() and not tok.is_symlink():
+        Tokenizer.load(tok)  # a malformed tokenizer is refused before any write
     model = import_hf(args.hf_dir)
     hf_type = read_hf_config(args.hf_dir).get("model_type")
     out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
-    tok = Path(args.hf_dir) / "tokenizer.json"
-    if tok.is_file():
-        import shutil
+    from archpool.model.hf import chat_template
 
-        shutil.copyfile(tok, out / "tokenizer.json")
+    src_dir = Path(args.hf_dir)
+    copied = [f for f in HF_TOKENIZER_FILES if (src_dir / f).is_file() or (src_dir / f).is_symlink()]
+    for f in copied:  # a symlinked file is refused, never followed into the checkpoint
+        copy_regular_file(src_dir / f, out / f)
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
+    if "tokenizer.json" not in copied:
+        print(f"tokenizer: none in {args.hf_dir} (export-hf will need --tokenizer)")
+    elif chat_template(Path(args.hf_dir)):
+        print(f"tokenizer: {', '.join(copied)} (chat template kept)")
+    else:
+        print(f"tokenizer: {', '.join(copied)}; no chat template in {args.hf_dir} (a base model): exports have none")
     return 0
+
+
+# The HF tokenizer files an import keeps beside the checkpoint: export-hf writes them back (special tokens,
+# added tokens, chat template), and archpool's Tokenizer reads BOS/EOS/PAD names from them.
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 # ---------------------------------------------------------------------------------------------- model show

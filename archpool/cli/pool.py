@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 from pathlib import Path
 
 from archpool.cli.args import non_negative_int, positive_int
@@ -34,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", metavar="RUN", help="run only these runs (full names, e.g. A_s0)")
     p.add_argument("--threads", type=positive_int, help="threads per run (default: cores // jobs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let checkpoint runs that name Hugging Face Hub models (org/name@revision) download them",
+    )
     g = p.add_argument_group("SLURM (with --executor slurm)")
     g.add_argument("--partition", help="SLURM partition")
     g.add_argument(
@@ -55,10 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="pool_command", metavar="ACTION")
     q = sub.add_parser("list", help="the shipped pools")
     q.set_defaults(func=cmd_pool_list)
-    q = sub.add_parser("show", help="the expanded runs of a pool (validates it)")
+    q = sub.add_parser("show", help="a pool's file, settings and expanded runs (validates it)")
     _pool_args(q, optional=False)
     q.add_argument("--plan", action="store_true", help="also list the stage graph with content keys")
+    q.add_argument("--yaml", action="store_true", help="print the pool's YAML file (and its path) instead")
     q.set_defaults(func=cmd_pool_show)
+    q = sub.add_parser("copy", help="copy a shipped pool's YAML file to start your own")
+    q.add_argument("pool", metavar="NAME", help="a shipped pool (demo, smoke, olmpool, study)")
+    q.add_argument("dest", metavar="DEST.yaml", help="the new file (refused if it exists)")
+    q.set_defaults(func=cmd_pool_copy)
     q = sub.add_parser("export", help="write a pool directory's results table (results.csv) to a file")
     q.add_argument("pool_dir", help="pool directory (or pool name / file)")
     q.add_argument("--output", "-o", required=True)
@@ -78,16 +90,68 @@ def _pool_args(p: argparse.ArgumentParser, optional: bool) -> None:
     p.add_argument("--out", help="pool directory (default: out/<pool>[-<size>])")
 
 
+def _is_path_like(arg: str) -> bool:
+    """``./smoke``, ``smoke/``, ``out/demo`` or ``demo.yaml`` name a path; a bare ``smoke`` names a shipped pool."""
+    return "/" in arg or os.sep in arg or arg.startswith(".") or Path(arg).suffix in (".yaml", ".yml")
+
+
+def _pool_source(arg: str) -> str:
+    """What a POOL argument names: ``shipped`` (a bare shipped pool name wins over a same-named directory),
+    ``dir`` (a pool directory with a plan), or ``file``. An unknown bare name is a ConfigError with the
+    closest shipped pools."""
+    from archpool.cli import did_you_mean
+    from archpool.errors import ConfigError
+    from archpool.pool.plan import PLAN_FILE
+    from archpool.pool.spec import shipped_pools
+
+    shipped = shipped_pools()
+    if not _is_path_like(arg) and arg in shipped:
+        return "shipped"
+    path = Path(arg)
+    if path.is_dir() and (path / PLAN_FILE).is_file():
+        return "dir"
+    if path.is_file():
+        return "file"
+    if path.exists() or _is_path_like(arg):
+        raise ConfigError("POOL", f"{arg}: neither a pool YAML file nor a pool directory (no {PLAN_FILE}; has it been run?)")
+    raise ConfigError(
+        "POOL",
+        f"{arg!r} is neither a shipped pool nor a pool file or directory{did_you_mean(arg, shipped)}; "
+        f"shipped pools: {', '.join(shipped)} (a path: ./{arg})",
+    )
+
+
+def _refuse_overrides(args, pool_dir: Path, spec) -> None:
+    """A pool directory runs its recorded plan: --size / --seeds / --out given with it are an error."""
+    from archpool.errors import ConfigError
+
+    given = {
+        "--size": getattr(args, "size", None),
+        "--seeds": " ".join(map(str, getattr(args, "seeds", None) or [])) or None,
+        "--out": getattr(args, "out", None),
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if given:
+        options = " ".join(f"{k} {v}" for k, v in given.items())
+        raise ConfigError(
+            "/".join(given),
+            f"{pool_dir} is a pool directory: it runs its recorded plan (pool {spec.name}, size {spec.size}, "
+            f"seeds {spec.seeds}); {' and '.join(given)} apply only to a pool name or YAML file "
+            f"(e.g. archpool {getattr(args, 'command', 'run')} {spec.name} {options})",
+        )
+
+
 def _load(args):
-    """(PoolSpec or None, out dir). A pool directory argument reads its plan.json."""
-    from archpool.pool.plan import PLAN_FILE, read_plan
+    """(PoolSpec, out dir). A pool directory argument reads its plan.json; a bare shipped name is the shipped pool."""
+    from archpool.pool.plan import read_plan
     from archpool.pool.run import default_out
     from archpool.pool.spec import load_pool
 
-    pool_arg = Path(args.pool)
-    if pool_arg.is_dir() and (pool_arg / PLAN_FILE).is_file():
-        spec, _ = read_plan(pool_arg)
-        return spec, pool_arg
+    source = _pool_source(args.pool)
+    if source == "dir":
+        spec, _ = read_plan(Path(args.pool))
+        _refuse_overrides(args, Path(args.pool), spec)
+        return spec, Path(args.pool)
     spec = load_pool(args.pool, size=args.size, seeds=args.seeds)
     out = Path(args.out) if getattr(args, "out", None) else default_out(spec, size_overridden=bool(args.size))
     return spec, out
@@ -99,6 +163,7 @@ def cmd_run(args) -> int:
 
     spec, out = _load(args)
     backend_module(spec.backend)
+    _allow_downloads(spec, args.allow_download)
     params = dict(
         partition=args.partition,
         gpus_per_run=args.gpus_per_run,
@@ -124,6 +189,17 @@ def cmd_run(args) -> int:
     )
 
 
+def _allow_downloads(spec, allow: bool) -> None:
+    """Refuse a pool that needs the Hub unless --allow-download; tell its workers when it may."""
+    import os
+
+    from archpool.pool.checkpoints import ALLOW_DOWNLOAD_ENV, check_downloads
+
+    check_downloads(spec.runs, allow)
+    if allow:
+        os.environ[ALLOW_DOWNLOAD_ENV] = "1"
+
+
 def cmd_status(args) -> int:
     from archpool.pool.status import format_status, pool_status
 
@@ -133,15 +209,35 @@ def cmd_status(args) -> int:
     return 0
 
 
+def first_sentence(text: str) -> str:
+    """The first full sentence of a (possibly multi-line) description, whitespace collapsed."""
+    flat = " ".join(text.split())
+    match = re.search(r"[.!?](?=\s|$)", flat)
+    return flat[: match.end()] if match else flat
+
+
 def cmd_pool_list(args) -> int:
+    import shutil
+    import textwrap
+
     from archpool.pool.spec import load_pool, shipped_pools
 
+    width = max(60, min(shutil.get_terminal_size().columns, 120))
     for name in shipped_pools():
         spec = load_pool(name)
+        head = f"{name:<10} {len(spec.runs):>3} runs  size {spec.size:<6} "
+        text = first_sentence(spec.description) if spec.description else ""
         print(
-            f"{name:<10} {len(spec.runs):>3} runs  size {spec.size:<6} {spec.description.splitlines()[0] if spec.description else ''}"
+            textwrap.fill(text, width=width, initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False)
+            if text
+            else head
         )
     return 0
+
+
+def _settings(section: dict) -> str:
+    """``key=value`` pairs of a pool section, nested mappings inline (JSON-like, compact)."""
+    return "  ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in section.items()) or "(defaults)"
 
 
 def cmd_pool_show(args) -> int:
@@ -149,9 +245,18 @@ def cmd_pool_show(args) -> int:
     from archpool.pool.stages import backend_module
 
     spec, out = _load(args)
+    if args.yaml:
+        return _print_yaml(spec)
     backend_module(spec.backend)
     short = spec.short_ctx
     print(f"pool {spec.name}: {len(spec.runs)} runs, size {spec.size}, seeds {spec.seeds}, backend {spec.backend}, out {out}")
+    print(f"file: {spec.source or '(not recorded)'}")
+    print(f"train: {_settings(spec.train)}")
+    for ext in spec.extension or []:
+        print(f"extension {ext.get('name', ext.get('recipe', ''))}: {_settings(ext)}")
+    if not spec.extension:
+        print("extension: none")
+    print(f"eval: {_settings(spec.eval)}")
     print(f"{'run':<34} feat swa qk_norm   norm kv/heads ctx   window d_ff layers init fp8 params")
     for r in spec.runs:
         a = r.axes
@@ -163,6 +268,39 @@ def cmd_pool_show(args) -> int:
     if args.plan:
         for n in build_plan(spec):
             print(f"  {n.key}  {n.id}  <- {', '.join(n.deps.values())}")
+    return 0
+
+
+def _print_yaml(spec) -> int:
+    """The pool's YAML file as written, after a comment line with its path."""
+    from archpool.errors import ConfigError
+
+    path = Path(spec.source) if spec.source else None
+    if path is None or not path.is_file():
+        raise ConfigError("--yaml", f"pool {spec.name}: its YAML file {spec.source or '(not recorded)'} is not on this machine")
+    print(f"# {path}")
+    print(path.read_text().rstrip())
+    return 0
+
+
+def cmd_pool_copy(args) -> int:
+    from archpool.cli import did_you_mean
+    from archpool.errors import ConfigError
+    from archpool.io import atomic_write_text
+    from archpool.pool.spec import POOLS_DIR, shipped_pools
+
+    shipped = shipped_pools()
+    if args.pool not in shipped:
+        raise ConfigError(
+            "NAME", f"no shipped pool {args.pool!r}{did_you_mean(args.pool, shipped)}; shipped: {', '.join(shipped)}"
+        )
+    dest = Path(args.dest)
+    if dest.suffix not in (".yaml", ".yml"):
+        raise ConfigError("DEST", f"{dest}: a pool file ends in .yaml or .yml")
+    if dest.exists():
+        raise ConfigError("DEST", f"{dest} exists; choose another name or remove it first")
+    atomic_write_text(dest, (POOLS_DIR / f"{args.pool}.yaml").read_text())
+    print(f"wrote {dest} (a copy of the shipped pool {args.pool}; edit `name:` so its results go to their own out/ directory)")
     return 0
 
 

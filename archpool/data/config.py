@@ -171,6 +171,10 @@ class DataConfig:
             obj = {}
         if isinstance(obj, dict) and isinstance(obj.get("data"), dict):
             obj = obj["data"]
+            if obj.get("cache_dir") is not None:  # a pool file: caches go where the environment says
+                raise ConfigError(
+                    "data.cache_dir", "a pool file cannot choose where caches go; set $ARCHPOOL_CACHE or pass --cache"
+                )
         if not isinstance(obj, dict):
             raise ConfigError("data", f"{p}: expected a mapping of data fields, got {type(obj).__name__}")
         obj = dict(obj)

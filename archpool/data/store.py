@@ -19,6 +19,7 @@ inputs reuse the store, a changed file makes a new one. ``Store(path)`` opens a 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
 import json
@@ -34,8 +35,8 @@ import numpy as np
 from archpool.data.config import DataConfig
 from archpool.data.corpus import DefaultCorpus
 from archpool.data.sources import FileSource, HFSource, Source
-from archpool.errors import DataError
-from archpool.io import atomic_write_json, sha256_file, sha256_json
+from archpool.errors import DataError, StateError
+from archpool.io import atomic_write_json, disk_error, sha256_cached, sha256_file, sha256_json
 from archpool.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
 
 FORMAT_VERSION = 1
@@ -60,23 +61,67 @@ INDEX_DTYPE = np.dtype(
 class Store:
     """A prepared store: documents as token arrays, by split."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, verify: bool = True):
+        """Open the store at ``path``; with ``verify`` its index and shards are checked against the
+        manifest's sizes and sha256 (hashed once per process until a file's size or mtime changes)."""
         self.path = Path(path)
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise DataError(f"{self.path}: not a prepared data store (no manifest.json); run `archpool data prepare`")
-        try:
-            self.manifest = json.loads(mpath.read_text())
-        except json.JSONDecodeError as e:
-            raise DataError(f"{mpath}: corrupt manifest ({e})") from None
+        self.manifest = _read_manifest(mpath)
         if self.manifest.get("format") != FORMAT_VERSION:
             raise DataError(
                 f"{self.path}: store format {self.manifest.get('format')} is not {FORMAT_VERSION}; re-run `archpool data prepare`"
             )
-        self.index = np.load(self.path / "index.npy")
-        self.dtype = np.dtype(self.manifest["dtype"])
+        try:
+            self.dtype = np.dtype(self.manifest["dtype"])
+            shards = [(str(e["file"]), int(e["tokens"]), str(e["sha256"])) for e in self.manifest["shards"]]
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"{mpath}: corrupt manifest ({type(e).__name__}: {e}); {_REBUILD}") from None
+        self._shard_specs = shards
+        self.index = self._load_index(verify)
+        if verify:
+            self.verify_shards()
         self._shards: dict[int, np.memmap] = {}
         self._tokenizer: Tokenizer | None = None
+
+    def _load_index(self, verify: bool) -> np.ndarray:
+        """``index.npy``: checked against the manifest's sha256, loaded without pickle, its records in range."""
+        path = self.path / "index.npy"
+        if path.is_symlink() or not path.is_file():
+            raise StateError(f"{path}: missing or not a regular file; {_REBUILD}")
+        expected = self.manifest.get("index_sha256")
+        if verify and expected and sha256_cached(path) != expected:
+            raise StateError(f"{path}: corrupt (sha256 does not match manifest.json); {_REBUILD}")
+        try:
+            index = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:  # a pickle, a truncated or foreign file
+            raise StateError(f"{path}: not a store index ({type(e).__name__}: {e}); {_REBUILD}") from None
+        if index.dtype != INDEX_DTYPE or index.ndim != 1:
+            raise StateError(f"{path}: not a store index (dtype {index.dtype}, shape {index.shape}); {_REBUILD}")
+        n = len(self._shard_specs)
+        tokens = np.array([t for _, t, _ in self._shard_specs] or [0], dtype=np.int64)
+        shard = index["shard"]
+        bad = (shard < 0) | (shard >= n) | (index["offset"] < 0) | (index["length"] < 0)
+        if len(index) and not bad.any():
+            bad = index["offset"] + index["length"] > tokens[shard]
+        if bad.any():
+            raise StateError(f"{path}: record {int(np.flatnonzero(bad)[0])} points outside the shards; {_REBUILD}")
+        return index
+
+    def verify_shards(self) -> None:
+        """``StateError`` naming the first shard whose size or sha256 differs from ``manifest.json``."""
+        for name, tokens, sha in self._shard_specs:
+            path = self.path / name
+            if "/" in name or path.is_symlink() or not path.is_file():
+                raise StateError(f"{path}: missing or not a regular file; {_REBUILD}")
+            size = path.stat().st_size
+            if size != tokens * self.dtype.itemsize:
+                raise StateError(
+                    f"{path}: truncated or altered ({size} bytes, manifest.json says {tokens * self.dtype.itemsize}); {_REBUILD}"
+                )
+            if sha256_cached(path) != sha:
+                raise StateError(f"{path}: corrupt (sha256 does not match manifest.json); {_REBUILD}")
 
     @property
     def key(self) -> str:
@@ -130,6 +175,48 @@ class Store:
     def __repr__(self) -> str:
         c = self.manifest["counts"]
         return f"Store({self.path}, docs={c['docs']}, tokens={c['tokens']})"
+
+
+_REBUILD = "delete the store directory and re-run `archpool data prepare` (or the pool)"
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StateError(f"{path}: corrupt manifest ({type(e).__name__}: {e}); {_REBUILD}") from None
+    if not isinstance(manifest, dict):
+        raise StateError(f"{path}: corrupt manifest (not a mapping); {_REBUILD}")
+    return manifest
+
+
+def _build_root(cache_root: Path) -> Path:
+    """``<cache>/data``, created; ``StateError`` when the cache root is a file or not writable."""
+    root = cache_root / "data"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise StateError(f"{cache_root}: the cache root ($ARCHPOOL_CACHE or --cache) is not a directory") from None
+    except OSError as e:
+        raise StateError(f"{cache_root}: cannot create the cache ({e.strerror or e}); set $ARCHPOOL_CACHE or --cache") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise StateError(f"{root}: the cache ($ARCHPOOL_CACHE or --cache) is not writable; set another")
+    return root
+
+
+def _remove_stale_builds(root: Path) -> None:
+    """Delete the temporary build directories of ``prepare`` calls whose process is gone (killed)."""
+    for p in root.glob(".tmp-*"):
+        parts = p.name.split("-")
+        pid = int(parts[2]) if len(parts) > 3 and parts[2].isdigit() else None
+        if pid is None or p.is_symlink() or not p.is_dir():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:
+            continue
 
 
 # ---------------------------------------------------------------------------------------- prepare
@@ -211,8 +298,10 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
     selected = _apply_caps(meta, config)
     n_sel_chars = sum(meta[k][1] for k in selected)
 
-    tmp = config.cache_root() / "data" / f".tmp-{key}-{os.getpid()}-{time.time_ns()}"
-    tmp.mkdir(parents=True)
+    root = _build_root(config.cache_root())
+    _remove_stale_builds(root)
+    tmp = root / f".tmp-{key}-{os.getpid()}-{time.time_ns()}"
+    tmp.mkdir()
     try:
         # tokenizer ------------------------------------------------------------------------------
         t0 = time.perf_counter()
@@ -326,8 +415,10 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
                 return Store(final)
             shutil.rmtree(final)
         os.replace(tmp, final)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # nothing partial is kept
+            raise disk_error(final, e) from e
         raise
     log(f"data: prepared {final} ({counts['docs']} docs, {counts['tokens']} tokens) in {manifest['timing']['total_s']} s")
     return Store(final)

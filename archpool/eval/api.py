@@ -181,17 +181,8 @@ def render_report(result: dict[str, Any], table: str) -> str:
     lines.append("")
     if table:
         lines += ["## Tasks", "", table, ""]
-    agg = {
-        k: e
-        for k, e in (result.get("aggregate") or {}).items()
-        if any(e.get(s, {}).get("score") is not None for s in ("tiny", "ruler", "helmet"))
-    }
-    if agg:
-        lines += ["## Suites", "", "| mode@length | tiny | ruler | helmet |", "|---|---|---|---|"]
-        for k, e in agg.items():
-            cells = [e.get(s, {}).get("score") for s in ("tiny", "ruler", "helmet")]
-            lines.append(f"| {k} | " + " | ".join("" if c is None else f"{c:.1f}" for c in cells) + " |")
-        lines.append("")
+        lines += _skip_reasons(result.get("tasks") or [])
+    lines += _suite_rows(result)
     if "longppl" in result:
         lines += ["## LongPPL / PPL", "", "| length | ppl | longppl | key tokens |", "|---|---|---|---|"]
         for r in result["longppl"]:
@@ -206,3 +197,47 @@ def render_report(result: dict[str, Any], table: str) -> str:
     if "short" in result:
         lines += ["## Short context", "", "```", str({k: v for k, v in result["short"].items()}), "```", ""]
     return "\n".join(lines)
+
+
+SUMMARY_SUITES = ("tiny", "ruler", "helmet")
+
+
+def _suite_rows(result: dict[str, Any]) -> list[str]:
+    """The suite score table, with a column per suite asked for (all three when only ``short`` ran the
+    suites at the pretraining context); a score over fewer tasks than the suite has is marked."""
+    asked = [s for s in SUMMARY_SUITES if s in result.get("suites", [])]
+    if not asked and "short" in result.get("suites", []):
+        asked = list(SUMMARY_SUITES)
+    agg = {k: e for k, e in (result.get("aggregate") or {}).items() if any(e.get(s, {}).get("score") is not None for s in asked)}
+    if not agg:
+        return []
+    lines = ["## Suites", "", "| mode@length | " + " | ".join(asked) + " |", "|---|" + "---|" * len(asked)]
+    incomplete = False
+    for k, e in agg.items():
+        cells = []
+        for s in asked:
+            entry = e.get(s, {})
+            score = entry.get("score")
+            mark = " (incomplete)" if score is not None and entry.get("complete") is False else ""
+            incomplete = incomplete or bool(mark)
+            cells.append("" if score is None else f"{score:.1f}{mark}")
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    if incomplete:
+        lines += ["", "(incomplete): the mean over the tasks that ran; the suite's other tasks were skipped at that "
+                  "length or not asked for (results.json lists the tasks each score averages)."]  # fmt: skip
+    return [*lines, ""]
+
+
+def _skip_reasons(tasks: list[dict[str, Any]]) -> list[str]:
+    """Why cells of the task table say ``skip``: one line per task and reason, with its lengths."""
+    reasons: dict[tuple[str, str], list[int]] = {}
+    for r in tasks:
+        if "skipped" in r:
+            lengths = reasons.setdefault((r["task"], r["skipped"]), [])
+            if r["length"] not in lengths:
+                lengths.append(r["length"])
+    if not reasons:
+        return []
+    lines = ["Skipped cells:", ""]
+    lines += [f"- {task} at {', '.join(map(str, sorted(ls)))}: {why}" for (task, why), ls in sorted(reasons.items())]
+    return [*lines, ""]

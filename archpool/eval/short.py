@@ -9,17 +9,18 @@ import math
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from archpool import study
 
 
 def final_loss(checkpoint: Path) -> float | None:
-    """A training checkpoint's final loss, by the study's one rule (:func:`archpool.study.final_loss`)."""
+    """A training checkpoint's final loss, by the study's one rule (:func:`archpool.study.final_loss`);
+    the training state is verified against the checkpoint's manifest before it is read."""
+    from archpool.train.checkpoint import load_train_state
+
     state_path = Path(checkpoint) / "train_state.pt"
     if not state_path.is_file():
         return None
-    losses = list(torch.load(state_path, weights_only=True).get("losses") or [])
+    losses = list(load_train_state(checkpoint).get("losses") or [])
     return study.final_loss(losses) if losses else None
 
 

@@ -6,7 +6,8 @@ written last, so a directory with a config always has complete weights beside it
 Integrity: a training checkpoint also has ``MANIFEST.json`` (size and sha256 of every file). Readers call
 ``verify_checkpoint`` before use: with a manifest, each file read is checked against it (size, then a
 streaming sha256); without one, the weights' bytes are hashed directly. Either way the returned sha256 is
-of the bytes on disk, so caches keyed by it never serve results computed from other bytes.
+of the bytes on disk, so caches keyed by it never serve results computed from other bytes. A file is hashed
+once per process until its size or modification time changes (``archpool.io.sha256_cached``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-
-import torch
-from safetensors.torch import load_file, save_file
+from typing import TYPE_CHECKING
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.io import atomic_path, atomic_write_json, sha256_file
+from archpool.io import atomic_path, atomic_write_json, sha256_cached
 from archpool.model.config import ModelConfig
-from archpool.model.model import Decoder
+
+if TYPE_CHECKING:  # torch is imported where weights are read or written: reading a config stays cheap
+    import torch
+
+    from archpool.model.model import Decoder
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -38,6 +41,8 @@ def save_state_dict(
     state = {k: v.detach().contiguous().cpu() for k, v in state.items()}
     if cfg.tie_embeddings:
         state.pop("lm_head.weight", None)
+    from safetensors.torch import save_file
+
     with atomic_path(directory / WEIGHTS_NAME) as tmp:
         save_file(state, str(tmp), metadata={"format": "pt"})
     atomic_write_json(directory / CONFIG_NAME, {FORMAT_KEY: 1, "model": cfg.to_dict(), "metadata": metadata or {}})
@@ -94,6 +99,8 @@ def verify_files(directory: str | Path, names: Iterable[str] | None = None, chec
     hashes: dict[str, str] = {}
     for name in names:
         path = directory / name
+        if path.is_symlink():
+            raise CheckpointError(f"{path}: a symbolic link in a checkpoint; archpool checkpoints hold regular files only")
         if not path.is_file():
             raise CheckpointError(f"{path}: missing from checkpoint")
         if manifest is not None:
@@ -103,7 +110,7 @@ def verify_files(directory: str | Path, names: Iterable[str] | None = None, chec
             if size != info["bytes"]:
                 raise CheckpointError(f"{path}: truncated or altered ({size} bytes, manifest says {info['bytes']})")
         if check_hashes:
-            hashes[name] = sha256_file(path)
+            hashes[name] = sha256_cached(path)
             if manifest is not None and hashes[name] != manifest[name]["sha256"]:
                 raise CheckpointError(f"{path}: corrupt (sha256 does not match the manifest)")
     return hashes
@@ -157,6 +164,10 @@ def check_state(
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *, verify: bool = True) -> Decoder:
     """Our Decoder from a checkpoint directory, its files verified first (``verify=False``: the caller
     already ran ``verify_checkpoint`` and holds the hashes)."""
+    from safetensors.torch import load_file
+
+    from archpool.model.model import Decoder
+
     directory = Path(directory)
     if verify and (directory / MANIFEST_NAME).is_file():  # without a manifest there is nothing to compare with
         verify_checkpoint(directory)

@@ -100,6 +100,7 @@ class ModelConfig:
     swa_pattern: str | list[str] = "none"
     match_params: bool = False
     rope: RopeConfig = field(default_factory=RopeConfig)
+    qkv_bias: bool = False  # biases on the q/k/v projections (Qwen 2); left out of to_dict when off
     # bookkeeping
     init_std: float = 0.02
     family: str | None = None
@@ -223,6 +224,8 @@ class ModelConfig:
     def num_params(self, include_embeddings: bool = True) -> int:
         d, hd = self.d_model, self.head_dim
         attn = d * hd * (2 * self.n_heads + 2 * self.n_kv_heads)
+        if self.qkv_bias:
+            attn += hd * (self.n_heads + 2 * self.n_kv_heads)
         if self.qk_norm == "layerwise":
             attn += hd * (self.n_heads + self.n_kv_heads)
         elif self.qk_norm == "headwise":
@@ -236,7 +239,10 @@ class ModelConfig:
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if not d["qkv_bias"]:  # configs (and the content keys hashed from them) of bias-free models unchanged
+            del d["qkv_bias"]
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:

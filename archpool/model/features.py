@@ -39,6 +39,8 @@ HF_FAMILIES: dict[str, dict[str, Any]] = {
 }
 HF_FAMILIES["gemma3"] = HF_FAMILIES["gemma3_text"]  # multimodal wrapper; the text model is in ``text_config``
 
+ARCHPOOL_EXPORT_CONFIG = "archpool_config.json"  # written by archpool.model.hf.export_hf beside config.json
+
 SANDWICH_NOTE = (
     "sandwich norm (pre-sublayer + post-sublayer RMSNorm): counted as 'pre' because the sublayer "
     "input is normalised; the paper's 'post' is Olmo's reordered norm without an input norm"
@@ -94,10 +96,11 @@ def _result(
 # ---------------------------------------------------------------------------------------------- archpool
 def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
     """Features of an archpool ``ModelConfig``. The pretraining context is ``max_seq_len`` unless an
-    extension recorded the original one (``rope.original_max_seq_len`` or ``extension.pretrain_ctx``)."""
+    extension recorded the original one (``extension.pretrain_seq_len``, as ``archpool extend`` writes it,
+    or ``rope.original_max_seq_len``)."""
     pretrain_ctx = cfg.max_seq_len
     ext = cfg.extension or {}
-    for key in ("pretrain_ctx", "original_max_seq_len"):
+    for key in ("pretrain_seq_len", "pretrain_ctx", "original_max_seq_len"):
         if isinstance(ext.get(key), int):
             pretrain_ctx = ext[key]
             break
@@ -272,7 +275,7 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
 
 # ---------------------------------------------------------------------------------------------- any target
 def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
-    """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file or checkpoint dir, or a
+    """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file, checkpoint or run dir, or a
     Hugging Face ``config.json`` / model dir. ``short_ctx=None`` means 4096, except for presets, where it
     is the short context of the preset's size (half its long context; 4096 at 7b), so scaled presets
     count like the paper's."""
@@ -280,6 +283,8 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
 
     threshold = PAPER_SHORT_CTX if short_ctx is None else int(short_ctx)
     path = Path(target)
+    if path.is_dir() and (path / "run_config.json").is_file():  # a run directory: its final checkpoint
+        path = path / "milestones" / "final"
     if path.is_dir():
         cfg_path = path / CONFIG_NAME
         if not cfg_path.is_file():
@@ -298,6 +303,11 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if isinstance(data, dict) and FORMAT_KEY in data:
             return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
+            ours = path.parent / ARCHPOOL_EXPORT_CONFIG
+            if ours.is_file():  # an archpool export: its own config keeps the extension record
+                f = features_from_config(ModelConfig.from_dict(read_config_file(ours)), threshold, source=str(path))
+                f["notes"].append(f"read from {ARCHPOOL_EXPORT_CONFIG} beside the Hugging Face config (an archpool export)")
+                return f
             try:
                 return features_from_hf_config(data, threshold, source=str(path))
             except ConfigError as e:

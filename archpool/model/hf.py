@@ -81,6 +81,7 @@ LAYER_NAMES = {
     "mlp.down_proj.weight": "mlp.down_proj.weight",
 }
 QK_NORM_NAMES = {"attn.q_norm.weight": "self_attn.q_norm.weight", "attn.k_norm.weight": "self_attn.k_norm.weight"}
+QKV_BIAS_NAMES = {f"attn.{p}_proj.bias": f"self_attn.{p}_proj.bias" for p in "qkv"}
 # The trap: in Llama/Qwen/Mistral ``post_attention_layernorm`` is the *pre-MLP* norm; in Olmo 2/3 it
 # normalises the attention output.
 NORM_NAMES = {
@@ -94,6 +95,8 @@ def name_map(cfg: ModelConfig) -> dict[str, str]:
     per_layer = dict(LAYER_NAMES, **NORM_NAMES[cfg.norm])
     if cfg.qk_norm != "none":
         per_layer.update(QK_NORM_NAMES)
+    if cfg.qkv_bias:
+        per_layer.update(QKV_BIAS_NAMES)
     names = dict(GLOBAL_NAMES)
     for i in range(cfg.n_layers):
         names.update({f"layers.{i}.{ours}": f"model.layers.{i}.{theirs}" for ours, theirs in per_layer.items()})
@@ -104,7 +107,15 @@ def name_map(cfg: ModelConfig) -> dict[str, str]:
 def hf_family_for(cfg: ModelConfig) -> HFFamily:
     """The transformers family that computes exactly ``cfg``'s function, or a ConfigError naming why none does."""
     swa = cfg.swa
-    if cfg.norm == "pre" and cfg.qk_norm == "none":
+    if cfg.qkv_bias:
+        if cfg.norm != "pre" or cfg.qk_norm != "none":
+            raise ConfigError(
+                "qkv_bias",
+                "q/k/v biases export only as Qwen2ForCausalLM (pre-norm, no QK-norm); "
+                f"this model has {cfg.norm}-norm and qk_norm {cfg.qk_norm!r}",
+            )
+        family = FAMILIES["qwen2"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "none":
         if not swa:
             family = FAMILIES["llama"]
         elif all(t == "sliding_attention" for t in cfg.layer_types):
@@ -214,7 +225,11 @@ class TokenizerNotFoundError(CheckpointError):
 
 
 def export_hf(
-    model_or_checkpoint: Decoder | str | Path, out_dir: str | Path, tokenizer: Any = None, require_tokenizer: bool | None = None
+    model_or_checkpoint: Decoder | str | Path,
+    out_dir: str | Path,
+    tokenizer: Any = None,
+    require_tokenizer: bool | None = None,
+    provenance: dict[str, str] | None = None,
 ) -> Path:
     """Write a directory ``AutoModelForCausalLM.from_pretrained`` + ``AutoTokenizer`` load with the native
     class: config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
@@ -225,15 +240,21 @@ def export_hf(
     false for an in-memory model) raises :class:`TokenizerNotFoundError` when there is none, instead of
     writing weights no client can use. A run's tokenizer lives in its data store, which the model layer
     does not read: ``archpool export-hf RUN OUT`` (:func:`archpool.cli.model.resolve_export_source`) finds it
-    and passes it here."""
+    and passes it here.
+
+    Provenance: model.safetensors' metadata holds the archpool version and commit, the sha256 of the model
+    config, the source checkpoint and its training stage/step/tokens, plus ``provenance`` (e.g. the source
+    run); README.md is a model card saying the same in words. A chat template and the special tokens of
+    the tokenizer's HF files (tokenizer_config.json, chat_template.jinja: an imported model's) are kept."""
     from safetensors.torch import save_file
 
-    from archpool.io import atomic_path, atomic_write_json
+    from archpool.io import atomic_path, atomic_write_json, atomic_write_text, require_distinct
     from archpool.model.checkpoint import load_checkpoint
 
     source_dir = None
     if isinstance(model_or_checkpoint, (str, Path)):
         source_dir = Path(model_or_checkpoint)
+        require_distinct(source_dir, out_dir, "export directory")
         model = load_checkpoint(source_dir)
     else:
         model = model_or_checkpoint
@@ -267,21 +288,111 @@ def export_hf(
     hf_config.dtype = str(dtype).removeprefix("torch.")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    meta = export_metadata(cfg, source_dir, provenance)
     with atomic_path(out_dir / "model.safetensors") as tmp:
-        save_file(state, str(tmp), metadata={"format": "pt"})
+        save_file(state, str(tmp), metadata=meta)
     hf_config.save_pretrained(out_dir)
     atomic_write_json(out_dir / "generation_config.json", generation_config(special))
     atomic_write_json(out_dir / ARCHPOOL_CONFIG_NAME, cfg.to_dict())
+    template = None
     if tok is not None:
-        export_tokenizer(tok, out_dir, cfg.max_seq_len)
+        tok_dir = _tokenizer_dir(tokenizer)
+        export_tokenizer(tok, out_dir, cfg.max_seq_len, hf_files=tok_dir)
+        template = chat_template(tok_dir) if tok_dir is not None else None
+    atomic_write_text(out_dir / "README.md", model_card(cfg, hf_config.architectures[0], meta, special, template))
     return out_dir
+
+
+# ---------------------------------------------------------------------------------------------- provenance
+def export_metadata(cfg: ModelConfig, source_dir: Path | None, provenance: dict[str, str] | None) -> dict[str, str]:
+    """model.safetensors metadata (strings only): format, archpool version/commit, config hash, source."""
+    from archpool.io import sha256_json
+    from archpool.version import git_commit, package_version
+
+    meta = {
+        "format": "pt",
+        "archpool_version": package_version(),
+        "archpool_commit": git_commit() or "unknown",
+        "archpool_config_sha256": sha256_json(cfg.to_dict()),
+    }
+    if source_dir is not None:
+        meta["source_checkpoint"] = str(source_dir.resolve())
+        try:
+            recorded = json.loads((source_dir / "config.json").read_text()).get("metadata") or {}
+        except (OSError, ValueError, AttributeError):
+            recorded = {}
+        for key in ("run", "stage", "step", "tokens", "imported_from", "hf_model_type"):
+            if recorded.get(key) is not None:
+                meta[f"source_{key}"] = str(recorded[key])
+    meta.update({k: str(v) for k, v in (provenance or {}).items() if v is not None})
+    return meta
+
+
+def model_card(
+    cfg: ModelConfig, model_class: str, meta: dict[str, str], special: dict[str, tuple[str, int]], template: str | None
+) -> str:
+    """README.md of an export: what the model is (architecture and the paper's four features), how it was
+    trained as far as the checkpoint records, where it came from, and how to load it."""
+    from archpool.model.features import features_from_config
+
+    f = features_from_config(cfg, source="export")
+    swa = f"window {cfg.window} on {f['n_sliding_layers']}/{cfg.n_layers} layers" if cfg.swa else "none"
+    rows = [
+        ("class", model_class),
+        ("parameters", f"{cfg.num_params():,}"),
+        ("layers / d_model / heads", f"{cfg.n_layers} / {cfg.d_model} / {cfg.n_heads} (KV heads {cfg.n_kv_heads})"),
+        ("norm placement", cfg.norm),
+        ("QK-norm", cfg.qk_norm),
+        ("GQA", "yes" if f["gqa"] else "no"),
+        ("sliding window", swa),
+        ("q/k/v biases", "yes" if cfg.qkv_bias else "no"),
+        (
+            "RoPE",
+            f"{cfg.rope.type}, theta {cfg.rope.theta:g}"
+            + (f", factor {cfg.rope.factor:g}" if cfg.rope.type != "default" else ""),
+        ),
+        ("max_position_embeddings", str(cfg.max_seq_len)),
+    ]
+    if (cfg.extension or {}).get("pretrain_seq_len"):
+        rows.append(("pretraining context", str(cfg.extension["pretrain_seq_len"])))
+    for key, label in (("source_stage", "training stage"), ("source_step", "steps"), ("source_tokens", "tokens")):
+        if key in meta:
+            rows.append((label, meta[key]))
+    lines = [
+        "---",
+        "library_name: transformers",
+        "tags: [archpool]",
+        "---",
+        "",
+        f"# {meta.get('source_run') or meta.get('run') or 'archpool export'}",
+        "",
+        f"A {model_class} exported by archpool {meta['archpool_version']} (commit {meta['archpool_commit']}).",
+        "",
+        "| | |",
+        "|---|---|",
+        *(f"| {k} | {v} |" for k, v in rows),
+        "",
+        "## Provenance",
+        "",
+        *(f"- {k}: `{v}`" for k, v in sorted(meta.items()) if k != "format"),
+        "",
+        "The same fields are in model.safetensors' metadata; archpool_config.json is archpool's own config.",
+        "",
+        "## Tokenizer",
+        "",
+        ", ".join(f"{k} `{v[0]}` (id {v[1]})" for k, v in special.items()) or "No tokenizer was exported.",
+        "",
+        "Chat template: " + ("kept from the source tokenizer (chat_template.jinja)." if template else "none (a base model)."),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _find_tokenizer(directory: Path | None) -> Path | None:
     if directory is None:
         return None
     for candidate in (directory / "tokenizer.json", directory.parent / "tokenizer.json"):
-        if candidate.is_file():
+        if candidate.is_file() and not candidate.is_symlink():
             return candidate
     return None
 
@@ -312,9 +423,41 @@ def generation_config(special: dict[str, tuple[str, int]]) -> dict[str, Any]:
     return {"_from_model_config": False, **ids, "do_sample": False}
 
 
-def export_tokenizer(tokenizer: Any, out_dir: str | Path, model_max_length: int | None = None) -> None:
+HF_TOKENIZER_CONFIG, CHAT_TEMPLATE_NAME = "tokenizer_config.json", "chat_template.jinja"
+
+
+def _tokenizer_dir(tokenizer: Any) -> Path | None:
+    """The directory of a tokenizer given as a path (its HF files may lie beside tokenizer.json)."""
+    if not isinstance(tokenizer, (str, Path)):
+        return None
+    p = Path(tokenizer)
+    return p if p.is_dir() else p.parent
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def chat_template(directory: Path) -> str | None:
+    """The chat template of a HF tokenizer directory: chat_template.jinja, else tokenizer_config.json's."""
+    f = Path(directory) / CHAT_TEMPLATE_NAME
+    if f.is_file():
+        return f.read_text()
+    template = _read_json(Path(directory) / HF_TOKENIZER_CONFIG).get("chat_template")
+    return template if isinstance(template, str) and template else None
+
+
+def export_tokenizer(
+    tokenizer: Any, out_dir: str | Path, model_max_length: int | None = None, hf_files: Path | None = None
+) -> None:
     """Write tokenizer.json with the tokenizer_config.json / special_tokens_map.json AutoTokenizer needs;
-    ``tokenizer`` is a tokenizer.json path (or its directory) or an archpool ``Tokenizer``."""
+    ``tokenizer`` is a tokenizer.json path (or its directory) or an archpool ``Tokenizer``. ``hf_files``: a
+    directory whose tokenizer_config.json (special tokens, chat template, added tokens) is kept, with the
+    BOS/EOS/PAD names of ``tokenizer`` written over it, and whose chat_template.jinja is copied."""
     from archpool.io import atomic_write_json, atomic_write_text
 
     tok = load_tokenizer(tokenizer)
@@ -329,10 +472,16 @@ def export_tokenizer(tokenizer: Any, out_dir: str | Path, model_max_length: int 
         "add_eos_token": False,
         "clean_up_tokenization_spaces": False,
     }
+    source = _read_json(hf_files / HF_TOKENIZER_CONFIG) if hf_files is not None else {}
+    if source:
+        config = {**source, **names}
     if model_max_length:
         config["model_max_length"] = int(model_max_length)
-    atomic_write_json(out_dir / "tokenizer_config.json", config)
-    atomic_write_json(out_dir / "special_tokens_map.json", names)
+    atomic_write_json(out_dir / HF_TOKENIZER_CONFIG, config)
+    special_map = _read_json(hf_files / "special_tokens_map.json") if hf_files is not None else {}
+    atomic_write_json(out_dir / "special_tokens_map.json", {**special_map, **names})
+    if hf_files is not None and (hf_files / CHAT_TEMPLATE_NAME).is_file():
+        atomic_write_text(out_dir / CHAT_TEMPLATE_NAME, (hf_files / CHAT_TEMPLATE_NAME).read_text())
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -438,6 +587,7 @@ def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
         swa_pattern=swa_pattern_name(layer_types),
         rope=_rope_from_hf_config(hf_config, layer_types),
         init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
+        qkv_bias=family.qkv_bias,
     )
 
 

@@ -66,9 +66,9 @@ class Attention(nn.Module):
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.qk_norm = cfg.qk_norm
         d, hd = cfg.d_model, cfg.head_dim
-        self.q_proj = nn.Linear(d, cfg.n_heads * hd, bias=False)
-        self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
-        self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
+        self.q_proj = nn.Linear(d, cfg.n_heads * hd, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.qkv_bias)
+        self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.qkv_bias)
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
         if cfg.qk_norm == "layerwise":  # over the whole projection, before the head split (Olmo 2/3)
             self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps)
@@ -261,6 +261,11 @@ class Decoder(nn.Module):
             self.lm_head.weight = self.embed.weight
         self._set_rope()
         init_weights(self, seed, cfg.init_std, cfg.n_layers)
+        if cfg.qkv_bias:  # biases start at zero: the projections start as the bias-free model's
+            with torch.no_grad():
+                for name, param in self.named_parameters():
+                    if name.endswith("_proj.bias"):
+                        param.zero_()
 
     # -------------------------------------------------------------- RoPE
     def _set_rope(self) -> None:

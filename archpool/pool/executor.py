@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archpool.io import open_append
+
 
 def split_threads(jobs: int, cores: int | None = None) -> int:
     """Threads per worker so that ``jobs`` workers do not oversubscribe the cores."""
@@ -46,7 +48,7 @@ def worker_main(out: str, run: str, threads: int, parent_pid: int) -> None:
     # the run's log gets everything its stages print (progress bars, warnings, tracebacks)
     log = Path(out) / "runs" / run / "log.txt"
     log.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_append(log)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     from archpool.pool.job import run_job
@@ -171,8 +173,8 @@ def _torchrun_job(gpus: int):
         submitit.helpers.CommandFunction(
             ["torchrun", "--standalone", f"--nproc-per-node={gpus}", "-m", "archpool.pool.worker", out, run, str(threads)]
         )()
-        import json
+        from archpool.pool.job import read_status
 
-        return json.loads((Path(out) / "runs" / run / "status.json").read_text())
+        return read_status(Path(out), run)
 
     return command

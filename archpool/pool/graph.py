@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archpool.io import atomic_write_json, sha256_json
+from archpool.errors import StateError
+from archpool.io import append_text, atomic_write_json, sha256_json
 from archpool.runtime import process_rank
 
 DONE = "DONE"
@@ -60,11 +61,44 @@ def node_dir(out: Path, node: Node | dict) -> Path:
 
 
 def is_done(out: Path, node: Node | dict) -> bool:
-    return (node_dir(out, node) / DONE).is_file()
+    """True when the stage's ``DONE`` marker exists and reads whole (a damaged one counts as not done)."""
+    try:
+        read_result(out, node)
+    except StateError:
+        return False
+    return True
 
 
 def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
-    return json.loads((node_dir(out, node) / DONE).read_text()).get("result") or {}
+    """The result recorded in the stage's ``DONE`` marker; ``StateError`` when the marker is missing,
+    a link, truncated or not the marker of this stage."""
+    path = node_dir(out, node) / DONE
+    key = node.key if isinstance(node, Node) else node["key"]
+    if path.is_symlink() or not path.is_file():
+        raise StateError(f"{path}: missing or not a regular file; re-run the pool to recompute the stage")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StateError(f"{path}: truncated or corrupt ({type(e).__name__}); re-run the pool to recompute the stage") from None
+    if not isinstance(data, dict) or data.get("key", key) != key or not isinstance(data.get("result") or {}, dict):
+        raise StateError(f"{path}: not this stage's marker; re-run the pool to recompute the stage")
+    return data.get("result") or {}
+
+
+def discard_damaged_marker(out: Path, node: Node, log: Callable[[str], None]) -> bool:
+    """Remove a ``DONE`` marker that exists but does not read whole, so the stage is recomputed;
+    return whether one was removed."""
+    path = node_dir(out, node) / DONE
+    if not (path.exists() or path.is_symlink()):
+        return False
+    try:
+        read_result(out, node)
+        return False
+    except StateError as e:
+        log(f"[{node.stage}] {e}: recomputing")
+        log_event(out, kind="damaged_marker", node=node.id, stage=node.stage, key=node.key, error=str(e))
+        path.unlink()
+        return True
 
 
 @dataclass
@@ -88,12 +122,7 @@ def log_event(out: Path, **event: Any) -> None:
     """Append one JSON line to the pool's event log (O_APPEND writes of one line are atomic)."""
     event["t"] = round(time.time(), 3)
     event["pid"] = os.getpid()
-    line = (json.dumps(event, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(Path(out) / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    append_text(Path(out) / "events.jsonl", json.dumps(event, sort_keys=True, default=str) + "\n")
 
 
 def read_events(out: Path) -> list[dict[str, Any]]:
@@ -101,18 +130,20 @@ def read_events(out: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     events = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().splitlines():
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a kill
+            event = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):  # a line cut by a kill, or garbage
             continue
+        if isinstance(event, dict):
+            events.append(event)
     return events
 
 
 @contextmanager
 def stage_lock(path: Path, wait: bool = True) -> Iterator[bool]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         flags = fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB)
         try:
@@ -152,11 +183,12 @@ def execute_node(
     rank = process_rank()
     if rank != 0:
         return _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log)
-    if (d / DONE).is_file():
+    if is_done(out, node):
         log_event(out, kind="skip", node=node.id, stage=node.stage, key=node.key, run=label)
         return read_result(out, node)
     with stage_lock(d.with_suffix(".lock")):
-        if (d / DONE).is_file():  # another worker finished it while we waited
+        discard_damaged_marker(out, node, log)
+        if is_done(out, node):  # another worker finished it while we waited
             log_event(out, kind="skip", node=node.id, stage=node.stage, key=node.key, run=label)
             return read_result(out, node)
         resumed = d.is_dir() and any(d.iterdir())

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archpool.io import atomic_write_json
+from archpool.io import atomic_write_json, open_append_text
 from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
 from archpool.pool.plan import read_plan
 from archpool.runtime import process_rank
@@ -43,10 +43,16 @@ def status_path(out: Path, run: str) -> Path:
 
 
 def read_status(out: Path, run: str) -> dict[str, Any]:
-    try:
-        return json.loads(status_path(out, run).read_text())
-    except (OSError, json.JSONDecodeError):
+    """The run's recorded status; a missing, linked or damaged ``status.json`` reads as pending (the
+    run's stages are then re-checked against their ``DONE`` markers and the status rewritten)."""
+    path = status_path(out, run)
+    if path.is_symlink():
         return {"state": "pending"}
+    try:
+        status = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {"state": "pending"}
+    return status if isinstance(status, dict) and isinstance(status.get("state"), str) else {"state": "pending"}
 
 
 def write_status(out: Path, run: str, status: dict[str, Any]) -> None:
@@ -63,7 +69,7 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
     run_dir = out / "runs" / run
     run_dir.mkdir(parents=True, exist_ok=True)
     rank = process_rank()  # under torchrun only rank 0 keeps the books
-    log_file = open(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), "a", buffering=1)  # noqa: SIM115 - closed on both exits
+    log_file = open_append_text(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), buffering=1)
 
     def record(status: dict[str, Any]) -> None:
         if rank == 0:

@@ -8,6 +8,11 @@ Per run and extension recipe:
           │              ├─ eval:R:base                            (before extension)
           │              └─ attention:R:base                       (before extension)
 
+A checkpoint run (:mod:`archpool.pool.checkpoints`) is measured, not trained: it has no data,
+pretrain or extend node, only ``eval:R`` / ``attention:R`` on its checkpoint and ``eval:R:base`` /
+``attention:R:base`` on its before-extension twin, keyed by the models' bytes
+(:func:`checkpoint_nodes`). Its columns are named as a trained run's.
+
 A recipe with a ladder of ``budgets`` gets one eval node per rung instead (``eval:R:ntk#ext5``
 reads the extension run's checkpoint after 5 steps); its columns carry the rung (``#ext5``) and
 :mod:`archpool.pool.results` adds their mean over the ladder (``#ladder_mean``). A recipe with
@@ -28,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from archpool.columns import RUNG_SEP, affixes, rung_label
-from archpool.io import atomic_write_json
+from archpool.errors import StateError
+from archpool.io import atomic_write_json, sha256_file
+from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
-from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
+from archpool.pool.sections import EvalSettings, extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
 
 PLAN_FILE = "plan.json"
@@ -60,9 +67,15 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
     runs = pool.runs if runs is None else runs
     data_cost = 0.5 if pool.backend != "real" or "synthetic" in pool.data else 20.0
-    nodes: list[Node] = [Node(id="data", stage="data", config=dict(pool.data, backend=pool.backend), cost=data_cost)]
+    trained = [r for r in runs if not isinstance(r, CheckpointRunSpec)]
+    nodes: list[Node] = []
+    if trained or not runs:
+        nodes.append(Node(id="data", stage="data", config=dict(pool.data, backend=pool.backend), cost=data_cost))
     pre_cost = _pretrain_tokens(pool.train) / _PRETRAIN_RATE
     for run in runs:
+        if isinstance(run, CheckpointRunSpec):
+            nodes.extend(checkpoint_nodes(pool, run))
+            continue
         model = run.model.to_dict()
         pre = Node(
             id=f"pretrain:{run.name}",
@@ -160,6 +173,43 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
     return nodes
 
 
+def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec) -> list[Node]:
+    """Eval and attention of a checkpoint run: ``eval:R`` / ``attention:R`` on its checkpoint (plain
+    columns, as a trained run's extended model) and ``eval:R:base`` / ``attention:R:base`` on its
+    ``pretrained`` twin (``base_`` columns). Configs carry the models' content keys, not their paths
+    (the stage finds the path in the run spec), so equal bytes are one cached result."""
+    nodes: list[Node] = []
+    evaluate = pool.eval.get("enabled", True)
+    attend = pool.attention.get("enabled", True)
+    long_lengths = EvalSettings.from_dict(pool.eval).lengths_at(False, pool.long_ctx)
+    texts = {Path(t).name: sha256_file(t) for t in pool.texts}
+    for which, ref in run.refs.items():
+        base = which == "pretrained"
+        suffix = ":base" if base else ""
+        common = dict(checkpoint=which, content=content_key(ref), seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+        if evaluate:
+            nodes.append(
+                Node(
+                    id=f"eval:{run.name}{suffix}",
+                    stage="eval",
+                    config=dict(common, eval=pool.eval, phase="base" if base else "extended"),
+                    run=run.name,
+                    cost=1.0,
+                )
+            )
+        if attend:
+            nodes.append(
+                Node(
+                    id=f"attention:{run.name}{suffix}",
+                    stage="attention",
+                    config=dict(common, attention=pool.attention, analysis_len=max(long_lengths), texts=texts),
+                    run=run.name,
+                    cost=0.5,
+                )
+            )
+    return nodes
+
+
 def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
     """(prefix, suffix) under which a node's metrics enter its run's row of results.csv.
 
@@ -178,5 +228,12 @@ def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
 
 
 def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
-    data = json.loads((Path(out) / PLAN_FILE).read_text())
-    return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
+    """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is damaged."""
+    path = Path(out) / PLAN_FILE
+    try:
+        if path.is_symlink():
+            raise ValueError("a symbolic link")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise StateError(f"{path}: truncated or corrupt ({e}); delete it and re-run `archpool run` on the pool file") from None

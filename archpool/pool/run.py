@@ -20,15 +20,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from archpool.io import atomic_write_text
+from archpool.io import atomic_write_text, directory_lock, remove_stale_temporaries
 from archpool.pool.executor import LocalExecutor, SubmititExecutor, split_threads
 from archpool.pool.graph import Node, execute_node, format_exception, log_event
 from archpool.pool.job import read_status, run_complete, run_nodes, write_status
 from archpool.pool.plan import build_plan, write_plan
 from archpool.pool.progress import Progress
+from archpool.pool.provenance import report_context
 from archpool.pool.results import RESULTS, results_rows, rows_to_csv
 from archpool.pool.spec import PoolSpec
 from archpool.pool.stages import stage_function
+from archpool.report.context import ReportContext
 from archpool.report.pool import PoolReport, write_pool_report
 
 
@@ -48,9 +50,24 @@ def run_pool(
     threads: int | None = None,
 ) -> int:
     """Run the pool; 0 if every selected run finished and the report was written, else 1 (the other
-    runs still ran, and results.csv holds whatever finished)."""
+    runs still ran, and results.csv holds whatever finished). A second ``archpool run`` on the same
+    pool directory while this one runs gets a ``LockError`` naming this process."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with directory_lock(out, "pool directory"):
+        remove_stale_temporaries(out)
+        return _run_locked(pool, out, jobs, executor, only, progress, executor_params, threads)
+
+
+def _run_locked(
+    pool: PoolSpec,
+    out: Path,
+    jobs: int,
+    executor: str,
+    only: list[str] | None,
+    progress: bool,
+    executor_params: dict[str, Any] | None,
+    threads: int | None,
+) -> int:
     nodes = build_plan(pool)
     write_plan(out, pool, nodes)
     selected = [pool.run(r).name for r in only] if only else [r.name for r in pool.runs]
@@ -127,9 +144,10 @@ def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, A
     raise ValueError(f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
 
 
-def report_settings(pool: PoolSpec) -> PoolReport:
+def report_settings(pool: PoolSpec, context: ReportContext | None = None) -> PoolReport:
     opts = pool.report
     return PoolReport(
+        context=context or ReportContext(),
         name=pool.name,
         size=pool.size,
         description=pool.description,
@@ -146,7 +164,7 @@ def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
     rows = results_rows(out, pool, nodes)
     atomic_write_text(Path(out) / RESULTS, rows_to_csv(rows))
     try:
-        return write_pool_report(Path(out), report_settings(pool), rows)
+        return write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)
     except Exception as e:
         print(f"report failed: {type(e).__name__}: {e}", file=sys.stderr)
         atomic_write_text(Path(out) / "report" / "report_error.txt", format_exception(e))

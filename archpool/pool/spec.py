@@ -34,6 +34,7 @@ from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
 from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
+from archpool.pool.checkpoints import is_checkpoint_entry, parse_checkpoint_run, run_from_dict
 from archpool.pool.sections import (
     EvalSettings,
     ReportSettings,
@@ -64,6 +65,7 @@ TOP_LEVEL_KEYS = {
     "factorial",
     "long_ctx",
     "jobs",
+    "texts",
 }
 MAX_SEEDS = 1_000  # seeds of one architecture (each a trained model)
 MAX_SEED = 2**32 - 1  # a seed every random generator accepts
@@ -156,6 +158,7 @@ class PoolSpec:
     milestones: list[float] = field(default_factory=list)
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
+    texts: list[str] = field(default_factory=list)  # held-out text files for checkpoint runs' attention
 
     @property
     def short_ctx(self) -> int:
@@ -177,7 +180,7 @@ class PoolSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PoolSpec:
         d = dict(d)
-        d["runs"] = [RunSpec.from_dict(r) for r in d["runs"]]
+        d["runs"] = [run_from_dict(r) or RunSpec.from_dict(r) for r in d["runs"]]
         return cls(**d)
 
 
@@ -236,6 +239,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         if not isinstance(value, dict):
             raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
         sections[key] = value
+    if sections["data"].get("cache_dir") is not None:
+        raise ConfigError("data.cache_dir", "a pool file cannot choose where caches go; set $ARCHPOOL_CACHE or pass --cache")
     section = DataSection.from_dict(sections["data"])
     EvalSettings.from_dict(sections["eval"])
     attention_settings(sections["attention"])
@@ -260,7 +265,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
 
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
     data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
-    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab)
+    base_dir = Path(source).parent if source and Path(source).is_file() else Path.cwd()
+    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab, base_dir=base_dir)
     runs: list[RunSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
@@ -270,8 +276,9 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
                 raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
             seen[run.name] = i
             runs.append(run)
-    if backend == "real":
-        _check_training(sections["train"], runs)
+    trained = [r for r in runs if isinstance(r, RunSpec)]
+    if backend == "real" and trained:
+        _check_training(sections["train"], trained)
         _check_packing(section, sections["train"], runs)
     check_before_work(runs, section, sections, extension, long_ctx, backend)
     archs = {r.arch for r in runs}
@@ -294,6 +301,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         milestones=sorted(float(m) for m in milestones),
         source=source,
         jobs=_jobs(data.get("jobs", 1)),
+        texts=_texts(data.get("texts"), base_dir),
         **sections,
     )
 
@@ -305,6 +313,20 @@ class _Ctx:
     base_model: dict[str, Any]
     seeds: list[int]
     data_vocab: int | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+
+def _texts(value: Any, base_dir: Path) -> list[str]:
+    """``texts:`` plain-text files (relative to the pool file) that checkpoint runs' attention reads."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError("texts", f"a list of plain-text files, got {value!r}")
+    paths = [p if p.is_absolute() else base_dir / p for p in (Path(v).expanduser() for v in value)]
+    for v, p in zip(value, paths):
+        if not p.is_file():
+            raise ConfigError("texts", f"no text file {v!r} ({p})")
+    return [str(p.resolve()) for p in paths]
 
 
 def _jobs(value: Any) -> int:
@@ -404,6 +426,10 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     if not plain:
         raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
     check_name(f"{label}.name", name)
+    if is_checkpoint_entry(entry):
+        if isinstance(entry.get("columns"), dict):
+            check_columns(entry["columns"], f"{label}.columns")
+        return [parse_checkpoint_run(entry, label, ctx.base_dir)]
     unknown = sorted(set(entry) - RUN_KEYS)
     if unknown:
         raise ConfigError(f"{label}.{unknown[0]}", f"unknown run field; allowed: {', '.join(sorted(RUN_KEYS))}")
@@ -541,7 +567,7 @@ def check_columns(columns: dict[Any, Any], field_name: str) -> None:
 
 
 def check_before_work(
-    runs: list[RunSpec],
+    runs: list[Any],
     section: DataSection,
     sections: dict[str, dict[str, Any]],
     extension: list[dict[str, Any]],
@@ -552,13 +578,14 @@ def check_before_work(
     accepts, extensions that can run, a model vocabulary that holds the tokenizer's, a report target
     some stage produces."""
     _check_run_names(runs)
+    trained = [r for r in runs if isinstance(r, RunSpec)]  # checkpoint runs are neither trained nor extended
     if backend == "real":
-        _check_extensions(runs, sections["train"], extension, long_ctx)
-        _check_vocab(runs, section)
+        _check_extensions(trained, sections["train"], extension, long_ctx)
+        _check_vocab(trained, section)
         _check_report_target(sections["report"], sections["eval"], long_ctx)
 
 
-def _check_run_names(runs: list[RunSpec]) -> None:
+def _check_run_names(runs: list[Any]) -> None:
     from archpool.names import MAX_NAME_BYTES
 
     for r in runs:

@@ -7,6 +7,7 @@ columns) and returns a ``Figure``, or ``None`` when the data for it is absent.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,11 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from archpool.columns import split_rung
+from archpool.report import archs
+from archpool.report.archs import Mean
+from archpool.report.verdict import AxisVerdict
 
 COUNT_COLORS = ["#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027"]  # 0 … 4 features
 TOP_PREDICTORS = 15  # the predictor figure shows the strongest ones; the table lists all
@@ -45,16 +51,26 @@ def _count_legend(ax, counts: list[int]) -> None:
     ax.legend(handles=handles, fontsize=8, loc="best")
 
 
+MAX_FIGURE_ROWS = 60  # a figure with one row per item shows at most this many (the tables list all)
+
+
 def scores_by_run(r: dict[str, Any]) -> Figure:
-    """Paper fig. 1: the target per run, sorted, coloured by feature count.
+    """Paper fig. 1: the target per run, sorted, coloured by architecture.
 
     Bars start at 0, so they are drawn only when the axis contains 0; otherwise each run is a dot (a bar
-    from the axis edge would encode nothing but the axis limits)."""
+    from the axis edge would encode nothing but the axis limits). A pool of more than ``MAX_FIGURE_ROWS``
+    runs shows the lowest and highest runs, half each, and says how many it left out."""
     runs = sorted(r["runs"], key=lambda x: x["target"])
+    left_out = max(0, len(runs) - MAX_FIGURE_ROWS)
+    if left_out:
+        half = MAX_FIGURE_ROWS // 2
+        runs = runs[:half] + runs[-half:]
     fig = _figure(8, 0.9 + 0.28 * len(runs))
     ax = fig.add_subplot()
     values = [x["target"] for x in runs]
-    colors = [COUNT_COLORS[x["feature_count"]] for x in runs]
+    arch = {x["run"]: x.get("arch") or archs.SEED_SUFFIX.sub("", x["run"]) for x in runs}
+    palette = arch_colors(list(dict.fromkeys(arch[x["run"]] for x in sorted(runs, key=lambda x: x["run"]))))
+    colors = [palette[arch[x["run"]]] for x in runs]
     lo, hi = min(values), max(values)
     pad = 0.08 * (hi - lo) + 1e-9
     if lo <= 0 <= hi or (lo > 0 and lo <= 0.25 * hi) or (hi < 0 and hi >= 0.25 * lo):
@@ -68,8 +84,11 @@ def scores_by_run(r: dict[str, Any]) -> Figure:
     ax.set_yticks(range(len(runs)), [_t(x["run"]) for x in runs], fontsize=7)
     ax.set_ylim(-0.7, len(runs) - 0.3)
     ax.set_xlabel(_t(r["target"]))
-    ax.set_title(f"{_t(r['target'])} per run ({r['n']} runs), coloured by feature count")
-    _count_legend(ax, [x["feature_count"] for x in runs])
+    shown = f"{len(runs)} of {r['n']} runs: the lowest and highest" if left_out else f"{r['n']} runs"
+    ax.set_title(f"{_t(r['target'])} per run ({shown}), coloured by architecture")
+    if len(palette) <= len(ARCH_PALETTE):  # beyond that, colours repeat and a legend would mislead
+        handles = [Line2D([], [], marker="o", ls="", color=c, label=_t(a)) for a, c in palette.items()]
+        ax.legend(handles=handles, fontsize=8, loc="best")
     return fig
 
 
@@ -221,4 +240,206 @@ def attention(r: dict[str, Any], df: pd.DataFrame) -> Figure | None:
         ax2.set_ylabel(f"attention entropy ({_t(ent)})")
         ax2.set_title("entropy vs sink, by QK-norm")
         ax2.legend(fontsize=8)
+    return fig
+
+
+# --- per-architecture figures: one colour per architecture, mean over seeds with 95% t-intervals ---
+
+ARCH_PALETTE = ("#1b1b1b", "#d73027", "#4575b4", "#1a9850", "#984ea3", "#ff7f00", "#a65628", "#f781bf", "#999999")
+CHANCE_STYLE = dict(color="grey", ls=":", lw=1)
+
+
+def arch_colors(archs: Sequence[str]) -> dict[str, str]:
+    """A colour per architecture (the first, usually the baseline, in black); cycles beyond nine."""
+    return {a: ARCH_PALETTE[i % len(ARCH_PALETTE)] for i, a in enumerate(archs)}
+
+
+def _errorbar(ax, xs: list[float], ms: list[Mean], color: str, label: str | None, **kw: Any) -> None:
+    ys = np.array([m.mean for m in ms])
+    err = np.array([[m.mean - m.lo for m in ms], [m.hi - m.mean for m in ms]])
+    ax.errorbar(xs, ys, yerr=err, color=color, label=label, marker="o", ms=4, lw=1.4, capsize=3, **kw)
+
+
+def _chance(ax, chance: float | None) -> None:
+    if chance is not None:
+        ax.axhline(chance, **CHANCE_STYLE, label=f"chance ({chance:.3g})")
+
+
+def verdict_effects(verdicts: Sequence[AxisVerdict], seed_sd: float | None, label: str) -> Figure | None:
+    """Per axis, the effect before extension (at each arm's own length) and after it (the target), each with
+    its 95% CI over seeds; grey band: ± one seed sd."""
+    rows = [v for v in verdicts if v.after is not None or v.before is not None]
+    if not rows:
+        return None
+    fig = _figure(8, 1.3 + 0.6 * len(rows))
+    ax = fig.add_subplot()
+    for i, v in enumerate(rows):
+        for dy, val, ci, color, name in (
+            (-0.15, v.before, v.before_ci, "#91bfdb", "before extension (own length)"),
+            (0.15, v.after, v.after_ci, "#d73027", "after extension (target)"),
+        ):
+            if val is None:
+                continue
+            lo, hi = (ci[0] if ci[0] is not None else val), (ci[1] if ci[1] is not None else val)
+            ax.errorbar(
+                [val], [i + dy], xerr=[[val - lo], [hi - val]], fmt="o", color=color, capsize=3, label=name if i == 0 else None
+            )
+    ax.set_yticks(range(len(rows)), [f"{v.name} ({v.change}, n={v.n})" if v.change else v.name for v in rows], fontsize=9)
+    ax.invert_yaxis()
+    ax.axvline(0, color="k", lw=0.8)
+    if seed_sd:
+        ax.axvspan(-seed_sd, seed_sd, color="grey", alpha=0.2, label="± seed sd")
+    ax.set_xlabel(f"effect of switching the feature on (difference in {label})")
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.06), ncols=3, frameon=False)
+    return fig
+
+
+def accuracy_by_length(
+    df: pd.DataFrame,
+    after: Mapping[int, str],
+    before: Mapping[int, str] | None = None,
+    chance: float | None = None,
+    long_ctx: int | None = None,
+    label: str = "accuracy (fraction of answers)",
+) -> Figure | None:
+    """A score vs evaluation length per architecture: after extension (solid) and before it (dashed, where
+    measured); dotted vertical line: the pretraining context."""
+    before = before or {}
+    if len(after) < 2:
+        return None
+    order = archs.arch_order(df)
+    colors = arch_colors(order)
+    fig = _figure(8, 4.2)
+    ax = fig.add_subplot()
+    for a in order:
+        for cols, ls, suffix in ((after, "-", ""), (before, "--", " (before)")):
+            pts = [(n, archs.per_arch(df, c).get(a)) for n, c in cols.items()]
+            pts = [(n, m) for n, m in pts if m is not None]
+            if pts:
+                _errorbar(ax, [n for n, _ in pts], [m for _, m in pts], colors[a], a if not suffix else None, ls=ls)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({*after, *before}), [f"{n:,}" for n in sorted({*after, *before})])
+    if long_ctx:
+        ax.axvline(long_ctx, color="k", ls=":", lw=0.8)
+    _chance(ax, chance)
+    if "accuracy" in label:
+        ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel(_t(label))
+    ax.set_title("Score vs evaluation length (solid: after extension; dashed: before)")
+    ax.legend(fontsize=8, loc="lower left", ncols=2)
+    return fig
+
+
+def accuracy_by_distance(df: pd.DataFrame, target: str, chance: float | None = None) -> Figure | None:
+    """Accuracy per key–query distance bucket at the target's length, one line per architecture."""
+    cols = archs.distance_columns(df, target)
+    if len(cols) < 2:
+        return None
+    order = archs.arch_order(df)
+    colors = arch_colors(order)
+    fig = _figure(8, 4.2)
+    ax = fig.add_subplot()
+    labels = list(cols)
+    for a in order:
+        pts = [(i, archs.per_arch(df, c).get(a)) for i, c in enumerate(cols.values())]
+        pts = [(i, m) for i, m in pts if m is not None]
+        if pts:
+            _errorbar(ax, [i for i, _ in pts], [m for _, m in pts], colors[a], a)
+    ax.set_xticks(range(len(labels)), [lab.replace("<=", "≤") for lab in labels])
+    _chance(ax, chance)
+    ax.set_ylim(-0.02, 1.02)
+    p = archs.parse_target(target)
+    ax.set_xlabel("key–query distance (tokens)" + (f" at {p[1]:,} tokens" if p else ""))
+    ax.set_ylabel("accuracy (fraction of answers)")
+    ax.set_title("Accuracy vs key–query distance after extension")
+    ax.legend(fontsize=8, loc="lower left", ncols=2)
+    return fig
+
+
+def extension_curves(df: pd.DataFrame, target: str, chance: float | None = None) -> Figure | None:
+    """The target's stem after every extension budget of the ladder, one line per architecture."""
+    cols = archs.rung_columns(df, target)
+    if len(cols) < 2:
+        return None
+    order = archs.arch_order(df)
+    colors = arch_colors(order)
+    fig = _figure(8, 4.2)
+    ax = fig.add_subplot()
+    for a in order:
+        pts = [(n, archs.per_arch(df, c).get(a)) for n, c in cols.items()]
+        pts = [(n, m) for n, m in pts if m is not None]
+        if pts:
+            _errorbar(ax, [n for n, _ in pts], [m for _, m in pts], colors[a], a)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xticks(list(cols), [str(n) for n in cols])
+    _chance(ax, chance)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("extension steps (0: the RoPE change alone)")
+    ax.set_ylabel("accuracy (fraction of answers)")
+    ax.set_title(f"Extension curves: {_t(split_rung(target)[0])}")
+    ax.legend(fontsize=8, loc="lower right", ncols=2)
+    return fig
+
+
+def loss_curves(curves: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], arch_by_run: Mapping[str, str]) -> Figure | None:
+    """Training loss per architecture (mean over seeds at shared steps): pretraining, then extension."""
+    phases = [p for p in ("pretrain", "extend") if any(c.get(p) for c in curves.values())]
+    if not phases:
+        return None
+    order = list(dict.fromkeys(arch_by_run[r] for r in curves if r in arch_by_run))
+    colors = arch_colors(order)
+    fig = _figure(5 * len(phases), 3.8)
+    axes = np.atleast_1d(fig.subplots(1, len(phases)))
+    for ax, phase in zip(axes, phases):
+        for a in order:
+            series = [dict(curves[r].get(phase) or ()) for r in curves if arch_by_run.get(r) == a]
+            series = [s for s in series if s]
+            if not series:
+                continue
+            steps = sorted(set.intersection(*(set(s) for s in series)))
+            if steps:
+                ax.plot(steps, [float(np.mean([s[k] for s in series])) for k in steps], color=colors[a], lw=1.2, label=a)
+        ax.set_xlabel("step")
+        ax.set_ylabel("training loss (nats per token)")
+        ax.set_title({"pretrain": "Pretraining loss", "extend": "Extension loss"}[phase] + " (mean over seeds)")
+        ax.legend(fontsize=7, ncols=2)
+    return fig
+
+
+def _attention_unit(column: str) -> str:
+    if "rate" in column:
+        return "% of head × sample entries with a sink"
+    if "mass" in column:
+        return "attention mass on the first token, 0–1"
+    if "entropy" in column:
+        return "nats" if "norm" not in column else "fraction of the maximum"
+    return ""
+
+
+def _varies(values: pd.Series) -> bool:
+    """False for a column with one value in every run (a panel of it would show nothing but its offset)."""
+    v = pd.to_numeric(values, errors="coerce").dropna()
+    return len(v) > 1 and float(v.max() - v.min()) > 1e-9 * max(1.0, float(v.abs().max()))
+
+
+def attention_by_arch(df: pd.DataFrame, sink: str, entropy: str | None) -> Figure | None:
+    """Attention sink strength and entropy after extension, per architecture (mean and 95% CI over seeds)."""
+    cols = [c for c in (sink, entropy) if c and c in df.columns and _varies(df[c])]
+    if not cols:
+        return None
+    order = archs.arch_order(df)[:MAX_FIGURE_ROWS]
+    colors = arch_colors(order)
+    fig = _figure(5 * len(cols), 0.9 + 0.45 * len(order))
+    axes = np.atleast_1d(fig.subplots(1, len(cols)))
+    for ax, col in zip(axes, cols):
+        means = archs.per_arch(df, col)
+        for i, a in enumerate(order):
+            m = means.get(a)
+            if m is not None:
+                ax.errorbar([m.mean], [i], xerr=[[m.mean - m.lo], [m.hi - m.mean]], fmt="o", color=colors[a], capsize=3)
+        ax.set_yticks(range(len(order)), order, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"{_t(col)} ({_attention_unit(col)})")
+        ax.set_title("sink strength" if col == sink else "attention entropy")
     return fig

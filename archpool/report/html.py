@@ -1,4 +1,5 @@
-"""A self-contained HTML report of an analysis: figures embedded as base64 PNG, every text HTML-escaped.
+"""A self-contained HTML report of an analysis (a jinja2 template with autoescape): figures embedded as base64
+PNG, every text HTML-escaped.
 
 ``write_report`` writes::
 
@@ -11,11 +12,12 @@
 from __future__ import annotations
 
 import base64
+import math
 import numbers
 from collections.abc import Iterable, Sequence
-from html import escape
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,8 +27,16 @@ from archpool.analysis.table import load_results
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
+from archpool.report import archs
 from archpool.report import figures as figs
 from archpool.report import findings as fnd
+from archpool.report import verdict as vd
+from archpool.report.context import ReportContext, duration, environment
+from archpool.report.findings import lower_is_better
+from archpool.report.verdict import AxisVerdict
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1150px;margin:2em auto;padding:0 1em;color:#222}
@@ -37,42 +47,16 @@ td,th{overflow-wrap:break-word;max-width:22em}td.n{white-space:nowrap}table{max-
 img{max-width:100%;height:auto;border:1px solid #eee}.scroll{overflow-x:auto;max-width:100%}.note{color:#555;font-size:.9em}.fail{color:#b00}
 section.findings{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .6em}section.findings li{margin:.35em 0}
 .warn{background:#fff3cd;border:1px solid #e8d08a;padding:.4em .6em}
+.sub{color:#444;margin-top:-.5em}section.verdict{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .8em}
+ul.headline{font-size:1.05em}ul.headline li{margin:.3em 0}table.verdict-table td{vertical-align:top}
+td.meaning{max-width:28em}details{margin:.4em 0}summary{cursor:pointer;color:#235}dl.repro{display:grid;
+grid-template-columns:max-content 1fr;gap:.15em 1em}dl.repro dt{font-weight:600}dl.repro dd{margin:0}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.8em}figure{margin:1em 0}
 """
-
-
-def _fmt(v: Any) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "—"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else ""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
-    return str(v)
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))
-
-
-def _wrap(text: str) -> str:
-    """Escaped text that may break after ``_`` and ``@`` (long names wrap instead of widening the table)."""
-    out = escape(text)
-    for ch in ("_", "@"):
-        out = out.replace(ch, ch + "<wbr>")
-    return out
-
-
-def html_table(df: pd.DataFrame, flag: str | None = None) -> str:
-    """An escaped HTML table; rows whose ``flag`` column is true are highlighted."""
-    head = "".join(f"<th>{_wrap(str(c))}</th>" for c in df.columns)
-    rows = []
-    for _, r in df.iterrows():
-        cls = ' class="flag"' if flag and bool(r.get(flag)) else ""
-        cells = "".join(f'<td class="n">{escape(_fmt(v))}</td>' if _is_number(v) else f"<td>{_wrap(_fmt(v))}</td>" for v in r)
-        rows.append(f"<tr{cls}>{cells}</tr>")
-    return f"<div class=scroll><table><tr>{head}</tr>{''.join(rows)}</table></div>"
 
 
 def _ci(ci: list | None) -> list:
@@ -292,158 +276,398 @@ def findings_table(f: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def render_findings(f: dict[str, Any]) -> str:
-    """The Findings section: plain sentences per target and axis, the count fit, the small-n warning."""
-    parts = ["<section class=findings id=findings><h2>Findings</h2>"]
-    if f["small_n"]:
-        parts.append(f"<p class=warn id=small-n-warning>⚠ {escape(f['small_n'])}</p>")
-    for t in f["targets"]:
-        parts.append(f"<h3>{escape(t['metric'])}</h3><ul>")
-        parts += [f"<li>{escape(s)}</li>" for s in t["sentences"]]
-        parts.append("</ul>")
-    if f.get("extension"):
-        parts.append("<h3>Extension-only effects</h3><ul id=extension-findings>")
-        parts += [f"<li>{escape(s)}</li>" for s in f["extension"]]
-        parts.append("</ul>")
-    if not f.get("factorial", True):
-        parts.append(
-            "<p class=warn id=not-factorial>⚠ Not a full factorial design: pairwise effects only; the "
-            "four-axis regression is reported as a predictor (R²), not as effects.</p>"
-        )
-    parts.append(f"<p>{escape(f['count_fit']['sentence'])}</p>")
-    if f.get("before_extension"):
-        parts.append(f"<p id=before-extension>{escape(f['before_extension'])}</p>")
-    if f["not_varying"]:
-        parts.append(f"<p class=note>Not varied in this pool, so not measured: {escape(', '.join(f['not_varying']))}.</p>")
-    parts.append("</section>")
-    return "\n".join(parts)
+HEADERS = {
+    "run": "Run",
+    "arm": "Architecture",
+    "arch": "Architecture",
+    "n": "n",
+    "r2": "R²",
+    "loo_r2": "Leave-one-out R²",
+    "coef": "Coefficient",
+    "se": "SE",
+    "ci95_lo": "95% CI low",
+    "ci95_hi": "95% CI high",
+    "p": "p",
+    "kind": "Kind",
+    "phase": "Measured",
+    "note": "Note",
+    "predictor": "Predictor",
+    "pre-extension predictor": "Predictor (before extension)",
+    "model": "Model",
+    "term": "Term",
+    "mastery_acc": "Accuracy at own length",
+    "mastered": "Mastered",
+    "mastered_wilson_lo": "Mastered, Wilson 95% low",
+    "mastered_wilson_hi": "Mastered, Wilson 95% high",
+    "metric": "Metric",
+    "axis": "Axis",
+    "effect": "Effect",
+    "seeds": "Seeds",
+    "seed_sd": "Seed sd",
+    "above_seed_noise": "Beyond seed noise",
+    "vs_paper": "Direction vs paper",
+    "recipe": "Recipe",
+    "closed_fraction": "Share of the gap closed",
+    "reason": "Reason",
+    "length": "Length",
+    "rung": "Rung",
+    "column": "Column",
+    "effect_of": "Effect of",
+    "given": "Given",
+    "n_with": "n with",
+    "n_without": "n without",
+    "with": "With",
+    "without": "Without",
+    "difference": "Difference",
+    "target": "Target, mean",
+    "runs": "Runs",
+    "pretrain_loss": "Pretraining loss",
+}
+R2_COLUMNS = {"r2", "loo_r2", "residualised_r2", "closed_fraction"}
 
 
-def build_figures(r: dict[str, Any], df: pd.DataFrame) -> dict[str, bytes]:
+def _header(c: str) -> str:
+    if c in HEADERS:
+        return HEADERS[c]
+    for suffix, words in (("_ci95_lo", " 95% CI low"), ("_ci95_hi", " 95% CI high"), ("_sd", " seed sd"), ("_n", " n")):
+        if c.endswith(suffix):
+            return _header(c[: -len(suffix)]) + words
+    return c.replace("_", " ").capitalize()
+
+
+def cell_text(column: str, v: Any) -> str:
+    """One precision per kind: R² two decimals, p-values two significant digits, everything else three decimals."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}" if abs(int(v)) >= 10000 else str(int(v))
+    if isinstance(v, numbers.Real):
+        x = float(v)
+        if column == "p":
+            return "<0.001" if x < 0.001 else f"{x:.2g}"
+        if column in R2_COLUMNS:
+            return f"{x:.2f}"
+        if x.is_integer() and abs(x) < 1e6 and (column in ("n", "seed", "length", "seeds", "runs") or column.endswith("_n")):
+            return str(int(x))
+        return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(cell_text(column, x) for x in v)
+    return str(v)
+
+
+def present(df: pd.DataFrame, title: str = "", collapsed: bool = False, flag: str | None = None) -> dict[str, Any]:
+    """A table for the template: human headers, consistent precision, flagged rows."""
+    rows = []
+    for _, r in df.iterrows():
+        cells = [{"text": cell_text(c, r[c]), "num": _is_number(r[c])} for c in df.columns if c != flag]
+        rows.append({"cells": cells, "flag": bool(flag and r.get(flag))})
+    return {"title": title, "collapsed": collapsed, "header": [_header(c) for c in df.columns if c != flag], "rows": rows}
+
+
+def _mean_ci_text(s: dict[str, Any] | None) -> str:
+    if not s or s.get("mean") is None:
+        return "—"
+    return f"{vd.fmt(s['mean'])} {vd.fmt_ci(s.get('ci95'))}".strip()
+
+
+def remedy_table(remedy: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per remedy recipe and arm, each effect as ``mean [CI]`` text."""
+    rows = []
+    for rec in remedy:
+        for a in rec["arms"]:
+            rows.append(
+                {
+                    "recipe": rec["recipe"],
+                    "arm": a["arm"],
+                    "seeds": (a.get("paired") or {}).get("n"),
+                    "change with the remedy": _mean_ci_text(a.get("paired")),
+                    "gap to the baseline, primary recipe": _mean_ci_text(a.get("gap_primary")),
+                    "gap to the baseline, remedy": _mean_ci_text(a.get("gap_recipe")),
+                    "closed_fraction": a.get("closed_fraction"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def arch_table(df: pd.DataFrame, r: dict[str, Any]) -> pd.DataFrame:
+    """Per architecture: runs, mastery, the target (mean and 95% CI over seeds), pretraining loss."""
+    used = df[df["run"].isin({q["run"] for q in r["runs"]})]
+    target = r["target"]
+    rows = []
+    arch = archs.arch_of(used)
+    for a in archs.arch_order(used):
+        d = used[arch == a]
+        m = archs.mean_ci(d[target]) if target in d else None
+        row: dict[str, Any] = {"arch": a, "runs": len(d)}
+        if "mastered" in d and d["mastered"].notna().any():
+            row["mastered"] = f"{int((d['mastered'] == 1).sum())}/{int(d['mastered'].notna().sum())}"
+        if "mastery_acc" in d:
+            row["mastery_acc"] = archs.mean_ci(d["mastery_acc"]).mean if d["mastery_acc"].notna().any() else None
+        if m is not None:
+            row.update({"target": m.mean, "target_ci95_lo": m.lo, "target_ci95_hi": m.hi})
+        if "pretrain_loss" in d and d["pretrain_loss"].notna().any():
+            row["pretrain_loss"] = float(d["pretrain_loss"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+CAPTIONS = {
+    "verdict_effects": "Effect of each feature before extension (each arm's own length) and after it (the target), "
+    "95% CI over seeds; grey band: ± one seed sd.",
+    "accuracy_by_length": "Accuracy vs evaluation length per architecture (mean over seeds, 95% CI); solid: after "
+    "extension, dashed: before; dotted vertical line: the pretraining context; dotted horizontal: chance.",
+    "accuracy_by_distance": "Accuracy per key–query distance bucket after extension, per architecture (mean over seeds, "
+    "95% CI); dotted: chance.",
+    "extension_curves": "Accuracy after each extension budget of the ladder (0: the RoPE change alone), per "
+    "architecture; dotted: chance.",
+    "loss_curves": "Training loss per architecture, mean over seeds.",
+    "attention": "Attention sink strength and entropy after extension, per architecture (mean, 95% CI over seeds).",
+    "scores_by_run": "The target per run, sorted, coloured by feature count.",
+    "target_vs_count": "Target vs feature count with the OLS fit (the paper's predictor); right: leave-one-out predictions.",
+    "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
+    "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed interaction, SWA "
+    "with vs without GQA.",
+    "predictor_r2": "In-sample and leave-one-out R² of the strongest predictors measured before extension or fixed by "
+    "the design (the target's own metric after extension is left out).",
+}
+
+
+def build_figures(
+    r: dict[str, Any], df: pd.DataFrame, verdicts: Sequence[AxisVerdict], context: ReportContext, unit: str
+) -> dict[str, bytes]:
+    target = r["target"]
+    used = df[df["run"].isin({q["run"] for q in r["runs"]})]
+    p = archs.parse_target(target)
+    chance = context.chance.get(p[0].rsplit("_", 1)[0]) if p else None
+    a = r.get("attention") or {}
+    arch_by_run = dict(zip(used["run"], archs.arch_of(used)))
+    long_ctx = int(used["pretrain_ctx"].max()) if "pretrain_ctx" in used and used["pretrain_ctx"].notna().any() else None
     out = {
+        "verdict_effects": figs.verdict_effects(verdicts, (r.get("spread") or {}).get("seed_sd"), unit),
+        "accuracy_by_length": _by_length(r, used, chance, long_ctx),
+        "accuracy_by_distance": figs.accuracy_by_distance(used, target, chance),
+        "extension_curves": figs.extension_curves(used, target, chance),
+        "loss_curves": figs.loss_curves({k: v for k, v in context.curves.items() if k in arch_by_run}, arch_by_run),
+        "attention": figs.attention_by_arch(used, a.get("sink_column"), a.get("entropy_column")) if a else None,
         "scores_by_run": figs.scores_by_run(r),
-        "predictor_r2": figs.predictor_r2(r),
         "target_vs_count": figs.target_vs_count(r),
-        "effects": figs.effects(r),
-        "by_length": figs.by_length(r, df),
-        "attention": figs.attention(r, df),
+        "predictor_r2": figs.predictor_r2(_design_and_pre(r)),
+        "effects": figs.effects(_with_data(r)) if r.get("factorial", True) else None,
     }
     return {k: figs.png(f) for k, f in out.items() if f is not None}
 
 
-def _img(name: str, data: bytes, caption: str) -> str:
-    b64 = base64.b64encode(data).decode()
+def _by_length(r: dict[str, Any], df: pd.DataFrame, chance: float | None, long_ctx: int | None) -> Figure | None:
+    """The target's own family by length; without one, the first metric the analysis found at several lengths."""
+    after = archs.length_columns(df, r["target"])
+    if len(after) >= 2:
+        return figs.accuracy_by_length(df, after, archs.base_length_columns(df, r["target"]), chance, long_ctx)
+    for metric, phases in (r.get("by_length") or {}).items():
+        post = {int(n): c for n, c in (phases.get("post") or {}).items()}
+        if len(post) >= 2:
+            pre = {int(n): c for n, c in (phases.get("pre") or {}).items()}
+            return figs.accuracy_by_length(df, post, pre, None, long_ctx, label=metric)
+    return None
+
+
+def _with_data(r: dict[str, Any]) -> dict[str, Any]:
+    """The analysis with only the interactions measured on both sides (with and without the other feature)."""
+    inter = [i for i in r["interactions"] if i.get("n_with") and i.get("n_without")]
+    return {**r, "interactions": inter}
+
+
+def _design_and_pre(r: dict[str, Any]) -> dict[str, Any]:
+    """Only predictors one has before extension: the design and pre-extension measurements."""
+    keep = {k: p for k, p in r["predictors"].items() if p.get("kind") != "metric" or p.get("phase") == "pre"}
+    return {**r, "predictors": keep}
+
+
+def design_note(r: dict[str, Any]) -> str:
+    if r.get("factorial", True):
+        return (
+            "The pool is a full factorial design: the four-axis regression and the matched pairs estimate the same "
+            "effects; where they differ, the interactions below are the reason."
+        )
     return (
-        f'<figure id="fig-{escape(name)}"><img alt="{escape(name)}" src="data:image/png;base64,{b64}">'
-        f"<figcaption class=note>{escape(caption)}</figcaption></figure>"
+        "The pool changes one axis at a time (not every combination), so a regression on the four axes together "
+        "mixes effects with the combinations that happen to be present; the effects above come from matched "
+        "pairs (runs that differ in exactly one axis, paired by seed), and the four-axis fit is shown only as a "
+        "predictor (R²), without coefficients."
     )
 
 
-CAPTIONS = {
-    "scores_by_run": "Target per run, sorted, coloured by feature count (paper fig. 1); dots, since the axis need not contain 0.",
-    "predictor_r2": "In-sample and leave-one-out R² of the strongest predictors of the target (paper table 2).",
-    "target_vs_count": "Target vs feature count with the OLS fit; right: leave-one-out predictions.",
-    "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
-    "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed "
-    "interaction, SWA with vs without GQA.",
-    "by_length": "Score vs context length, before (dashed) and after (solid) extension (with an extension ladder: "
-    "the mean over its rungs).",
-    "attention": "Attention sink strength vs score; attention entropy vs sink strength by QK-norm.",
-}
+def _sections(
+    r: dict[str, Any], tabs: dict[str, pd.DataFrame], found: dict[str, Any], figures: dict[str, str], df: pd.DataFrame
+) -> list[dict[str, Any]]:
+    def fig(name: str) -> list[dict[str, str]]:
+        return [{"name": name, "b64": figures[name], "caption": CAPTIONS[name]}] if name in figures else []
+
+    out: list[dict[str, Any]] = []
+    at = arch_table(df, r)
+    if len(at):
+        out.append(
+            {
+                "id": "architectures",
+                "title": "Per architecture",
+                "paragraphs": [
+                    "Mean over seeds with a 95% t-interval; mastery before extension at each architecture's own length."
+                ],
+                "figures": [],
+                "tables": [present(at)],
+            }
+        )
+    if r.get("remedy"):
+        out.append(
+            {
+                "id": "remedy",
+                "title": "Remedy",
+                "paragraphs": [
+                    "The same arm extended with a second recipe: its change on the target, paired by seed, and its gap "
+                    "to the baseline under each recipe (mean [95% CI])."
+                ],
+                "figures": [],
+                "tables": [present(remedy_table(r["remedy"]))],
+            }
+        )
+    if "not_mastered" in tabs:
+        out.append(
+            {
+                "id": "not-mastered",
+                "title": "Runs that did not master their own length",
+                "paragraphs": [
+                    "Their long-context numbers measure pretraining, not extension, so the effects above leave them out."
+                ],
+                "figures": [],
+                "tables": [present(tabs["not_mastered"])],
+            }
+        )
+    stats_tables = []
+    if "pre_extension" in tabs:
+        stats_tables.append(present(tabs["pre_extension"].head(10), "Best predictors measured before extension"))
+    if "predictors" in tabs:
+        stats_tables.append(present(tabs["predictors"], "Every predictor", collapsed=True))
+    if "coefficients" in tabs:
+        stats_tables.append(present(tabs["coefficients"], "Regression coefficients", collapsed=True))
+    if "interactions" in tabs:
+        it = tabs["interactions"]
+        it = it[(it.get("n_with", 1) > 0) & (it.get("n_without", 1) > 0)] if {"n_with", "n_without"} <= set(it.columns) else it
+        if len(it):
+            stats_tables.append(present(it, "Interactions (effect of A with and without B)", collapsed=True))
+    for name, title in (
+        ("axis_effects", "Matched-pair effects by axis"),
+        ("pairs", "Every matched pair"),
+        ("confounds", "Declared confounds"),
+        ("findings", "Every metric the pool names, by axis"),
+        ("mastery", "Mastery per architecture"),
+        ("extension_effects", "Extension-only effects at every length and rung"),
+    ):
+        if name in tabs:
+            flag = "below_seed_sd" if "below_seed_sd" in tabs[name] else None
+            stats_tables.append(present(tabs[name], title, collapsed=True, flag=flag))
+    paragraphs = [found["count_fit"]["sentence"]]
+    if found.get("before_extension"):
+        paragraphs.append(found["before_extension"])
+    paragraphs.append(design_note(r))
+    out.append(
+        {
+            "id": "statistics",
+            "title": "What predicts the target, and how the statistics fit together",
+            "paragraphs": paragraphs,
+            "figures": fig("effects") + fig("target_vs_count") + fig("predictor_r2") + fig("scores_by_run"),
+            "tables": stats_tables,
+        }
+    )
+    if "excluded" in tabs:
+        out.append(
+            {
+                "id": "excluded",
+                "title": "Failed and excluded runs",
+                "paragraphs": [],
+                "figures": [],
+                "tables": [present(tabs["excluded"])],
+            }
+        )
+    return out
+
+
+MAIN_FIGURES = ("verdict_effects", "accuracy_by_length", "accuracy_by_distance", "extension_curves", "loss_curves", "attention")
+_ENV = None
+
+
+def _template():
+    global _ENV
+    if _ENV is None:
+        from jinja2 import Environment, PackageLoader, select_autoescape
+
+        _ENV = Environment(loader=PackageLoader("archpool.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
+        _ENV.filters.update(eff=lambda v: vd.fmt(v), ci=lambda c: vd.fmt_ci(c), num=lambda v: vd.fmt(v, signed=False))
+    return _ENV.get_template("report.html.j2")
+
+
+def _repro(context: ReportContext, r: dict[str, Any]) -> dict[str, Any]:
+    facts = list(environment())
+    facts.append(("runs", f"{r['n']} analysed" + (f", {len(r['failed'])} failed" if r.get("failed") else "")))
+    facts += list(context.budgets)
+    if context.stage_seconds:
+        total = sum(context.stage_seconds.values())
+        per = ", ".join(f"{k} {duration(v)}" for k, v in context.stage_seconds.items())
+        facts.append(("compute time (summed over nodes)", f"{duration(total)} ({per})"))
+    if context.hardware:
+        facts.append(("pool hardware", context.hardware))
+    return {"facts": facts, "pool_yaml": context.pool_yaml, "pool_source": context.pool_source}
 
 
 def render(
     r: dict[str, Any],
     figures: dict[str, bytes],
     tabs: dict[str, pd.DataFrame],
-    found: dict[str, Any] | None = None,
+    found: dict[str, Any],
+    df: pd.DataFrame,
+    context: ReportContext | None = None,
     aliases: dict[str, list[str]] | None = None,
+    pool_name: str = "",
 ) -> str:
-    """The report page as one HTML string: Findings first, then figures and tables."""
-    fc = r["predictors"]["feature_count"]
-    fa = r["predictors"]["four_axes"]
-    sd = r["spread"]
-    parts = [f"<h1>archpool analysis: {escape(r['target'])}</h1>"]
-    if found is not None:
-        parts.append(render_findings(found))
-    parts += [
-        f"<p>{r['n']} runs; source <code>{escape(str(r.get('source') or ''))}</code>; short pretraining "
-        f"context ≤ {r['short_ctx']} tokens. Feature count = [QK-norm] + [GQA] + [SWA] + [short context].</p>",
-        f"<p>Feature count → target: R² {escape(_fmt(fc.get('r2')))}, leave-one-out R² {escape(_fmt(fc.get('loo_r2')))}, "
-        f"slope {escape(_fmt(fc.get('coef')))} per feature (95% CI {escape(_fmt(fc.get('ci95')))}). Four-axis "
-        f"regression: R² {escape(_fmt(fa.get('r2')))}, LOO R² {escape(_fmt(fa.get('loo_r2')))}.</p>",
-    ]
-    if aliases:
-        merged = "; ".join(f"{k} = {' = '.join(v)}" for k, v in aliases.items())
-        parts.append(f"<p class=note>Identical metric columns merged (same value in every run): {escape(merged)}.</p>")
-    if "excluded" in tabs:
-        parts += ["<h2>Failed and excluded runs</h2>", '<div class="fail">', html_table(tabs["excluded"]), "</div>"]
-    sections = [
-        ("Findings in numbers", [], ["findings"]),
-        ("Before extension: can you tell?", [], ["pre_extension"]),
-        ("Scores by run", ["scores_by_run"], ["runs"]),
-        ("Predictors of the target", ["predictor_r2"], ["predictors"]),
-        ("Feature count", ["target_vs_count"], ["coefficients"]),
-        ("Effects, interactions and seed spread", ["effects"], ["axis_effects", "feature_effects", "interactions", "pairs"]),
-        ("Confounds", [], ["confounds"]),
-        ("Mastery before extension", [], ["mastery"]),
-        ("Extension-only effects", [], ["extension_effects"]),
-        ("Did not master before extension", [], ["not_mastered"]),
-        ("Remedy", [], ["remedy"]),
-        ("Score by context length", ["by_length"], []),
-        ("Attention", ["attention"], []),
-    ]
-    for title, fig_names, tab_names in sections:
-        body = [_img(f, figures[f], CAPTIONS[f]) for f in fig_names if f in figures]
-        if title.startswith("Predictors") and found is not None and found["small_n"]:
-            body.insert(0, f"<p class=warn>⚠ {escape(found['small_n'])}</p>")
-        if title.startswith("Effects"):
-            body.insert(
-                0,
-                f"<p>Seed sd {escape(_fmt(sd['seed_sd']))} (df {sd['seed_df']}, {sd['replicated_configs']} "
-                f"replicated configurations)"
-                + (f"; init sd {escape(_fmt(sd.get('init_sd')))}" if "init_sd" in sd else "")
-                + ". Highlighted rows: effect smaller than the seed sd.</p>",
-            )
-        if title == "Extension-only effects" and "extension_effects" in tabs:
-            body.insert(
-                0,
-                "<p>Per axis, paired by seed: pre = effect on mastery accuracy at each arm's own pretraining length "
-                "before extension; post = effect after extension at each length (and ladder rung); did = post − pre "
-                "per seed, mean with 95% t-interval, seed sd and n. Runs that did not master their own length are "
-                "left out of post and did.</p>",
-            )
-        if title == "Did not master before extension" and "not_mastered" in tabs:
-            body.insert(
-                0,
-                "<p>These runs did not master their own length before extension: their long-context "
-                "numbers measure pretraining, not extension.</p>",
-            )
-        if title == "Confounds" and r["confounds"]:
-            c = r["confounds"]
-            body.append(
-                f"<p>Covariates {escape(', '.join(c['covariates']))}: the count effect "
-                f"{'survives' if c['survives'] else 'does not survive'} (CI excludes 0 with and without); "
-                f"R² of count on the residualised target {escape(_fmt(c['residualised_r2']))}.</p>"
-            )
-        for name in tab_names:
-            if name in tabs:
-                body.append(
-                    ("" if name == "findings" else f"<h3>{escape(name.replace('_', ' '))}</h3>")
-                    + html_table(tabs[name], flag="below_seed_sd" if "below_seed_sd" in tabs[name] else None)
-                )
-        if title == "Attention" and r["attention"]:
-            a = r["attention"]
-            fit = a.get("sink_vs_target") or {}
-            body.insert(0, f"<p>Sink strength ({escape(str(a['sink_column']))}) vs target: R² {escape(_fmt(fit.get('r2')))}.</p>")
-        if body:
-            parts += [f"<h2>{escape(title)}</h2>", *body]
-    parts += [f'<p class="note">{escape(n)}</p>' for n in r["notes"]]
-    return (
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-        f"<title>archpool analysis: {escape(r['target'])}</title><style>{CSS}</style></head><body>"
-        + "\n".join(parts)
-        + "</body></html>\n"
+    """The report page: the question and verdict first, then figures, per-architecture numbers, statistics
+    (details collapsed) and how the numbers were made."""
+    context = context or ReportContext()
+    verdicts = vd.axis_verdicts(r, found)
+    long_ctx = vd.long_ctx_of(r)
+    words = vd.describe_metric(r["target"], long_ctx)
+    b64 = {k: _b64(v) for k, v in figures.items()}
+    warnings_ = []
+    if found.get("small_n"):
+        warnings_.append({"id": "small-n-warning", "text": found["small_n"]})
+    if (r.get("extension_effects") or {}).get("not_mastered"):
+        names = ", ".join(x["run"] for x in r["extension_effects"]["not_mastered"])
+        text = f"Left out of the extension effects because they did not master their own length: {names}."
+        warnings_.append({"id": "not-mastered-warning", "text": text})
+    notes = [n for n in r["notes"] if not n.startswith("not factorial")]  # the design note says it
+    merged = [f"{k} = {' = '.join(v)}" for k, v in (aliases or {}).items()]
+    lower = "lower is better" if lower_is_better(r["target"]) else "higher is better"
+    return _template().render(
+        css=CSS,
+        question="Which architecture choices cost long-context ability after extension?",
+        pool_name=pool_name,
+        n_runs=r["n"],
+        target=r["target"],
+        target_words=f"{words} ({lower})",
+        headline=vd.headline(verdicts, words),
+        verdicts=verdicts,
+        paper_multiple=next((v.paper_multiple for v in verdicts if v.paper_multiple), None),
+        unit="accuracy (fraction of answers)" if "_acc" in r["target"] else r["target"],
+        seed_sd=(r.get("spread") or {}).get("seed_sd"),
+        warnings=warnings_,
+        figures=[{"name": n, "b64": b64[n], "caption": CAPTIONS[n]} for n in MAIN_FIGURES if n in b64],
+        sections=_sections(r, tabs, found, b64, df),
+        repro=_repro(context, r),
+        notes=notes,
+        merged=merged,
     )
 
 
@@ -458,16 +682,20 @@ def write_report(
     covariates: Iterable[str] = (),
     *,
     findings_targets: Sequence[str] = (),
+    context: ReportContext | None = None,
+    pool_name: str = "",
 ) -> Path:
     """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html.
 
     ``findings_targets``: metrics reported in the Findings in addition to ``target`` (e.g. retrieval accuracy
-    beyond the window, multi-hop accuracy); metric columns identical to another are merged first."""
+    beyond the window, multi-hop accuracy); metric columns identical to another are merged first.
+    ``context``: how the numbers were made (pool file, budgets, wall time, loss curves, chance levels)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a directory (the report is a directory: report.html, figures/, tables/)")
     for name in REPORT_FILES:  # a failed analysis never leaves an older report looking current
         (out / name).unlink(missing_ok=True)
+    context = context or ReportContext()
     df = source if isinstance(source, pd.DataFrame) else load_results(source)
     covariates = list(covariates)
     findings_targets = [t for t in findings_targets if t and t in df.columns]  # a pool's list may name unmeasured columns
@@ -477,16 +705,24 @@ def write_report(
     found = fnd.findings(df, r, findings_targets, covariates)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
-    figures = build_figures(r, df)
+    for old in (out / "figures").glob("*.png"):
+        old.unlink()
+    verdicts = vd.axis_verdicts(r, found)
+    unit = "accuracy" if "_acc" in r["target"] else r["target"]
+    figures = build_figures(r, df, verdicts, context, unit)
     tabs = tables(r, aliases)
     ft = findings_table(found)
     if len(ft):
         tabs = {"findings": ft, **tabs}
+    verdict_rows = pd.DataFrame([asdict(v) for v in verdicts])
+    if len(verdict_rows):
+        tabs = {"verdict": verdict_rows, **tabs}
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
-        safe_frame(t).to_csv(out / "tables" / f"{name}.csv", index=False)
-    atomic_write_text(out / "analysis.json", to_json({**r, "findings": found, "merged_columns": aliases}) + "\n")
+        atomic_write_text(out / "tables" / f"{name}.csv", safe_frame(t).to_csv(index=False))
+    analysis_json = to_json({**r, "findings": found, "merged_columns": aliases, "verdict": [asdict(v) for v in verdicts]})
+    atomic_write_text(out / "analysis.json", analysis_json + "\n")
     page = out / "report.html"
-    atomic_write_text(page, render(r, figures, tabs, found, aliases))
+    atomic_write_text(page, render(r, figures, tabs, found, df, context, aliases, pool_name))
     return page

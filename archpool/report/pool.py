@@ -6,6 +6,7 @@ Takes plain values, not the pool's own types: the report sits above the analysis
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 from archpool.analysis import analyze, format_text, load_results
 from archpool.analysis.table import ConstantTargetError
 from archpool.io import atomic_write_text
+from archpool.report.context import ReportContext
 from archpool.report.html import REPORT_FILES, write_report
 
 HEADLINE = ("mastery_acc", "mastered", "pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
@@ -34,6 +36,7 @@ class PoolReport:
     short_ctx: int | None = None
     covariates: Sequence[str] = ()
     findings: Sequence[str] = field(default_factory=tuple)
+    context: ReportContext = field(default_factory=ReportContext)
 
 
 def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -> Path:
@@ -54,7 +57,14 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
             text = format_text(analyze(df, settings.target, settings.short_ctx, settings.covariates))
             atomic_write_text(report_dir / "analysis.txt", text + "\n")
             page = write_report(
-                df, report_dir, settings.target, settings.short_ctx, settings.covariates, findings_targets=settings.findings
+                df,
+                report_dir,
+                settings.target,
+                settings.short_ctx,
+                settings.covariates,
+                findings_targets=settings.findings,
+                context=settings.context,
+                pool_name=settings.name,
             )
     except ConstantTargetError as e:  # every run scored the same: nothing to explain, and not an error of the pool
         for name in ANALYSIS_FILES:
@@ -82,7 +92,7 @@ def _plain_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -
     lines = [
         f"# Pool `{settings.name}` ({settings.size}, {len(rows)} runs)",
         "",
-        settings.description,
+        md_escape(settings.description),
         "",
         f"All metrics: `{out / 'results.csv'}`" + (f"; target `{target}`." if target else "."),
         "",
@@ -90,14 +100,23 @@ def _plain_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -
         "|" + "---|" * len(cols),
     ]
     for r in rows:
-        lines.append("| " + " | ".join(_cell(r.get(c, "")) for c in cols) + " |")
+        lines.append("| " + " | ".join(md_escape(_cell(r.get(c, ""))) for c in cols) + " |")
     failed = [r for r in rows if r.get("state") == "failed"]
     if failed:
         lines += ["", "## Failed runs", ""]
-        lines += [f"- `{r['run']}`: {r.get('error', '')} (log: runs/{r['run']}/log.txt)" for r in failed]
+        lines += [f"- {md_escape(r['run'])}: {md_escape(r.get('error', ''))} (log: runs/{r['run']}/log.txt)" for r in failed]
     path = out / "report" / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def md_escape(text: str) -> str:
+    """Text shown literally in markdown: no HTML, links, emphasis, code or table breaks."""
+    text = _MD_SPECIAL.sub(r"\\\1", str(text)).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(text.splitlines())
 
 
 def _cell(v: Any) -> str:

@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_file
 
 from archpool.errors import CheckpointError
-from archpool.io import atomic_write_json, sha256_file
+from archpool.io import atomic_write_json, disk_error, sha256_file
 from archpool.model.checkpoint import MANIFEST_NAME, WEIGHTS_NAME, save_state_dict, verify_files
 from archpool.model.config import ModelConfig
 
@@ -52,30 +52,44 @@ def write_checkpoint(
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp_{directory.name}.", dir=directory.parent))
     try:
-        save_state_dict(model_state, cfg, tmp, metadata)
-        if train_state is not None:
-            torch.save(train_state, tmp / STATE_NAME)
-        files = sorted(p.name for p in tmp.iterdir())
-        manifest = {
-            "files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
-            "step": (train_state or {}).get("step"),
-        }
-        for n in files:
-            _fsync(tmp / n)
-        atomic_write_json(tmp / MANIFEST_NAME, manifest)
-        _fsync_dir(tmp)
-        if directory.exists():
-            trash = directory.parent / f".old_{directory.name}.{os.getpid()}"
-            os.replace(directory, trash)
-            os.replace(tmp, directory)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(tmp, directory)
-        _fsync_dir(directory.parent)
+        _write_into(tmp, directory, model_state, cfg, train_state, metadata)
+    except OSError as e:  # disk full, quota: the temporary directory goes, the previous checkpoint stays
+        raise disk_error(directory, e) from e
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return directory
+
+
+def _write_into(
+    tmp: Path,
+    directory: Path,
+    model_state: dict[str, torch.Tensor],
+    cfg: ModelConfig,
+    train_state: dict | None,
+    metadata: dict | None,
+) -> None:
+    """Fill ``tmp`` (weights, train state, manifest last) and rename it onto ``directory``."""
+    save_state_dict(model_state, cfg, tmp, metadata)
+    if train_state is not None:
+        torch.save(train_state, tmp / STATE_NAME)
+    files = sorted(p.name for p in tmp.iterdir())
+    manifest = {
+        "files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
+        "step": (train_state or {}).get("step"),
+    }
+    for n in files:
+        _fsync(tmp / n)
+    atomic_write_json(tmp / MANIFEST_NAME, manifest)
+    _fsync_dir(tmp)
+    if directory.exists():
+        trash = directory.parent / f".old_{directory.name}.{os.getpid()}"
+        os.replace(directory, trash)
+        os.replace(tmp, directory)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(tmp, directory)
+    _fsync_dir(directory.parent)
 
 
 def validate(directory: str | Path, check_hashes: bool = True) -> dict[str, str]:
@@ -125,7 +139,10 @@ def clean_temporaries(root: str | Path) -> None:
 
 
 def load_train_state(directory: str | Path) -> dict[str, Any]:
+    """The training state of a checkpoint, its bytes verified against ``MANIFEST.json`` first (size and
+    sha256, as for the weights), loaded with ``weights_only=True``; CheckpointError names what is wrong."""
     path = Path(directory) / STATE_NAME
+    verify_files(directory, (STATE_NAME,))
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated zip, missing file, unsafe pickle

@@ -26,8 +26,17 @@ from typing import Any
 import torch
 
 from archpool.data.section import DataSection
-from archpool.errors import CheckpointError, ConfigError
-from archpool.io import atomic_write_json, atomic_write_text, sha256_json
+from archpool.errors import CheckpointError, ConfigError, StateError
+from archpool.io import (
+    atomic_write_json,
+    atomic_write_text,
+    directory_lock,
+    disk_error,
+    open_append_text,
+    refuse_symlink,
+    remove_stale_temporaries,
+    sha256_json,
+)
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
 from archpool.train import checkpoint as ckpt
@@ -87,8 +96,9 @@ def run_dir_final(run_dir: str | Path) -> Path:
 
 
 def is_complete(run_dir: str | Path) -> bool:
+    """Whether the run's final milestone exists and every file matches its manifest (sizes and sha256)."""
     try:
-        ckpt.validate(run_dir_final(run_dir), check_hashes=False)
+        ckpt.validate(run_dir_final(run_dir))
         return True
     except CheckpointError:
         return False
@@ -129,8 +139,8 @@ class Trainer:
         path = self.run_dir / RUN_RECORD
         if info.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            if path.is_file():
-                old = json.loads(path.read_text())
+            if path.is_file() or path.is_symlink():
+                old = _read_record(path)
                 if _strict(old) != _strict(self.record):
                     raise ConfigError(
                         str(path),
@@ -170,14 +180,23 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> TrainResult:
+        """Train (or resume) into the run directory, holding its lock: a second writer of the same
+        directory gets a ``LockError`` naming this process instead of racing it."""
         info = D.init_distributed()
+        with directory_lock(self.run_dir, "run directory") if info.is_main else contextlib.nullcontext():
+            return self._run(info)
+
+    def _run(self, info: D.DistInfo) -> TrainResult:
         self._check_record(info)
         if is_complete(self.run_dir):
             return self._complete_result()
         tcfg = self.tcfg
         resume = None
         if info.is_main:
+            _discard_damaged_final(self.run_dir)
             ckpt.clean_temporaries(self.run_dir / "ckpt")
+            ckpt.clean_temporaries(self.run_dir / "milestones")
+            remove_stale_temporaries(self.run_dir, older_than_s=0.0)
             found = ckpt.latest(self.run_dir / "ckpt")
             resume = str(found) if found else None
         resume = D.all_gather_object(resume)[0]
@@ -216,6 +235,12 @@ class Trainer:
             _truncate_metrics(self.run_dir / METRICS, start_step)
             if start_step:
                 print(f"[archpool] resuming {self.run_dir} from step {start_step} ({resume})", flush=True)
+            if resume and start_step >= self.total_steps:  # the final milestone was damaged: rebuild it
+                _link_copy(Path(resume), run_dir_final(self.run_dir))
+                warnings.warn(f"{run_dir_final(self.run_dir)}: rebuilt from {resume}", stacklevel=2)
+        if resume and start_step >= self.total_steps:
+            D.barrier()
+            return self._complete_result()
 
         if self.initial_milestone and start_step == 0 and info.is_main:
             self._save_initial(model)
@@ -231,7 +256,7 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
-        metrics_file = open(self.run_dir / METRICS, "a") if info.is_main else None  # noqa: SIM115 - closed in the run's finally
+        metrics_file = open_append_text(self.run_dir / METRICS) if info.is_main else None
         t_log, tok_log, interval_losses = time.perf_counter(), 0, []
         gbt = tcfg.global_batch_tokens
         try:
@@ -284,8 +309,7 @@ class Trainer:
                         "tokens_per_s": tok_log / max(now - t_log, 1e-9),
                         "skipped": skipped,
                     }
-                    metrics_file.write(json.dumps(row) + "\n")  # type: ignore[union-attr]
-                    metrics_file.flush()  # type: ignore[union-attr]
+                    _write_row(metrics_file, self.run_dir / METRICS, row)
                     if writer is not None:
                         for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
                             writer.add_scalar(f"train/{k}", row[k], done)
@@ -426,18 +450,66 @@ def _as_tuple(x: Any) -> Any:
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric rows past the resumed step (and a torn last line) so a resumed log reads as one run."""
-    if not path.is_file():
+    """Drop metric rows past the resumed step (and a torn last line) so a resumed log reads as one run;
+    lines that are not JSON rows (garbage bytes) are dropped with a warning that counts them."""
+    if not path.is_file() and not path.is_symlink():
         return
-    keep = []
-    for line in path.read_text().splitlines():
+    refuse_symlink(path)
+    keep, bad = [], 0
+    lines = path.read_bytes().splitlines()
+    for i, raw in enumerate(lines):
         try:
+            line = raw.decode("utf-8")
             row = json.loads(line)
-        except json.JSONDecodeError:
+            if not isinstance(row, dict):
+                raise ValueError("not a row")
+        except (UnicodeDecodeError, ValueError):
+            bad += i < len(lines) - 1  # a torn last line is the normal trace of a kill
             continue
-        if row.get("step", 0) <= step:
+        if not isinstance(row.get("step", 0), (int, float)) or row.get("step", 0) <= step:
             keep.append(line)
+    if bad:
+        warnings.warn(f"{path}: dropped {bad} damaged line(s) that were not JSON rows", stacklevel=2)
     atomic_write_text(path, "".join(line + "\n" for line in keep))
+
+
+def _write_row(f, path: Path, row: dict[str, Any]) -> None:
+    """One metrics row, flushed; a full disk is a named error (checkpoints already written stay valid)."""
+    try:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+    except OSError as e:
+        raise disk_error(path, e) from None
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    """The run's ``run_config.json``; ``StateError`` naming it when it is a link, truncated or not a mapping."""
+    try:
+        refuse_symlink(path)
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise StateError(
+            f"{path}: truncated or corrupt ({type(e).__name__}); delete it to resume with the current config, or use a new --out"
+        ) from None
+    if not isinstance(record, dict):
+        raise StateError(f"{path}: not a run record (a mapping); delete it to resume with the current config, or use a new --out")
+    return record
+
+
+def _discard_damaged_final(run_dir: Path) -> None:
+    """Remove a final milestone that fails verification, so the run resumes from its newest intact
+    checkpoint and rebuilds it."""
+    final = run_dir_final(run_dir)
+    if not (final.exists() or final.is_symlink()):
+        return
+    try:
+        ckpt.validate(final)
+    except CheckpointError as e:
+        warnings.warn(f"{e}; rebuilding the final milestone from the newest intact checkpoint", stacklevel=2)
+        if final.is_symlink() or not final.is_dir():
+            final.unlink()
+        else:
+            shutil.rmtree(final)
 
 
 def _link_copy(src: Path, dst: Path) -> None:
@@ -452,7 +524,7 @@ def _link_copy(src: Path, dst: Path) -> None:
         except OSError:
             shutil.copy2(s, d)
 
-    shutil.copytree(src, tmp, copy_function=link)
+    shutil.copytree(src, tmp, symlinks=True, copy_function=link)  # a planted link stays a link (and fails validation)
     if dst.exists():
         old = dst.parent / f".old_{dst.name}.{os.getpid()}"
         os.replace(dst, old)

@@ -13,7 +13,7 @@ import pytest
 
 from archpool.report import write_report
 
-FIGURES = {"scores_by_run", "predictor_r2", "target_vs_count", "effects", "by_length", "attention"}
+FIGURES = {"verdict_effects", "accuracy_by_length", "attention", "effects", "scores_by_run", "predictor_r2", "target_vs_count"}
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -59,7 +59,7 @@ def test_report_needs_no_network_and_escapes_run_names(report):
     page.feed(html)
     assert not [t for t, _ in page.tags if t in ("script", "link", "iframe", "object")]
     assert not [a for t, a in page.tags if a.get("src", "data:").split(":")[0] not in ("data",)]
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
     assert "OOM in &lt;b&gt;extend&lt;/b&gt;" in html and "<b>" not in html
     text = "".join(page.text)
     assert "<script>alert('x')</script>" in text  # shown to the reader as text
@@ -108,31 +108,53 @@ def test_report_in_headless_chromium_loads_every_image_with_a_clean_console(repo
     assert {i["alt"] for i in images} == FIGURES and not broken
     assert not messages and not errors
     assert scripts == 0
-    assert first_h2 == "Findings"
+    assert first_h2 == "Verdict"
     assert overflow == 0
     assert "<script>alert('x')</script>" in text and "price_$x$_run" in text  # hostile names shown as text
     assert shot.read_bytes().startswith(PNG)
 
 
-# ---------------------------------------------------------------------------------------------- findings
+# ----------------------------------------------------------------------------------------------- verdict
 def _section(html: str) -> str:
     page = _Page()
-    page.feed(html[html.index("<section class=findings") : html.index("</section>")])
+    page.feed(html[html.index('<section class="verdict"') : html.index("</section>")])
     return " ".join(" ".join(page.text).split())
 
 
-def test_findings_come_first_in_plain_sentences(report):
+def _text(html: str) -> str:
+    page = _Page()
+    page.feed(html)
+    return " ".join(" ".join(page.text).split())
+
+
+def test_verdict_comes_first_with_one_row_per_axis(report):
     html = report.read_text()
-    assert html.index("<h2>Findings</h2>") < html.index("<h2>Scores by run</h2>") < html.index("<figure")
+    assert html.index("<h2>Verdict</h2>") < html.index("<h2>Figures</h2>") < html.index("<figure")
     text = _section(html)
+    assert text.startswith(
+        "Verdict Question: how much does each of QK-norm, GQA, SWA and short pretraining context change helmet"
+    )
+    assert "Beyond seed noise:" in text
     for name in ("QK-norm", "GQA", "SWA", "short pretraining context"):
-        assert f"{name} lowers helmet (higher is better) by" in text
-    assert "95% CI [" in text and "over 2 seeds" in text and "above seed noise" in text
-    assert "Same direction as the paper's" in text
-    assert "The feature count explains helmet with R²" in text and "leave-one-out" in text and "generalises" in text
-    ft = pd.read_csv(report.parent / "tables" / "findings.csv")
-    assert set(ft.axis) == {"QK-norm", "GQA", "SWA", "short pretraining context"}
-    assert ft.above_seed_noise.all() and (ft.vs_paper == "same").all() and (ft.effect < 0).all()
+        assert (
+            f'id="verdict-{dict(zip(("QK-norm", "GQA", "SWA", "short pretraining context"), ("qk_norm", "gqa", "swa", "short_ctx")))[name]}"'
+            in html
+        )
+    v = pd.read_csv(report.parent / "tables" / "verdict.csv")
+    assert list(v.feature) == ["qk_norm", "gqa", "swa", "short_ctx"]
+    assert v.beyond_noise.all() and (v.after < 0).all()  # −5 each, noise 1, 2 seeds
+    findings = pd.read_csv(report.parent / "tables" / "findings.csv")
+    assert set(findings.axis) == {"QK-norm", "GQA", "SWA", "short pretraining context"}
+    assert np.allclose(sorted(v.after), sorted(findings.effect))  # the same matched-pair effects
+
+
+def test_statistics_explain_the_count_fit_and_collapse_long_tables(report):
+    html = report.read_text()
+    text = _text(html)
+    assert "The feature count explains helmet with R²" in text and "leave-one-out" in text
+    assert "full factorial design" in text
+    assert "<details><summary>Every predictor (" in html  # the long table is collapsed
+    assert "<h3>Best predictors measured before extension</h3>" in html
 
 
 def test_pre_extension_predictors_are_reported_and_labelled(report):
@@ -142,8 +164,7 @@ def test_pre_extension_predictors_are_reported_and_labelled(report):
     from archpool.analysis.summary import phase
 
     assert pre and all(phase(p["predictor"]) == "pre" for p in pre)
-    assert "<h2>Before extension: can you tell?</h2>" in html
-    assert f"the best predictor of helmet is {pre[0]['predictor']} (pre-extension)" in _section(html)
+    assert f"the best predictor of helmet is {pre[0]['predictor']} (pre-extension)" in _text(html)
     table = pd.read_csv(report.parent / "tables" / "pre_extension.csv")
     assert list(table["pre-extension predictor"]) == [p["predictor"] for p in pre]
     preds = pd.read_csv(report.parent / "tables" / "predictors.csv")
@@ -164,9 +185,10 @@ def test_findings_for_several_targets_flip_for_lower_is_better_and_report_result
         (),
         findings_targets=["longppl@512", "kv_recall_acc@512", "ruler_noise"],
     )
-    text = _section(page.read_text())
-    assert "SWA raises longppl@512 (lower is better) by" in text
     f = json.loads((tmp_path / "r" / "analysis.json").read_text())["findings"]
+    text = " ".join(s for t in f["targets"] for s in t["sentences"])
+    assert "SWA raises longppl@512 (lower is better) by" in text
+    assert "<summary>Every metric the pool names, by axis (" in page.read_text()
     by = {t["metric"]: {a["feature"]: a for a in t["axes"]} for t in f["targets"]}
     assert [t["metric"] for t in f["targets"]] == ["helmet", "longppl@512", "kv_recall_acc@512", "ruler_noise"]
     assert all(a["paper_direction"] == "same" and a["above_noise"] for a in by["longppl@512"].values())
@@ -190,9 +212,9 @@ def test_small_pool_gets_a_small_n_warning_and_merged_identical_columns(tmp_path
     df.to_csv(tmp_path / "results.csv", index=False)
     page = write_report(tmp_path / "results.csv", tmp_path / "r", "helmet")
     html = page.read_text()
-    assert "id=small-n-warning" in html
     text = _section(html)
     assert "Small sample: 3 runs" in text and "R² near 1 by chance" in text
+    assert 'id="small-n-warning"' in html
     preds = pd.read_csv(tmp_path / "r" / "tables" / "predictors.csv")
     assert "kv_recall_ll@128 (= tiny_ll@128)" in set(preds.predictor)
     assert not any(p == "tiny_ll@128" for p in preds.predictor)
@@ -206,8 +228,10 @@ def test_figures_legend_grammar_dots_without_zero_and_explained_star(pool_dir):
     r = analyze(load_results(pool_dir), "helmet", None, ())
     fig = figs.scores_by_run(r)
     ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "1 feature" in labels and "1 features" not in labels
+    assert ax.get_legend() is None  # 17 architectures: colours would repeat, so no legend
+    few = dict(r, runs=[x for x in r["runs"] if x["run"].startswith(("pre_32kv_8k_SWA", "LQK_8kv_4k_s"))])
+    labels = [t.get_text() for t in figs.scores_by_run(few).axes[0].get_legend().get_texts()]
+    assert sorted(labels) == ["LQK_8kv_4k", "pre_32kv_8k_SWA"]  # one entry per architecture, seeds merged
     lo, hi = ax.get_xlim()
     assert lo > 0 and not ax.patches  # helmet ≈ 25..50: the axis excludes 0, so dots, not bars from 0
     r2 = dict(r, runs=[dict(x, target=x["target"] - 40) for x in r["runs"]])  # values around 0: bars from 0

@@ -174,9 +174,14 @@ def test_html_report_has_the_extension_sections(tmp_path):
     path = tmp_path / "results.csv"
     df.to_csv(path, index=False)
     page = write_report(path, tmp_path / "report", TARGET, short_ctx=128).read_text()
-    for title in ("Extension-only effects", "Did not master before extension", "Remedy", "Mastery before extension"):
-        assert f"<h2>{title}</h2>" in page
-    assert "id=not-factorial" in page and "id=extension-findings" in page
+    for title in ("Verdict", "Runs that did not master their own length", "Remedy", "Per architecture"):
+        assert f">{title}</h2>" in page
+    assert 'id="not-mastered-warning"' in page and "qk_s2" in page
+    assert "changes one axis at a time" in page  # not factorial: the design note explains the statistics
+    assert "<summary>Extension-only effects at every length and rung (" in page
+    verdict = pd.read_csv(tmp_path / "report" / "tables" / "verdict.csv")
+    qk = verdict.set_index("feature").loc["qk_norm"]
+    assert qk.n == 2 and qk.after < 0 and not qk.before_present  # qk_s2 left out: it did not master
     assert (tmp_path / "report" / "tables" / "extension_effects.csv").is_file()
 
 

@@ -110,7 +110,7 @@ def test_load_returns_decoder_from_checkpoint_or_hf_dir(tmp_path):
         assert logits.shape == (3, 16, 64)
         assert (logits - want).abs().max().item() <= 1e-4
     assert archpool.load(tmp_path / "hf").cfg.tie_embeddings
-    with pytest.raises(Exception, match="neither an archpool checkpoint"):
+    with pytest.raises(Exception, match="nor a Hugging Face model directory"):
         archpool.load(tmp_path)
 
 

@@ -212,6 +212,8 @@ EXPORT_CASES = {
         tiny(norm="post", qk_norm="layerwise", window=8, swa_pattern=["sliding", "full", "sliding", "full"]),
         "Olmo3ForCausalLM",
     ),
+    "qwen2-qkv-bias-gqa": (tiny(qkv_bias=True, n_kv_heads=2), "Qwen2ForCausalLM"),
+    "qwen2-qkv-bias-swa": (tiny(qkv_bias=True, n_kv_heads=2, window=8, swa_pattern="olmo3"), "Qwen2ForCausalLM"),
 }
 
 
@@ -283,19 +285,36 @@ def test_export_of_post_norm_without_qk_norm_is_refused():
         to_hf_config(cfg)
 
 
-def test_qwen2_imports_only_with_zero_biases(tmp_path):
+def test_qwen2_with_qkv_biases_round_trips_through_import_and_export(tmp_path):
     torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(hf_config("qwen2", num_key_value_heads=2)).eval()
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                proj.bias.zero_()
+    hf = perturb_(transformers.AutoModelForCausalLM.from_config(hf_config("qwen2", num_key_value_heads=2))).eval()
+    assert hf.model.layers[1].self_attn.k_proj.bias.abs().max() > 0  # real Qwen2 checkpoints carry biases
     ids = random_ids()
     with torch.no_grad():
-        assert max_diff(hf_model_to_archpool(hf)(ids), hf(ids).logits) <= TOL
-        hf.model.layers[1].self_attn.k_proj.bias.add_(0.1)
-    with pytest.raises(ConfigError, match="non-zero bias"):
-        hf_model_to_archpool(hf)
+        want = hf(ids).logits
+        ours = hf_model_to_archpool(hf).eval()
+        assert ours.cfg.qkv_bias and max_diff(ours(ids), want) <= TOL
+    hf.save_pretrained(tmp_path / "qwen2")
+    back = import_hf(tmp_path / "qwen2").eval()
+    export_hf(back, tmp_path / "out")
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert type(again).__name__ == "Qwen2ForCausalLM"
+    with torch.no_grad():
+        assert max_diff(back(ids), want) <= TOL
+        assert max_diff(again(ids).logits, want) <= TOL
+
+
+def test_qkv_bias_model_trains_from_zero_biases_and_exports_only_as_qwen2():
+    cfg = tiny(qkv_bias=True)
+    model = Decoder(cfg)
+    biases = [p for n, p in model.named_parameters() if n.endswith("_proj.bias")]
+    assert len(biases) == 3 * cfg.n_layers and all(not b.any() for b in biases)
+    assert sum(p.numel() for p in model.parameters()) == cfg.num_params()
+    assert "qkv_bias" in cfg.to_dict() and "qkv_bias" not in tiny().to_dict()
+    assert ModelConfig.from_dict(cfg.to_dict()).qkv_bias
+    assert to_hf_config(cfg).architectures == ["Qwen2ForCausalLM"]
+    with pytest.raises(ConfigError, match="qkv_bias.*Qwen2ForCausalLM"):
+        to_hf_config(tiny(qkv_bias=True, qk_norm="headwise"))
 
 
 def test_import_refuses_unknown_model_type_and_unsupported_rope(tmp_path):

@@ -37,6 +37,13 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert row["pretrain_loss"] and row["extension_loss"]
     assert (out / "report" / "report.html").is_file() and (out / "report" / "analysis.json").is_file()
     assert "report:" in r.stdout
+    # the report answers first and says how its numbers were made
+    page = (out / "report" / "report.html").read_text()
+    assert page.index(">Verdict</h2>") < page.index(">Figures</h2>") < page.index('id="reproducibility"')
+    for fact in ("<dt>torch</dt><dd>2.13.0", "<dt>pretraining</dt>", "<dt>extension</dt>", "compute time", "name: smoke"):
+        assert fact in page, fact
+    figures = {p.stem for p in (out / "report" / "figures").glob("*.png")}
+    assert {"verdict_effects", "accuracy_by_length", "accuracy_by_distance", "extension_curves", "loss_curves"} <= figures
     # MQAR by distance bucket and chains, before and after extension; attention before extension too
     for col in (
         "mqar_acc@512[d>128]#ext0",

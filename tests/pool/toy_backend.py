@@ -1,5 +1,6 @@
 """A test double of the pool's stages (``backend: toy_backend``): exercises the orchestration without
-training anything. Not part of the product: the tests put this directory on ``PYTHONPATH``.
+training anything. Not part of the product: the tests put this directory on ``PYTHONPATH`` and name
+the module in ``$ARCHPOOL_BACKENDS`` (tests/conftest.py), the environment's list of trusted backends.
 
 Each stage is deterministic in its config and inputs, works in steps with a checkpoint per step
 (so a kill mid-stage resumes from the last step), and logs every executed step to

@@ -3,16 +3,20 @@ the pretrained one before extension (``base_attn_*`` columns), at the same lengt
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from archpool.pool.graph import StageContext
 from archpool.pool.sections import attention_settings
+from archpool.pool.stages import checkpoint
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     from archpool.attention.runner import pool_stage
 
     c = ctx.config
+    if checkpoint.is_checkpoint_node(ctx):
+        return _checkpoint(ctx)
     _, settings = attention_settings(c["attention"])
     length = c.get("analysis_len") or int(ctx.input_results["model"].get("length") or 0) or None
     res = pool_stage(
@@ -25,3 +29,33 @@ def run(ctx: StageContext) -> dict[str, Any]:
         log=ctx.log,
     )
     return {"metrics": res["metrics"], "json": res["json"]}
+
+
+def _checkpoint(ctx: StageContext) -> dict[str, Any]:
+    """A checkpoint run's model on its run record's data store (archpool runs), else the pool's ``texts``,
+    else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
+    import dataclasses
+
+    from archpool.attention.runner import RESULT_NAME, analyze_target
+
+    c = ctx.config
+    _, settings = attention_settings(c["attention"])
+    settings = dataclasses.replace(
+        settings,
+        seq_len=settings.seq_len if settings.seq_len is not None else int(c["seq_len"]),
+        long_ctx=settings.long_ctx if settings.long_ctx is not None else int(c["analysis_len"]),
+    )
+    texts = (ctx.pool or {}).get("texts") or [str(_filler_text(ctx.out_dir))]
+    out = ctx.out_dir / RESULT_NAME
+    r = analyze_target(checkpoint.model_path(ctx), settings, texts=texts, out=out, log=ctx.log)
+    return {"metrics": r["metrics"], "json": str(out)}
+
+
+def _filler_text(out_dir: Path) -> Path:
+    import random
+
+    from archpool.tasks.haystack import pseudo_sentences
+
+    path = out_dir / "filler.txt"
+    path.write_text(" ".join(pseudo_sentences(random.Random(0), 2000)) + "\n")
+    return path

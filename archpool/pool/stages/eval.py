@@ -12,7 +12,7 @@ from archpool.columns import eval_columns
 from archpool.io import atomic_write_json
 from archpool.pool.graph import StageContext
 from archpool.pool.sections import EvalSettings
-from archpool.pool.stages import data
+from archpool.pool.stages import checkpoint, data
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     at = e.lengths_at(c["phase"] == "base", int(c["long_ctx"]))
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
-    model = ctx.inputs["model"]
+    model = checkpoint.model_path(ctx) if checkpoint.is_checkpoint_node(ctx) else ctx.inputs["model"]
     if c.get("rung") is not None:  # one rung of an extension ladder: its checkpoint in the extension run
         from archpool.train.extend import rung_dir
 

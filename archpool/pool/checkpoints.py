@@ -1,0 +1,407 @@
+"""Checkpoint runs: a pool member that names an existing model instead of a recipe.
+
+A run entry with ``checkpoint:`` (the model to study; after extension when there are two) and
+optionally ``pretrained:`` (its before-extension twin) is measured, not trained: its plan has only
+eval and attention nodes (:func:`archpool.pool.plan.checkpoint_nodes`). Each reference is
+
+- a local directory: an archpool run directory (its final checkpoint), an archpool checkpoint, or a
+  Hugging Face model directory; relative paths are read from the pool file's directory;
+- a Hub name ``org/name@revision``, loaded only under ``archpool run --allow-download``.
+
+Design columns come from the model's config through :mod:`archpool.model.features` (the pretraining
+context from the before-extension twin when there is one), then ``published:`` (a run of the paper's
+table: its design and its scores as ``paper_*`` columns), then ``design:`` overrides. Stage keys hash
+the model's bytes (config, weights, tokenizer), never its path, so a moved or copied model is a
+cache hit and a changed one is not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archpool import study
+from archpool.errors import ConfigError
+from archpool.io import read_config_file, sha256_file, sha256_json
+
+CHECKPOINT_KEYS = {"name", "checkpoint", "pretrained", "design", "published", "columns", "init", "fp8", "hub"}
+DESIGN_KEYS = (
+    "swa",
+    "qk_norm",
+    "norm",
+    "n_kv_heads",
+    "n_heads",
+    "window",
+    "d_ff",
+    "n_layers",
+    "d_model",
+    "pretrain_ctx",
+    "params_b",
+)
+ALLOW_DOWNLOAD_ENV = "ARCHPOOL_ALLOW_DOWNLOAD"  # set by `archpool run --allow-download` for its workers
+ALLOW_DOWNLOAD_OPTION = "--allow-download"
+_HUB = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?$")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Where a checkpoint run's model is: a local directory or a Hub repository at a revision."""
+
+    text: str  # as written in the pool
+    path: str = ""  # local: absolute directory
+    repo: str = ""  # hub: org/name
+    revision: str = ""
+
+    @property
+    def is_hub(self) -> bool:
+        return bool(self.repo)
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def parse_ref(value: Any, base_dir: Path, where: str) -> ModelRef:
+    """A local directory (absolute, or relative to ``base_dir``) or a Hub name ``org/name@revision``."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(where, f"a model directory or a Hub name org/name@revision, got {value!r}")
+    text = value.strip()
+    local = Path(text).expanduser()
+    local = local if local.is_absolute() else base_dir / local
+    explicit_path = text.startswith(("/", "./", "../", "~"))
+    if local.is_dir():
+        return ModelRef(text=text, path=str(local.resolve()))
+    m = _HUB.match(text)
+    if explicit_path or m is None:
+        raise ConfigError(where, f"no model directory {str(local)!r} (and not a Hub name org/name@revision)")
+    return ModelRef(text=text, repo=m["repo"], revision=m["rev"] or "main")
+
+
+# ---------------------------------------------------------------------------------------------- local models
+def model_dir(path: str | Path) -> Path:
+    """The directory holding a reference's weights: a run directory's final checkpoint, else itself."""
+    path = Path(path)
+    if (path / "run_config.json").is_file():
+        return path / "milestones" / "final"  # archpool.train.trainer.run_dir_final
+    return path
+
+
+def _weight_names(directory: Path) -> list[str]:
+    if (directory / "model.safetensors").is_file():
+        return ["model.safetensors"]
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        data = read_config_file(index)
+        return ["model.safetensors.index.json", *sorted({str(v) for v in (data.get("weight_map") or {}).values()})]
+    raise ConfigError(str(directory), "no safetensors weights (model.safetensors or a shard index)")
+
+
+_KEY_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def content_key(ref: ModelRef) -> str:
+    """The model's identity for stage keys: the sha256 of its config, weights and tokenizer bytes
+    (local), or repository + revision (Hub: a commit names fixed bytes; a branch or tag can move, and the
+    eval stage's own cache still keys its results by the downloaded weights' sha256)."""
+    if ref.is_hub:
+        return sha256_json({"hub": ref.repo, "revision": ref.revision})[:32]
+    d = model_dir(ref.path)
+    names = ["config.json", *_weight_names(d)]
+    names += [n for n in ("tokenizer.json", "archpool_config.json") if (d / n).is_file()]
+    hashes = {}
+    for n in names:
+        st = (d / n).stat()
+        memo = (str((d / n).resolve()), st.st_mtime_ns, st.st_size)
+        if memo not in _KEY_MEMO:
+            _KEY_MEMO[memo] = sha256_file(d / n)
+        hashes[n] = _KEY_MEMO[memo]
+    return sha256_json(hashes)[:32]
+
+
+def _safetensors_params(directory: Path) -> int:
+    from safetensors import safe_open
+
+    total = 0
+    for name in _weight_names(directory):
+        if not name.endswith(".safetensors"):
+            continue
+        with safe_open(str(directory / name), framework="numpy") as f:
+            for k in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                n = 1
+                for s in f.get_slice(k).get_shape():
+                    n *= int(s)
+                total += n
+    return total
+
+
+def local_design(path: str | Path) -> dict[str, Any]:
+    """Design columns of a local model from its config (via :mod:`archpool.model.features`)."""
+    from archpool.model.checkpoint import FORMAT_KEY
+    from archpool.model.config import ModelConfig
+    from archpool.model.features import features_from_config, features_from_hf_config
+
+    d = model_dir(path)
+    if not (d / "config.json").is_file():
+        raise ConfigError(str(path), "no config.json (neither an archpool run/checkpoint nor a Hugging Face model)")
+    data = read_config_file(d / "config.json")
+    ours = d / "archpool_config.json"  # written beside an HF export: the archpool config, extension record included
+    if isinstance(data, dict) and FORMAT_KEY in data:
+        cfg = ModelConfig.from_dict(data["model"])
+    elif ours.is_file():
+        cfg = ModelConfig.from_dict(read_config_file(ours))
+    else:
+        cfg = None
+    if cfg is not None:
+        f = features_from_config(cfg)
+        extra = dict(d_ff=cfg.d_ff, d_model=cfg.d_model, params=cfg.num_params())
+    else:
+        f = features_from_hf_config(data, source=str(d))
+        extra = dict(d_ff=int(data.get("intermediate_size") or 0), d_model=int(data.get("hidden_size") or 0))
+        extra["params"] = _safetensors_params(d)
+    return dict(
+        swa=int(f["swa"]),
+        qk_norm=f["qk_norm"],
+        norm=f["norm"],
+        n_kv_heads=int(f["n_kv_heads"]),
+        n_heads=int(f["n_heads"]),
+        window=int(f["window"] or 0),
+        n_layers=int(f["n_layers"]),
+        pretrain_ctx=int(f["pretrain_ctx"]),
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the spec
+@dataclass
+class CheckpointDesign:
+    """The architecture columns of a checkpoint run (what a trained run reads from its ModelConfig)."""
+
+    swa: int
+    qk_norm: str
+    norm: str
+    n_kv_heads: int
+    n_heads: int
+    window: int = 0
+    d_ff: int = 0
+    n_layers: int = 0
+    d_model: int = 0
+
+
+@dataclass
+class CheckpointRunSpec:
+    """A pool member measured from an existing model: ``checkpoint`` (and its ``pretrained`` twin)."""
+
+    name: str
+    arch: str
+    model: CheckpointDesign
+    pretrain_ctx: int
+    checkpoint: dict[str, str]
+    pretrained: dict[str, str] | None = None
+    seed: int = 0
+    init: str = ""
+    init_seed: int = 0
+    fp8: bool = False
+    params: int = 0
+    columns: dict[str, Any] = field(default_factory=dict)
+    kind: str = "checkpoint"
+
+    @property
+    def refs(self) -> dict[str, ModelRef]:
+        """``final`` (the checkpoint) and, when given, ``pretrained``."""
+        out = {"final": ModelRef(**self.checkpoint)}
+        if self.pretrained:
+            out["pretrained"] = ModelRef(**self.pretrained)
+        return out
+
+    @property
+    def axes(self) -> dict[str, Any]:
+        m = self.model
+        return dict(
+            swa=int(m.swa),
+            qk_norm=m.qk_norm,
+            norm=m.norm,
+            n_kv_heads=m.n_kv_heads,
+            n_heads=m.n_heads,
+            pretrain_ctx=self.pretrain_ctx,
+        )
+
+    def feature_count(self, short_ctx: int) -> int:
+        a = self.axes
+        return study.feature_count(
+            qk_norm=a["qk_norm"],
+            n_kv_heads=a["n_kv_heads"],
+            n_heads=a["n_heads"],
+            swa=a["swa"],
+            pretrain_ctx=a["pretrain_ctx"],
+            short_ctx=short_ctx,
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The run's design columns of ``results.csv``, as a trained run's (the models' locations are in plan.json)."""
+        m = self.model
+        return dict(
+            run=self.name,
+            arch=self.arch,
+            **self.axes,
+            seed=self.seed,
+            init=self.init,
+            fp8=int(self.fp8),
+            window=m.window,
+            d_ff=m.d_ff,
+            n_layers=m.n_layers,
+            d_model=m.d_model,
+            params_b=round(self.params / 1e9, 6),
+            **self.columns,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckpointRunSpec:
+        return cls(**{**d, "model": CheckpointDesign(**d["model"])})
+
+
+def is_checkpoint_entry(entry: Any) -> bool:
+    return isinstance(entry, dict) and ("checkpoint" in entry or "pretrained" in entry)
+
+
+def run_from_dict(d: dict[str, Any]):
+    """A run of plan.json: a checkpoint run, or ``None`` for a trained run (the caller builds it)."""
+    return CheckpointRunSpec.from_dict(d) if d.get("kind") == "checkpoint" else None
+
+
+def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> CheckpointRunSpec:
+    """One ``checkpoint:`` run entry, validated, with its design resolved (see the module docstring)."""
+    name = entry["name"]
+    unknown = sorted(set(entry) - CHECKPOINT_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{label}.{unknown[0]}", f"unknown field of a checkpoint run; allowed: {', '.join(sorted(CHECKPOINT_KEYS))}"
+        )
+    if "checkpoint" not in entry:
+        raise ConfigError(f"{label}.checkpoint", "a checkpoint run names the model to study (`pretrained:` is its optional twin)")
+    final = parse_ref(entry["checkpoint"], base_dir, f"{label}.checkpoint")
+    pretrained = parse_ref(entry["pretrained"], base_dir, f"{label}.pretrained") if entry.get("pretrained") else None
+    design: dict[str, Any] = {}
+    columns: dict[str, Any] = {}
+    if not final.is_hub:
+        design.update(_local_design(final.path, f"{label}.checkpoint"))
+    if pretrained is not None and not pretrained.is_hub:
+        twin = _local_design(pretrained.path, f"{label}.pretrained")
+        design = {**twin, **design, "pretrain_ctx": twin["pretrain_ctx"]}  # the twin's own context is its pretraining one
+    published = entry.get("published")
+    if published is not None:
+        design.update(_published_design(published, f"{label}.published"))
+        columns.update(_published_columns(published))
+    overrides = entry.get("design") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{label}.design", "a mapping of design columns")
+    for k in overrides:
+        if k not in DESIGN_KEYS:
+            raise ConfigError(f"{label}.design.{k}", f"unknown design column; allowed: {', '.join(DESIGN_KEYS)}")
+    design.update(overrides)
+    if "params_b" in design:
+        design["params"] = int(round(float(design.pop("params_b")) * 1e9))
+    missing = [k for k in ("swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx") if k not in design]
+    if missing:
+        raise ConfigError(
+            f"{label}.design.{missing[0]}",
+            f"a Hub checkpoint's config is read only after download: give `design:` (or `published:`) with {', '.join(missing)}",
+        )
+    design["qk_norm"] = study.canonical_qk_norm(design["qk_norm"])
+    _check_design(design, label)
+    extra = entry.get("columns") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{label}.columns", "a mapping of extra results columns")
+    columns.update(extra)
+    fp8 = entry.get("fp8", design.pop("fp8", False))
+    if fp8 not in (0, 1, True, False):
+        raise ConfigError(f"{label}.fp8", f"a boolean (a confound column), got {fp8!r}")
+    return CheckpointRunSpec(
+        name=name,
+        arch=name,
+        model=CheckpointDesign(**{k: design[k] for k in CheckpointDesign.__dataclass_fields__ if k in design}),
+        pretrain_ctx=int(design["pretrain_ctx"]),
+        checkpoint=final.to_dict(),
+        pretrained=pretrained.to_dict() if pretrained else None,
+        init=str(entry.get("init", design.get("init", name))),
+        fp8=bool(fp8),
+        params=int(design.get("params", 0)),
+        columns=columns,
+    )
+
+
+def _local_design(path: str, where: str) -> dict[str, Any]:
+    try:
+        return local_design(path)
+    except ConfigError as e:
+        raise ConfigError(where, f"{path}: {str(e).split(': ', 1)[-1]}") from None
+
+
+def _check_design(d: dict[str, Any], label: str) -> None:
+    for k in ("n_kv_heads", "n_heads", "pretrain_ctx"):
+        if not isinstance(d[k], int) or isinstance(d[k], bool) or d[k] < 1:
+            raise ConfigError(f"{label}.design.{k}", f"a positive integer, got {d[k]!r}")
+    if d["n_heads"] % d["n_kv_heads"]:
+        raise ConfigError(f"{label}.design.n_kv_heads", f"{d['n_kv_heads']} does not divide n_heads={d['n_heads']}")
+    if d["norm"] not in ("pre", "post"):
+        raise ConfigError(f"{label}.design.norm", f"'pre' or 'post', got {d['norm']!r}")
+    if d["swa"] not in (0, 1, True, False):
+        raise ConfigError(f"{label}.design.swa", f"0 or 1, got {d['swa']!r}")
+    d["swa"] = int(d["swa"])
+
+
+def _published_design(name: Any, where: str) -> dict[str, Any]:
+    from archpool.paper.table import PAPER_N_HEADS, paper_run, parse_released_name
+
+    try:
+        r = paper_run(str(name))
+    except KeyError:
+        raise ConfigError(where, f"no run {name!r} in the paper's table") from None
+    d = r.design
+    return dict(
+        swa=d["swa"],
+        qk_norm=d["qk_norm"],
+        norm=d["norm"],
+        n_kv_heads=d["n_kv_heads"],
+        n_heads=PAPER_N_HEADS,
+        window=parse_released_name(r.name)["window"],  # the name says it slides (some configs ship no window)
+        d_ff=d["d_ff"],
+        n_layers=d["n_layers"],
+        d_model=4096,  # every run of the pool: 32 heads of 128
+        pretrain_ctx=d["pretrain_ctx"],
+        params_b=d["params_b"],
+        fp8=d["fp8"],
+        init=d["init"],
+    )
+
+
+def _published_columns(name: Any) -> dict[str, Any]:
+    from archpool.paper.table import published_columns
+
+    return {"paper_run": str(name), **published_columns(str(name))}
+
+
+# ---------------------------------------------------------------------------------------------- downloads
+def hub_refs(runs: list[Any]) -> list[str]:
+    """The Hub references of a pool's checkpoint runs, as written."""
+    return [ref.text for r in runs if getattr(r, "kind", "") == "checkpoint" for ref in r.refs.values() if ref.is_hub]
+
+
+def check_downloads(runs: list[Any], allow: bool) -> None:
+    """ConfigError naming ``--allow-download`` when a run needs the Hub and downloads were not allowed."""
+    refs = hub_refs(runs)
+    if refs and not allow:
+        more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
+        raise ConfigError(
+            ALLOW_DOWNLOAD_OPTION,
+            f"this pool loads models from the Hugging Face Hub ({refs[0]}{more}); "
+            f"pass {ALLOW_DOWNLOAD_OPTION} to download them (archpool never downloads otherwise)",
+        )
+
+
+def downloads_allowed() -> bool:
+    return os.environ.get(ALLOW_DOWNLOAD_ENV) == "1"

@@ -1,0 +1,128 @@
+"""The report's context from a pool directory: the pool file, training budgets, compute time per stage
+(from ``events.jsonl``), loss curves (each training node's ``metrics.jsonl``) and chance levels (the eval
+nodes' task results)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from archpool.pool.graph import Node, node_dir, read_events
+from archpool.pool.spec import PoolSpec
+from archpool.report.context import ReportContext
+
+MAX_CURVE_POINTS = 200  # per run and phase: enough for a figure, bounded for long runs
+
+
+def stage_seconds(out: Path, nodes: list[Node]) -> dict[str, float]:
+    """Wall time per stage, summed over this plan's nodes (each node's most recent completion)."""
+    keys = {n.key: n.stage for n in nodes}
+    last: dict[str, float] = {}
+    for e in read_events(out):
+        if e.get("kind") == "done" and e.get("key") in keys and isinstance(e.get("seconds"), (int, float)):
+            last[e["key"]] = float(e["seconds"])
+    per: dict[str, float] = defaultdict(float)
+    for key, s in last.items():
+        per[keys[key]] += s
+    return dict(per)
+
+
+def _curve(path: Path) -> list[tuple[int, float]]:
+    points = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        loss = row.get("loss_avg", row.get("loss")) if isinstance(row, dict) else None  # mean since the last log
+        if isinstance(row.get("step"), int) and isinstance(loss, (int, float)):
+            points.append((row["step"], float(loss)))
+    stride = max(1, len(points) // MAX_CURVE_POINTS)
+    return points[::stride]
+
+
+def loss_curves(out: Path, nodes: list[Node]) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """Run → {"pretrain": [(step, loss)], "extend": [...]} for the pool's primary training nodes."""
+    curves: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(dict)
+    for n in nodes:
+        if n.run is None or n.stage not in ("pretrain", "extend") or n.stage in curves[n.run]:
+            continue
+        points = _curve(node_dir(out, n) / "metrics.jsonl")
+        if points:
+            curves[n.run][n.stage] = points
+    return dict(curves)
+
+
+def chance_levels(out: Path, nodes: list[Node]) -> dict[str, float]:
+    """Task → chance accuracy (a fraction), from the first eval node that recorded it."""
+    found: dict[str, float] = {}
+    for n in nodes:
+        if n.stage != "eval":
+            continue
+        for path in sorted((node_dir(out, n) / "eval" / "tasks").glob("*/*.json")):
+            task = path.parent.name
+            if task in found:
+                continue
+            try:
+                chance = json.loads(path.read_text()).get("chance")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(chance, (int, float)):
+                found[task] = float(chance) / 100.0
+        if found:
+            break
+    return found
+
+
+def _budget(nodes: list[Node], stage: str) -> str | None:
+    configs = [n.config for n in nodes if n.stage == stage]
+    if not configs:
+        return None
+    if stage == "pretrain":
+        train = [c.get("train") or {} for c in configs]
+        steps = sorted({t["max_steps"] for t in train if isinstance(t.get("max_steps"), int)})
+        tokens = sorted({t["global_batch_tokens"] for t in train if isinstance(t.get("global_batch_tokens"), int)})
+        ctx = sorted({c["seq_len"] for c in configs if isinstance(c.get("seq_len"), int)})
+        if not (steps and tokens):
+            return None
+        return (
+            f"{'/'.join(map(str, steps))} steps × {'/'.join(f'{t:,}' for t in tokens)} tokens per step, "
+            f"context {'/'.join(map(str, ctx))}"
+        )
+    recipes: dict[str, Any] = {}
+    for c in configs:
+        r = c.get("recipe") if isinstance(c.get("recipe"), dict) else {}
+        if r:
+            recipes.setdefault(r.get("name", "?"), r)
+    parts = []
+    for name, r in recipes.items():
+        budget = f"ladder {r['budgets']} steps" if r.get("budgets") else f"{r.get('steps', '?')} steps"
+        parts.append(f"{name}: {budget}, RoPE theta ×{r.get('theta_ratio', '?')}, length ×{r.get('length_ratio', '?')}")
+    return "; ".join(parts)
+
+
+def report_context(out: Path, pool: PoolSpec, nodes: list[Node]) -> ReportContext:
+    source = Path(pool.source) if pool.source and not pool.source.startswith("<") else None
+    yaml_text = ""
+    if source is not None and source.is_file():
+        yaml_text = source.read_text(errors="replace")
+    budgets = [
+        (what, b) for what, stage in (("pretraining", "pretrain"), ("extension", "extend")) if (b := _budget(nodes, stage))
+    ]
+    seeds = sorted({s for r in pool.runs for s in [getattr(r, "seed", None)] if s is not None})
+    if seeds:
+        budgets.insert(0, ("seeds", ", ".join(map(str, seeds))))
+    return ReportContext(
+        pool_yaml=yaml_text,
+        pool_source=str(source or ""),
+        stage_seconds=stage_seconds(out, nodes),
+        budgets=budgets,
+        curves=loss_curves(out, nodes),
+        chance=chance_levels(out, nodes),
+    )

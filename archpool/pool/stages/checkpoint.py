@@ -1,0 +1,81 @@
+"""The model a checkpoint run's eval / attention node reads: a local directory (checked against the
+content key it was planned with) or a Hub repository at a revision, downloaded only when
+``archpool run --allow-download`` allowed it and prepared for loading (:func:`prepare_hub_model`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from archpool.errors import CheckpointError, ConfigError
+from archpool.io import atomic_write_json
+from archpool.pool.checkpoints import ALLOW_DOWNLOAD_OPTION, ModelRef, content_key, downloads_allowed, model_dir
+from archpool.pool.graph import StageContext
+
+# Hub configs whose model_type transformers implements natively: their remote code is never run
+NATIVE_TYPES = ("llama", "olmo2", "olmo3", "qwen3")
+PROBE_CHARS = 20_000  # of each pool text, as the RoPE-layout check's probe
+
+
+def is_checkpoint_node(ctx: StageContext) -> bool:
+    return "checkpoint" in ctx.config
+
+
+def model_path(ctx: StageContext) -> Path:
+    """The directory of the model this node measures (``final``: the run's checkpoint; ``pretrained``: its twin)."""
+    run = ctx.run or {}
+    which = ctx.config["checkpoint"]
+    ref = ModelRef(**run["checkpoint" if which == "final" else "pretrained"])
+    if ref.is_hub:
+        probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in (ctx.pool or {}).get("texts") or []]
+        return prepare_hub_model(download(ref), ctx.out_dir / "model", run.get("model") or {}, probe or None)
+    key = content_key(ref)
+    if key != ctx.config["content"]:
+        raise CheckpointError(f"{ref.path}: the model changed since the pool was planned; run the pool again to re-plan it")
+    return Path(ref.path)
+
+
+def download(ref: ModelRef) -> Path:
+    """The Hub snapshot of ``ref`` (from the local Hugging Face cache unless downloads are allowed)."""
+    from huggingface_hub import snapshot_download
+
+    allow = downloads_allowed()
+    try:
+        return Path(snapshot_download(ref.repo, revision=ref.revision, local_files_only=not allow))
+    except Exception as e:
+        hint = "" if allow else f" (not in the local cache; pass {ALLOW_DOWNLOAD_OPTION})"
+        raise CheckpointError(f"{ref.repo}@{ref.revision}: cannot load{hint}: {type(e).__name__}: {e}") from None
+
+
+def prepare_hub_model(snapshot: Path, out: Path, design: dict[str, Any], probe: list[str] | None = None) -> Path:
+    """A loadable copy of a downloaded model in ``out``: its files linked, its config.json rewritten
+    so that transformers' own implementation runs (the repository's code, ``auto_map``, is dropped for
+    natively supported types), an SWA model whose config ships without a window gets the pool's
+    window on the run's layer pattern, and the RoPE layout is checked (and converted) by
+    :func:`archpool.model.rope_layout.check_rope_layout` on ``probe`` (the pool's texts; else its
+    own English probe), its verdict kept in ``rope_layout.json``."""
+    from archpool.model.rope_layout import check_rope_layout
+    from archpool.study import olmo3_layer_types
+
+    out.mkdir(parents=True, exist_ok=True)
+    for f in snapshot.iterdir():
+        link = out / f.name
+        if f.name != "config.json" and not link.exists():
+            os.symlink(f.resolve(), link)
+    config = json.loads((snapshot / "config.json").read_text())
+    if config.get("auto_map"):
+        if config.get("model_type") not in NATIVE_TYPES:
+            raise ConfigError(
+                "auto_map", f"{snapshot}: custom-code model of type {config.get('model_type')!r}; archpool never runs it"
+            )
+        config.pop("auto_map")
+    if design.get("swa") and not config.get("sliding_window"):
+        n = int(config["num_hidden_layers"])
+        config["sliding_window"] = int(design.get("window") or 4096)
+        config["layer_types"] = olmo3_layer_types(n)
+    atomic_write_json(out / "config.json", config)
+    if not (out / "rope_layout.json").is_file():  # a resumed stage: converted already
+        atomic_write_json(out / "rope_layout.json", check_rope_layout(out, mode="convert", texts=probe))
+    return model_dir(out)

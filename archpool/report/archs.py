@@ -1,0 +1,162 @@
+"""Per-architecture views of a results table: which runs share an architecture, their mean with a 95%
+t-interval over seeds, and the families of columns a target belongs to (by length, distance, rung).
+
+An architecture is the pool's ``arch`` column (the name a pool gives a recipe); without it, the run name
+less its seed suffix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from archpool.columns import BASE_PREFIX, SCORE_RE, rung_budget, split_rung
+
+SEED_SUFFIX = re.compile(r"_s\d+$")
+_BOUND = re.compile(r"(?:(?P<lo>\d+)<)?d(?:(?P<op><=|>)(?P<hi>\d+))?")
+
+
+@dataclass(frozen=True)
+class Mean:
+    """Mean over seeds with a 95% t-interval (``lo``/``hi`` equal the mean for one seed)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+def arch_of(df: pd.DataFrame) -> pd.Series:
+    """The architecture label of every row."""
+    if "arch" in df.columns and df["arch"].notna().all() and (df["arch"].astype(str) != "").all():
+        return df["arch"].astype(str)
+    return df["run"].astype(str).str.replace(SEED_SUFFIX, "", regex=True)
+
+
+def arch_order(df: pd.DataFrame) -> list[str]:
+    """Architectures in the pool's order (first appearance)."""
+    return list(dict.fromkeys(arch_of(df)))
+
+
+def mean_ci(values: pd.Series | list[float]) -> Mean | None:
+    v = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce").dropna(), dtype=float)
+    if len(v) == 0:
+        return None
+    m = float(v.mean())
+    if len(v) < 2:
+        return Mean(m, m, m, 1)
+    h = float(sps.t.ppf(0.975, len(v) - 1)) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return Mean(m, m - h, m + h, len(v))
+
+
+def per_arch(df: pd.DataFrame, column: str) -> dict[str, Mean]:
+    """Mean ± CI of ``column`` per architecture (architectures without a value are left out)."""
+    if column not in df.columns:
+        return {}
+    arch = arch_of(df)
+    out = {}
+    for a in arch_order(df):
+        m = mean_ci(df.loc[arch == a, column])
+        if m is not None:
+            out[a] = m
+    return out
+
+
+def parse_target(target: str) -> tuple[str, int, str, str] | None:
+    """``(metric, length, filter, rung)`` of a score column, e.g. ``("mqar_acc", 1024, "[d>128]", "ladder_mean")``."""
+    stem, rung = split_rung(target)
+    m = SCORE_RE.match(stem)
+    if not m:
+        return None
+    return m["metric"], int(m["length"]), m["filter"] or "", rung
+
+
+def _with_rung(stem: str, rung: str) -> str:
+    return f"{stem}#{rung}" if rung else stem
+
+
+def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
+    """The target's metric, filter and rung at every evaluated length: ``{length: column}``."""
+    p = parse_target(target)
+    if p is None:
+        return {}
+    metric, _, filt, rung = p
+    out = {}
+    for c in df.columns:
+        stem, r = split_rung(c)
+        m = SCORE_RE.match(stem)
+        if m and r == rung and m["metric"] == metric and (m["filter"] or "") == filt:
+            out[int(m["length"])] = c
+    return dict(sorted(out.items()))
+
+
+def base_length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
+    """Before extension: the target's metric and filter at every length it was evaluated (``base_`` columns)."""
+    p = parse_target(target)
+    if p is None:
+        return {}
+    metric, _, filt, _ = p
+    out = {}
+    for c in df.columns:
+        if not c.startswith(BASE_PREFIX) or "#" in c:
+            continue
+        m = SCORE_RE.match(c[len(BASE_PREFIX) :])
+        if m and m["metric"] == metric and (m["filter"] or "") == filt:
+            out[int(m["length"])] = c
+    return dict(sorted(out.items()))
+
+
+def _bucket_key(label: str) -> tuple[float, float] | None:
+    """``(lo, hi)`` of a distance bucket label (``64<d<=128`` → (64, 128); ``d<=64`` → (0, 64)); None for tails."""
+    m = _BOUND.fullmatch(label)
+    if not m:
+        return None
+    if m["lo"] is not None and m["op"] == "<=":
+        return float(m["lo"]), float(m["hi"])
+    if m["lo"] is None and m["op"] == "<=":
+        return 0.0, float(m["hi"])
+    if m["lo"] is None and m["op"] == ">":
+        return None  # a tail (``d>128``) overlaps the buckets
+    return None
+
+
+def distance_columns(df: pd.DataFrame, target: str) -> dict[str, str]:
+    """The disjoint key–query distance buckets of the target's metric at its length and rung, nearest first,
+    plus the last open bucket (``d>512``) when it exists: ``{label: column}``."""
+    p = parse_target(target)
+    if p is None:
+        return {}
+    metric, length, _, rung = p
+    found: dict[str, str] = {}
+    for c in df.columns:
+        stem, r = split_rung(c)
+        m = SCORE_RE.match(stem)
+        if m and r == rung and m["metric"] == metric and int(m["length"]) == length and m["filter"]:
+            found[m["filter"][1:-1]] = c
+    closed = sorted((k for k in found if _bucket_key(k)), key=lambda k: _bucket_key(k) or (0, 0))
+    if not closed:
+        return {}
+    last_hi = int((_bucket_key(closed[-1]) or (0, 0))[1])
+    out = {k: found[k] for k in closed}
+    if f"d>{last_hi}" in found:
+        out[f"d>{last_hi}"] = found[f"d>{last_hi}"]
+    return out
+
+
+def rung_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
+    """The target's stem at every extension budget: ``{steps: column}`` (empty without a ladder)."""
+    stem, rung = split_rung(target)
+    if not rung:
+        return {}
+    out = {}
+    for c in df.columns:
+        s, r = split_rung(c)
+        b = rung_budget(r) if s == stem else None
+        if b is not None:
+            out[b] = c
+    return dict(sorted(out.items()))

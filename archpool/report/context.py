@@ -1,0 +1,83 @@
+"""What a report says about how its numbers were made: software, hardware, the pool file, training budgets,
+wall time per stage, loss curves and chance levels. Plain values; the pool gathers them from its directory.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+Curve = Sequence[tuple[int, float]]
+
+
+@dataclass
+class ReportContext:
+    """Everything beside results.csv that the report shows (every field optional)."""
+
+    pool_yaml: str = ""
+    pool_source: str = ""
+    stage_seconds: Mapping[str, float] = field(default_factory=dict)
+    budgets: Sequence[tuple[str, str]] = ()  # (what, value), e.g. ("pretraining", "340 steps × 4,096 tokens")
+    curves: Mapping[str, Mapping[str, Curve]] = field(default_factory=dict)  # run → phase → [(step, loss)]
+    chance: Mapping[str, float] = field(default_factory=dict)  # task → chance accuracy (fraction)
+    hardware: str = ""
+
+
+def package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the checkout archpool runs from (with ``+dirty`` for local changes), if it is one."""
+    root = Path(path or Path(__file__).resolve().parents[2])
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> list[tuple[str, str]]:
+    """Software and machine facts of this process, without importing torch."""
+    facts = [
+        ("archpool", package_version("archpool") or "not installed"),
+        ("commit", git_commit() or "not a git checkout"),
+        ("torch", package_version("torch") or "not installed"),
+        ("python", platform.python_version()),
+        ("machine", f"{cpu_name()}, {os.cpu_count()} CPU threads, {platform.system()} {platform.release()}"),
+        ("written", _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")),
+    ]
+    return facts
+
+
+def duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"

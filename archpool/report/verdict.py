@@ -1,0 +1,217 @@
+"""The report's answer in plain words: per axis, the effect on long-context retrieval after extension, whether
+it exceeds seed noise, whether it was already there before extension, the paper's number beside it, and what
+that means for an architecture choice.
+
+Works on an :func:`archpool.analysis.summary.analyze` result and its findings; every number comes from them
+or from the paper's published table (:mod:`archpool.report.paper`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from archpool.columns import split_rung
+from archpool.report import paper
+from archpool.report.findings import FEATURE_NAMES, lower_is_better
+
+AXIS_ORDER = ("qk_norm", "gqa", "swa", "short_ctx")
+_LEN = re.compile(r"@(\d+)")
+_FILTER = re.compile(r"\[(.*?)\]")
+
+
+@dataclass(frozen=True)
+class AxisVerdict:
+    """One row of the verdict table (``None``: not measured)."""
+
+    feature: str
+    name: str
+    change: str
+    n: int
+    after: float | None
+    after_ci: tuple[float | None, float | None]
+    seed_sd: float | None
+    beyond_noise: bool
+    before: float | None
+    before_ci: tuple[float | None, float | None]
+    before_present: bool
+    did: float | None
+    did_ci: tuple[float | None, float | None]
+    paper_points: float | None
+    paper_multiple: int | None
+    meaning: str
+
+
+def fmt(v: float | None, signed: bool = True, digits: int = 3) -> str:
+    """One precision for every accuracy and effect in the report: ``+0.035``, ``—`` when absent."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "—"
+    return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
+
+
+def fmt_ci(ci: tuple[float | None, float | None] | list | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return ""
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _excludes_zero(ci: tuple[float | None, float | None]) -> bool:
+    lo, hi = ci
+    return lo is not None and hi is not None and (lo > 0 or hi < 0)
+
+
+def describe_metric(column: str, long_ctx: int | None = None) -> str:
+    """A metric id in words: ``mqar_acc@1024[d>128]#ladder_mean`` → MQAR accuracy at 1,024 tokens (8× …)."""
+    base, rung = split_rung(column)
+    task = base.split("@", 1)[0]
+    words = {
+        "mqar_acc": "MQAR retrieval accuracy",
+        "mqar_rebind_acc": "MQAR retrieval accuracy with keys bound again",
+        "mqar_lp": "MQAR answer log-probability",
+    }.get(task, task.replace("_", " "))
+    parts = [words]
+    m = _LEN.search(base)
+    if m:
+        n = int(m.group(1))
+        mult = f" ({n / long_ctx:g}× the pretraining context)" if long_ctx else ""
+        parts.append(f"at {n:,} tokens{mult}")
+    f = _FILTER.search(base)
+    if f:
+        parts.append(f"for key–query distances {f.group(1).replace('d', '').replace('<=', '≤ ')}".replace(">", "> "))
+    if rung == "ladder_mean":
+        parts.append("averaged over the extension budgets")
+    elif rung:
+        parts.append(f"after {rung.removeprefix('ext')} extension steps")
+    return " ".join(parts)
+
+
+def target_multiple(target: str, long_ctx: int | None) -> int | None:
+    m = _LEN.search(target)
+    if not m or not long_ctx:
+        return None
+    ratio = int(m.group(1)) / long_ctx
+    return int(ratio) if ratio == int(ratio) else None
+
+
+def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
+    name, after, ci = v["name"], v["after"], v["after_ci"]
+    if after is None:
+        return f"Not measured: {v.get('why') or 'no matched runs that mastered their own length'}."
+    hurts = after > 0 if lower else after < 0
+    if not _excludes_zero(ci):
+        half = (ci[1] - ci[0]) / 2 if ci[0] is not None else None
+        return (
+            f"No cost this pool can separate from seed noise (it resolves effects of about ±{fmt(half, False)}); "
+            "more seeds or a larger model would narrow it."
+        )
+    if v["before_present"]:
+        return (
+            f"{name[0].upper()}{name[1:]} already differs at the pretraining length, so it is a pretraining effect: a short-context "
+            "evaluation shows it, and extension is not what reveals it."
+        )
+    if hurts:
+        fix = " The remedy below addresses it." if remedy else ""
+        return (
+            f"{name[0].upper()}{name[1:]} costs long-context retrieval that only extension reveals: nothing at the "
+            f"pretraining length warns of it. Choose it only after measuring the extension you will use.{fix}"
+        )
+    return f"{name[0].upper()}{name[1:]} helps long-context retrieval after extension here, against the paper's 7B direction."
+
+
+def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisVerdict]:
+    """One verdict per varied axis, in the paper's order, from the extension-only effects on the target."""
+    ext = r.get("extension_effects") or {}
+    target = r["target"]
+    lower = lower_is_better(target)
+    seed_sd = (r.get("spread") or {}).get("seed_sd")
+    long_ctx = (ext.get("long_ctx") if ext else None) or long_ctx_of(r)
+    multiple = target_multiple(target, long_ctx)
+    by_feature = {a["feature"]: a for a in ext.get("axes") or []}
+    remedied = {a.get("feature") for rec in r.get("remedy") or [] for a in rec.get("arms", [])}
+    found_axes = {a["feature"]: a for t in (found or {}).get("targets", []) if t["metric"] == target for a in t["axes"]}
+    out = []
+    for feature in AXIS_ORDER:
+        a = by_feature.get(feature)
+        if a is None and feature not in found_axes:
+            continue
+        name = FEATURE_NAMES[feature]
+        v: dict[str, Any] = dict(name=name, after=None, after_ci=(None, None), why=None)
+        change = ""
+        n = 0
+        before, before_ci, did, did_ci = None, (None, None), None, (None, None)
+        if a is not None:
+            change = f"{a['from']} → {a['to']}"
+            x = next((x for x in a["effects"] if x["is_target"]), None)
+            if x is not None and x["post"]["mean"] is not None:
+                v.update(after=x["post"]["mean"], after_ci=tuple(x["post"]["ci95"]))
+                n = x["post"]["n"]
+                did, did_ci = x["did"]["mean"], tuple(x["did"]["ci95"])
+            before, before_ci = a["pre"]["mean"], tuple(a["pre"]["ci95"])
+            if x is None or x["post"]["mean"] is None:
+                v["why"] = "no seed-paired runs that mastered their own length"
+        elif feature in found_axes:  # no extension analysis: the matched-pair effect on the target
+            f = found_axes[feature]
+            if f["effect"] is not None:
+                v.update(after=f["effect"], after_ci=tuple(f["ci95"]))
+                n = f["n_seeds"]
+        v["after_ci"] = tuple(None if c is None else float(c) for c in v["after_ci"])
+        present = before is not None and _excludes_zero(before_ci) and (seed_sd is None or abs(before) >= seed_sd)
+        v["before_present"] = present
+        beyond = v["after"] is not None and _excludes_zero(v["after_ci"]) and (seed_sd is None or abs(v["after"]) >= seed_sd)
+        out.append(
+            AxisVerdict(
+                feature=feature,
+                name=name,
+                change=change,
+                n=n,
+                after=v["after"],
+                after_ci=v["after_ci"],
+                seed_sd=seed_sd,
+                beyond_noise=bool(beyond),
+                before=before,
+                before_ci=before_ci,
+                before_present=present,
+                did=did,
+                did_ci=did_ci,
+                paper_points=paper.single_feature_delta(feature, multiple),
+                paper_multiple=multiple if paper.single_feature_delta(feature, multiple) is not None else None,
+                meaning=_meaning(v, lower, feature in remedied),
+            )
+        )
+    return out
+
+
+def long_ctx_of(r: dict[str, Any]) -> int | None:
+    ctxs = [x.get("pretrain_ctx") for x in r.get("runs") or [] if x.get("pretrain_ctx")]
+    return int(max(ctxs)) if ctxs else None
+
+
+def headline(verdicts: list[AxisVerdict], target_words: str) -> list[str]:
+    """Three lines: the question, the answer (largest cost first), and what did not show."""
+    measured = [v for v in verdicts if v.after is not None]
+    costly = sorted((v for v in measured if v.beyond_noise), key=lambda v: -abs(v.after or 0))
+    quiet = [v for v in measured if not v.beyond_noise]
+    names = [v.name for v in verdicts] or ["the varied axes"]
+    axes = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+    subject = f"each of {axes}" if len(names) > 1 else axes
+    lines = [f"Question: how much does {subject} change {target_words}?"]
+    if costly:
+        parts = []
+        for v in costly:
+            when = "already before extension" if v.before_present else "revealed by extension"
+            parts.append(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)} ({when})")
+        lines.append("Beyond seed noise: " + "; ".join(parts) + ".")
+    else:
+        lines.append("No axis changes it beyond seed noise in this pool.")
+    if quiet:
+        lines.append(
+            "Not distinguishable from seed noise: "
+            + ", ".join(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)}".strip() for v in quiet)
+            + "."
+        )
+    unmeasured = [v.name for v in verdicts if v.after is None]
+    if unmeasured:
+        lines.append("Not measured: " + ", ".join(unmeasured) + " (see the mastery table).")
+    return lines
