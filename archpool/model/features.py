@@ -303,15 +303,16 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if isinstance(data, dict) and FORMAT_KEY in data:
             return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
+            try:  # the Hugging Face config is what loads: it must be valid even beside archpool's own
+                hf = features_from_hf_config(data, threshold, source=str(path))
+            except ConfigError as e:
+                raise ConfigError(str(path), str(e)) from None
             ours = path.parent / ARCHPOOL_EXPORT_CONFIG
             if ours.is_file():  # an archpool export: its own config keeps the extension record
                 f = features_from_config(ModelConfig.from_dict(read_config_file(ours)), threshold, source=str(path))
                 f["notes"].append(f"read from {ARCHPOOL_EXPORT_CONFIG} beside the Hugging Face config (an archpool export)")
                 return f
-            try:
-                return features_from_hf_config(data, threshold, source=str(path))
-            except ConfigError as e:
-                raise ConfigError(str(path), str(e)) from None
+            return hf
         return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
     from archpool.model.config import ModelConfig
     from archpool.model.presets import FAMILIES, SIZES

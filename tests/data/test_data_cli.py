@@ -3,7 +3,8 @@ import json
 from archpool.cli import main
 
 
-def test_prepare_is_idempotent_and_inspect_reports(docs_dir, tmp_path, capsys):
+def test_prepare_is_idempotent_and_inspect_reports(docs_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ARCHPOOL_CACHE", str(tmp_path / "cache"))  # a pool file cannot choose its cache
     cfg = tmp_path / "pool.yaml"
     cfg.write_text(
         json.dumps(
@@ -13,7 +14,6 @@ def test_prepare_is_idempotent_and_inspect_reports(docs_dir, tmp_path, capsys):
                     "vocab_size": 400,
                     "max_chars": None,
                     "long_doc_tokens": 600,
-                    "cache_dir": str(tmp_path / "cache"),
                     "reference_context": 64,
                 }
             }

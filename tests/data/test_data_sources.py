@@ -128,12 +128,11 @@ def test_config_file_paths_are_relative_to_the_file(tmp_path, docs_dir, monkeypa
 
     (tmp_path / "tok").mkdir()
     train_tokenizer(make_docs(5), 300).save(tmp_path / "tok")
-    (tmp_path / "pool.yaml").write_text(
-        "data:\n  sources:\n    - {kind: files, path: corpus}\n  vocab_size: 300\n"
-        "  tokenizer: tok/tokenizer.json\n  cache_dir: cache\n"
+    (tmp_path / "data.yaml").write_text(  # a data config (not a pool file) may name its cache
+        "sources:\n  - {kind: files, path: corpus}\nvocab_size: 300\ntokenizer: tok/tokenizer.json\ncache_dir: cache\n"
     )
     monkeypatch.chdir(docs_dir)  # not where the config is
-    cfg = DataConfig.load(tmp_path / "pool.yaml")
+    cfg = DataConfig.load(tmp_path / "data.yaml")
     assert cfg.vocab_size == 300
     assert cfg.sources[0].path == str(docs_dir)
     assert cfg.tokenizer == str(tmp_path / "tok" / "tokenizer.json")
