@@ -7,11 +7,12 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from archpool.version import git_commit, package_version
 
 Curve = Sequence[tuple[int, float]]
 
@@ -29,30 +30,11 @@ class ReportContext:
     hardware: str = ""
 
 
-def package_version(name: str) -> str | None:
+def _installed(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
-
-
-def git_commit(path: Path | None = None) -> str | None:
-    """The commit of the checkout archpool runs from (with ``+dirty`` for local changes), if it is one."""
-    root = Path(path or Path(__file__).resolve().parents[2])
-    if not (root / ".git").exists():
-        return None
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
 def cpu_name() -> str:
@@ -68,9 +50,9 @@ def cpu_name() -> str:
 def environment() -> list[tuple[str, str]]:
     """Software and machine facts of this process, without importing torch."""
     facts = [
-        ("archpool", package_version("archpool") or "not installed"),
+        ("archpool", package_version()),
         ("commit", git_commit() or "not a git checkout"),
-        ("torch", package_version("torch") or "not installed"),
+        ("torch", _installed("torch") or "not installed"),
         ("python", platform.python_version()),
         ("machine", f"{cpu_name()}, {os.cpu_count()} CPU threads, {platform.system()} {platform.release()}"),
         ("written", _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")),
