@@ -55,6 +55,11 @@ class LocalMask:
         return allowed
 
 
+# The CPU flash kernel runs key widths that are a multiple of 64 about 1.2x faster per pair than one
+# key short of it (W = 256, tiles of 128 rows: 384 keys against 383), so tiles round their width up.
+KEY_ALIGN = 64
+
+
 def default_block(window: int | None) -> int:
     """Query tile rows: half the window, between 32 and 256 (on 2 CPU threads at W = 256, T = 8192,
     tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64)."""
@@ -88,7 +93,8 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Loc
 @dataclass(frozen=True)
 class WindowTiles:
     """The geometry of ``sliding_window_attention``'s tiles: ``n`` tiles of ``block`` query rows, tile
-    ``i`` seeing the ``width = block + window - 1`` keys that end at its last row."""
+    ``i`` seeing the ``width`` keys that end at its last row: the ``block + window - 1`` it needs,
+    rounded up to a multiple of ``align`` (the extra keys, at the front, are masked)."""
 
     B: int
     T: int
@@ -96,6 +102,7 @@ class WindowTiles:
     window: int
     block: int
     chunk_rows: int = 4096  # query rows per kernel call in the fused path (``chunks``)
+    align: int = KEY_ALIGN  # tile widths are rounded up to a multiple of this (extra keys masked)
 
     @property
     def n(self) -> int:
@@ -106,8 +113,12 @@ class WindowTiles:
         return self.n * self.block - self.T
 
     @property
-    def width(self) -> int:
-        return self.block + self.window - 1
+    def width(self) -> int:  # keys per tile: the ``block + window - 1`` it needs, rounded up to ``align``
+        return -(-(self.block + self.window - 1) // self.align) * self.align
+
+    @property
+    def reach(self) -> int:  # keys of a tile before its first query's own key
+        return self.width - self.block
 
     @property
     def offset(self) -> int:  # key index of query 0
@@ -115,11 +126,11 @@ class WindowTiles:
 
     @property
     def front(self) -> int:  # padded keys before key 0 (masked)
-        return max(0, self.window - 1 - self.offset)
+        return max(0, self.reach - self.offset)
 
     @property
     def first(self) -> int:  # index, in the padded keys, of tile 0's first key
-        return self.offset - self.window + 1 + self.front
+        return self.offset - self.reach + self.front
 
     def padded_queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (B, H, n * block, D)."""
@@ -140,6 +151,34 @@ class WindowTiles:
         B, KV, _, D = xp.shape
         x = xp[:, :, t0 * self.block : (t1 - 1) * self.block + self.width]
         return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
+
+    def row_queries(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of one batch row's padded queries (H, n * block, D), as a strided view
+        (t1 - t0, H, block, D) the CPU flash kernel reads without a copy."""
+        H, _, D = xp.shape
+        return xp[:, t0 * self.block : t1 * self.block].view(H, t1 - t0, self.block, D).transpose(0, 1)
+
+    def row_keys(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of one batch row's padded keys (KV, L, D): overlapping windows as a
+        strided view (t1 - t0, KV, width, D)."""
+        x = xp[:, t0 * self.block : (t1 - 1) * self.block + self.width]
+        return x.unfold(1, self.width, self.block).permute(1, 0, 3, 2)
+
+    def row_mask(self, mask: torch.Tensor, r: int) -> torch.Tensor:
+        """A ``chunks`` mask for batch row ``r``: the shared band, or row r's per-tile masks."""
+        if mask.dim() == 2:
+            return mask
+        return mask.view(-1, self.B, *mask.shape[1:])[:, r]
+
+    def fold_row(self, buf: torch.Tensor, g: torch.Tensor, t0: int, t1: int) -> None:
+        """Add one row's key-tile gradients ``g`` (t1 - t0, KV, width, D) of tiles ``[t0, t1)`` to its
+        ``fold_buffer`` row (KV, blocks, block, D): tile i's keys [j * block, (j + 1) * block) are
+        block i + j of the padded keys."""
+        block, width = self.block, self.width
+        g = g.transpose(0, 1)  # (KV, tiles, width, D)
+        for j in reversed(range(-(-width // block))):
+            w = min(block, width - j * block)
+            buf[:, t0 + j : t1 + j, :w] += g[:, :, j * block : j * block + w]
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
@@ -188,8 +227,9 @@ class WindowTiles:
         n, B, block, width = self.n, self.B, self.block, self.width
         rows = torch.arange(block, device=device)[:, None]
         cols = torch.arange(width, device=device)[None, :]
-        band = (cols >= rows) & (cols < rows + self.window)  # (block, width): causal band of one tile
-        key_index = torch.arange(n, device=device)[:, None] * block + (self.offset - self.window + 1) + cols  # (n, width)
+        lag = rows + self.reach - cols  # query position minus key position
+        band = (lag >= 0) & (lag < self.window)  # (block, width): causal band of one tile
+        key_index = torch.arange(n, device=device)[:, None] * block + (self.offset - self.reach) + cols  # (n, width)
         allowed = band & (key_index >= 0)[:, None, :]  # (n, block, width)
         if doc_ids is not None:
             if self.offset:
@@ -280,55 +320,70 @@ def _flash_grad(
 class FusedTileAttention(torch.autograd.Function):
     """Tiled sliding-window attention through the CPU flash kernel, forward and backward by hand.
 
-    Autograd through the tiling would save the tiled copies of K and V (each key sits in about
-    ``width / block`` = 3 tiles) and the tiled queries. This saves only what full causal SDPA saves —
-    q, k, v, the output and the log-sum-exp — and re-tiles in backward; gradients of the tiled K/V
-    are folded back (``WindowTiles.fold_keys``). Same
-    kernels as ``F.scaled_dot_product_attention``, so results equal the autograd path's."""
+    The kernel reads each batch row's tiles as strided views (``WindowTiles.row_queries`` /
+    ``row_keys``: the tiles of queries and the overlapping tiles of keys, no copies), and writes its
+    output in the untiled layout. Autograd through the tiling would save tiled copies of K and V
+    (each key sits in about ``width / block`` = 3 tiles); this saves only what full causal SDPA
+    saves — q, k, v, the output and the log-sum-exp — and re-tiles in backward, folding the tiles'
+    key gradients back (``WindowTiles.fold_row``). Rows run one after another, each in runs of
+    ``chunks``."""
 
     @staticmethod
     def forward(
         ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
     ) -> torch.Tensor:
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
-        outs, lses = [], []
-        for run in tiles.chunks(doc_ids, q.device):
-            for t0, t1, mask in run:
-                out, lse = _flash(tiles.query_tiles(qp, t0, t1), tiles.key_tiles(kp, t0, t1), tiles.key_tiles(vp, t0, t1), mask)
-                outs.append(out)
-                lses.append(lse)
-        y = tiles.untile(torch.cat(outs) if len(outs) > 1 else outs[0])
+        runs = tiles.chunks(doc_ids, q.device)
+        ys, lses = [], []
+        for r in range(tiles.B):
+            outs, row_lse = [], []
+            for run in runs:
+                for t0, t1, mask in run:
+                    out, lse = _flash(
+                        tiles.row_queries(qp[r], t0, t1),
+                        tiles.row_keys(kp[r], t0, t1),
+                        tiles.row_keys(vp[r], t0, t1),
+                        tiles.row_mask(mask, r),
+                    )
+                    outs.append(out.transpose(0, 1))  # (H, tiles, block, D): the kernel's layout, untiled
+                    row_lse.append(lse.transpose(0, 1))
+            ys.append(torch.cat(outs, dim=1) if len(outs) > 1 else outs[0])
+            lses.append(torch.cat(row_lse, dim=1) if len(row_lse) > 1 else row_lse[0])
+        H, D = q.shape[1], q.shape[3]
+        y = torch.stack(ys).reshape(tiles.B, H, -1, D)[:, :, : tiles.T]
         ctx.tiles, ctx.doc_ids = tiles, doc_ids
-        ctx.save_for_backward(q, k, v, y, torch.cat(lses) if len(lses) > 1 else lses[0])
+        ctx.save_for_backward(q, k, v, y, torch.stack(lses))  # lse: (B, H, n, block)
         return y
 
     @staticmethod
     def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, y, lse = ctx.saved_tensors
         tiles: WindowTiles = ctx.tiles
-        B = tiles.B
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
         yp, gp = tiles.padded_queries(y), tiles.padded_queries(grad_y)
-        gq, gk, gv = [], tiles.fold_buffer(k), tiles.fold_buffer(v)
-        for run in tiles.chunks(ctx.doc_ids, q.device):
-            dk, dv = [], []
-            for t0, t1, mask in run:
-                a, b, c = _flash_grad(
-                    tiles.query_tiles(gp, t0, t1),
-                    tiles.query_tiles(qp, t0, t1),
-                    tiles.key_tiles(kp, t0, t1),
-                    tiles.key_tiles(vp, t0, t1),
-                    tiles.query_tiles(yp, t0, t1),
-                    lse[t0 * B : t1 * B],
-                    mask,
-                )
-                gq.append(a)
-                dk.append(b)
-                dv.append(c)
-            c0, c1 = run[0][0], run[-1][1]  # one fold per run (as one unfold's backward would sum them)
-            tiles.fold_into(gk, torch.cat(dk) if len(dk) > 1 else dk[0], c0, c1)
-            tiles.fold_into(gv, torch.cat(dv) if len(dv) > 1 else dv[0], c0, c1)
-        return tiles.untile(torch.cat(gq) if len(gq) > 1 else gq[0]), tiles.folded(gk), tiles.folded(gv), None, None
+        gk, gv = tiles.fold_buffer(k), tiles.fold_buffer(v)
+        runs = tiles.chunks(ctx.doc_ids, q.device)
+        gq = []
+        for r in range(tiles.B):
+            row_gq = []
+            for run in runs:
+                for t0, t1, mask in run:
+                    a, b, c = _flash_grad(
+                        tiles.row_queries(gp[r], t0, t1),
+                        tiles.row_queries(qp[r], t0, t1),
+                        tiles.row_keys(kp[r], t0, t1),
+                        tiles.row_keys(vp[r], t0, t1),
+                        tiles.row_queries(yp[r], t0, t1),
+                        lse[r, :, t0:t1].transpose(0, 1),
+                        tiles.row_mask(mask, r),
+                    )
+                    row_gq.append(a.transpose(0, 1))
+                    tiles.fold_row(gk[r], b, t0, t1)
+                    tiles.fold_row(gv[r], c, t0, t1)
+            gq.append(torch.cat(row_gq, dim=1) if len(row_gq) > 1 else row_gq[0])
+        H, D = q.shape[1], q.shape[3]
+        grad_q = torch.stack(gq).reshape(tiles.B, H, -1, D)[:, :, : tiles.T]
+        return grad_q, tiles.folded(gk), tiles.folded(gv), None, None
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
@@ -344,10 +399,15 @@ def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
 
 
 def document_tiles(doc_ids: torch.Tensor, block: int) -> list[tuple[int, int, int]]:
-    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start."""
+    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start,
+    moved earlier (masked keys) so that the tile's key count is a multiple of ``KEY_ALIGN`` where it can."""
     T = doc_ids.shape[1]
     starts = document_starts(doc_ids)[:, ::block].amin(dim=0).tolist()
-    return [(i * block, min(T, (i + 1) * block), lo) for i, lo in enumerate(starts)]
+    tiles = []
+    for i, lo in enumerate(starts):
+        s, e = i * block, min(T, (i + 1) * block)
+        tiles.append((s, e, max(0, e - -(-(e - lo) // KEY_ALIGN) * KEY_ALIGN)))  # width rounded up to KEY_ALIGN
+    return tiles
 
 
 def document_mask(doc_ids: torch.Tensor, s: int, e: int, lo: int) -> torch.Tensor:
