@@ -133,8 +133,8 @@ class WindowTiles:
         return self.offset - self.reach + self.front
 
     def padded_queries(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, H, T, D) -> (B, H, n * block, D)."""
-        return F.pad(x, (0, 0, 0, self.tail))
+        """(B, H, T, D) -> (B, H, n * block, D), contiguous (``x`` itself when it is and ``block`` divides T)."""
+        return F.pad(x, (0, 0, 0, self.tail)) if self.tail else x.contiguous()
 
     def padded_keys(self, x: torch.Tensor) -> torch.Tensor:
         """(B, KV, S, D) -> the keys from tile 0's first, padded: (B, KV, (n - 1) * block + width, D)."""
@@ -333,26 +333,24 @@ class FusedTileAttention(torch.autograd.Function):
         ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
     ) -> torch.Tensor:
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
+        B, H, _, D = qp.shape
+        yp = q.new_empty(B, H, tiles.n, tiles.block, D)  # each kernel call's output lands in its tiles' rows
+        lse = q.new_empty(B, H, tiles.n, tiles.block, dtype=torch.float32)
         runs = tiles.chunks(doc_ids, q.device)
-        ys, lses = [], []
-        for r in range(tiles.B):
-            outs, row_lse = [], []
+        for r in range(B):
             for run in runs:
                 for t0, t1, mask in run:
-                    out, lse = _flash(
+                    out, tile_lse = _flash(
                         tiles.row_queries(qp[r], t0, t1),
                         tiles.row_keys(kp[r], t0, t1),
                         tiles.row_keys(vp[r], t0, t1),
                         tiles.row_mask(mask, r),
                     )
-                    outs.append(out.transpose(0, 1))  # (H, tiles, block, D): the kernel's layout, untiled
-                    row_lse.append(lse.transpose(0, 1))
-            ys.append(torch.cat(outs, dim=1) if len(outs) > 1 else outs[0])
-            lses.append(torch.cat(row_lse, dim=1) if len(row_lse) > 1 else row_lse[0])
-        H, D = q.shape[1], q.shape[3]
-        y = torch.stack(ys).reshape(tiles.B, H, -1, D)[:, :, : tiles.T]
+                    yp[r, :, t0:t1] = out.transpose(0, 1)
+                    lse[r, :, t0:t1] = tile_lse.transpose(0, 1)
+        y = yp.view(B, H, -1, D)[:, :, : tiles.T]
         ctx.tiles, ctx.doc_ids = tiles, doc_ids
-        ctx.save_for_backward(q, k, v, y, torch.stack(lses))  # lse: (B, H, n, block)
+        ctx.save_for_backward(q, k, v, y, lse)  # lse: (B, H, n, block)
         return y
 
     @staticmethod
@@ -362,10 +360,9 @@ class FusedTileAttention(torch.autograd.Function):
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
         yp, gp = tiles.padded_queries(y), tiles.padded_queries(grad_y)
         gk, gv = tiles.fold_buffer(k), tiles.fold_buffer(v)
+        grad_q = torch.empty_like(qp).view(tiles.B, q.shape[1], tiles.n, tiles.block, q.shape[3])
         runs = tiles.chunks(ctx.doc_ids, q.device)
-        gq = []
         for r in range(tiles.B):
-            row_gq = []
             for run in runs:
                 for t0, t1, mask in run:
                     a, b, c = _flash_grad(
@@ -377,12 +374,10 @@ class FusedTileAttention(torch.autograd.Function):
                         lse[r, :, t0:t1].transpose(0, 1),
                         tiles.row_mask(mask, r),
                     )
-                    row_gq.append(a.transpose(0, 1))
+                    grad_q[r, :, t0:t1] = a.transpose(0, 1)
                     tiles.fold_row(gk[r], b, t0, t1)
                     tiles.fold_row(gv[r], c, t0, t1)
-            gq.append(torch.cat(row_gq, dim=1) if len(row_gq) > 1 else row_gq[0])
-        H, D = q.shape[1], q.shape[3]
-        grad_q = torch.stack(gq).reshape(tiles.B, H, -1, D)[:, :, : tiles.T]
+        grad_q = grad_q.view(tiles.B, q.shape[1], -1, q.shape[3])[:, :, : tiles.T]
         return grad_q, tiles.folded(gk), tiles.folded(gv), None, None
 
 
