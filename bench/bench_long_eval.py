@@ -2,10 +2,10 @@
 
 Re-runs eval nodes of a pool output (read-only: results go to a temporary directory) at one length
 ratio at a time (``--ratios``, × the pool's long context: MQAR / the pool's tasks) and attention
-nodes at ``--attention-ratio`` × the context (attention statistics: sink rate from short samples,
-the long-context statistics at that length). Each (node, length) runs in a fresh process; peak RSS
-is that process's ``VmHWM`` after a reset at the node's start, less the RSS at the start (the
-weights, tokenizer and Python are in the baseline), so it is the node's own growth.
+nodes at ``--attention-ratio`` × the context, with an empty ``ARCHPOOL_CACHE`` (no cached results) (attention statistics: sink rate from short samples,
+the long-context statistics at that length). Each (node, length) runs in a fresh process, first
+once at 1× the context (imports and one-time costs), then timed at the length; peak RSS growth is
+the process's ``VmHWM`` after a reset just before the timed run, less the RSS at that point.
 
     nice -n 10 .venv/bin/python bench/bench_long_eval.py /path/to/out/demo --json bench/results/long_eval.json
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -45,24 +46,26 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
     torch.set_num_threads(1)
     dirs = node_dirs(out)
     node = json.loads((dirs[node_id] / "node.json").read_text())
-    cfg = copy.deepcopy(node["config"])
-    long_ctx = int(cfg["long_ctx"])
-    length = int(round(ratio * long_ctx))
-    if node["stage"] == "eval":
-        cfg["eval"].update(length_ratios=[ratio], base_length_ratios=[ratio])
-        fn = eval.run
-    else:
-        cfg["analysis_len"] = length
-        fn = attention.run
+    fn = eval.run if node["stage"] == "eval" else attention.run
     inputs = {name: dirs[dep] for name, dep in node["deps"].items()}
     results = {name: json.loads((d / "DONE").read_text())["result"] for name, d in inputs.items()}
+
+    def at(r: float) -> StageContext:
+        cfg = copy.deepcopy(node["config"])
+        if node["stage"] == "eval":
+            cfg["eval"].update(length_ratios=[r], base_length_ratios=[r])
+        else:
+            cfg["analysis_len"] = int(round(r * int(cfg["long_ctx"])))
+        return StageContext(Path(tmp), cfg, inputs, results, None, {}, 1, lambda *a: None)
+
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = StageContext(Path(tmp), cfg, inputs, results, None, {}, 1, lambda *a: None)
+        fn(at(1))  # imports, thread pools, the task generator's first use: out of the measurement
         rss0 = reset_peak_rss()
         t0 = time.perf_counter()
-        fn(ctx)
+        fn(at(ratio))
         seconds = time.perf_counter() - t0
         peak = peak_rss_mb()
+    length = int(round(ratio * int(node["config"]["long_ctx"])))
     return {
         "node": node_id,
         "stage": node["stage"],
@@ -74,13 +77,12 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
 
 
 def measure(out: Path, node_id: str, ratio: float) -> dict:
-    env_path = str(Path(__file__).resolve().parents[1])
-    res = subprocess.run(
-        [sys.executable, __file__, str(out), "--child", node_id, str(ratio)],
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
-    )
+    """``child`` in a fresh process with an empty ``ARCHPOOL_CACHE`` (no cached attention results)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), ARCHPOOL_CACHE=cache)
+        res = subprocess.run(
+            [sys.executable, __file__, str(out), "--child", node_id, str(ratio)], capture_output=True, text=True, env=env
+        )
     if res.returncode:
         return {"node": node_id, "ratio": ratio, "error": res.stderr.strip().splitlines()[-1][:300]}
     return json.loads(res.stdout.strip().splitlines()[-1])
