@@ -212,20 +212,43 @@ def pairs(T: int, window: int | None, doc_ids=None) -> int:
     return sum(pairs(n, window) for n in lengths)
 
 
-def op_step(q, k, v, mask) -> None:
-    """Forward and backward of one attention call: SDPA ``is_causal`` when ``mask`` is None."""
+def op_step(q, k, v, mask, impl=None) -> None:
+    """Forward and backward of one attention call: SDPA ``is_causal`` when ``mask`` is None, else
+    ``local_attention`` of ``impl`` (a module; archpool's by default)."""
     import torch.nn.functional as F
 
-    from archpool.model.local_attention import local_attention
+    import archpool.model.local_attention as la
 
+    impl = impl or la
     for t in (q, k, v):
         t.grad = None
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True) if mask is None else local_attention(q, k, v, mask)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True) if mask is None else impl.local_attention(q, k, v, mask)
     y.sum().backward()
 
 
-def op_row(T: int, window: int | None, doc_mean: int | None, heads: int, head_dim: int, dtype: str, repeats: int) -> dict:
-    """Best-of-n seconds of full causal and of the local op, interleaved; per-round ratios; the ideal."""
+def baseline_module(rev: str):
+    """archpool/model/local_attention.py as of git revision ``rev``, imported as its own module."""
+    import importlib.util
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(
+        ["git", "-C", str(root), "show", f"{rev}:archpool/model/local_attention.py"], capture_output=True, text=True, check=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "local_attention_baseline.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("local_attention_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def op_row(
+    T: int, window: int | None, doc_mean: int | None, heads: int, head_dim: int, dtype: str, repeats: int, baseline=None
+) -> dict:
+    """Best-of-n seconds of full causal, the local op (and the ``baseline`` module's), interleaved;
+    per-round ratios; the ideal (pairs of full causal over pairs the mask allows)."""
     import torch
 
     from archpool.model.local_attention import LocalMask
@@ -233,18 +256,21 @@ def op_row(T: int, window: int | None, doc_mean: int | None, heads: int, head_di
     g = torch.Generator().manual_seed(T)
     q, k, v = (torch.randn(1, heads, T, head_dim, generator=g).to(getattr(torch, dtype)).requires_grad_() for _ in range(3))
     doc_ids = document_ids(T, doc_mean) if doc_mean else None
-    mask = LocalMask(window, doc_ids)
-    op_step(q, k, v, None)
-    op_step(q, k, v, mask)
-    full, local = [], []
+    cases = {"full": (None, None), "local": (LocalMask(window, doc_ids), None)}
+    if baseline is not None:
+        cases["baseline"] = (baseline.LocalMask(window, doc_ids), baseline)
+    for m, impl in cases.values():
+        op_step(q, k, v, m, impl)
+    times: dict[str, list[float]] = {c: [] for c in cases}
     for _ in range(repeats):
-        for out, m in ((full, None), (local, mask)):
+        for c, (m, impl) in cases.items():
             t0 = time.perf_counter()
-            op_step(q, k, v, m)
-            out.append(time.perf_counter() - t0)
+            op_step(q, k, v, m, impl)
+            times[c].append(time.perf_counter() - t0)
     ideal = pairs(T, None) / pairs(T, window, doc_ids)
+    full, local = times["full"], times["local"]
     speedup = min(full) / min(local)
-    return {
+    row = {
         "T": T,
         "full_s": full,
         "local_s": local,
@@ -253,19 +279,29 @@ def op_row(T: int, window: int | None, doc_mean: int | None, heads: int, head_di
         "ideal": ideal,
         "fraction_of_ideal": speedup / ideal,
     }
+    if baseline is not None:
+        row.update(baseline_s=times["baseline"], baseline_speedup=min(full) / min(times["baseline"]))
+    return row
 
 
 def op_table(rows: list[dict], title: str) -> str:
+    base = "baseline_s" in rows[0]
+    extra = " | baseline s | baseline speed-up | baseline fraction of ideal" if base else ""
     lines = [
         f"{title}",
         "",
-        "| T | full causal s | local s | speed-up over full causal (per-round median [min–max]) | ideal (pair ratio) | fraction of ideal |",
-        "|---:|---:|---:|---:|---:|---:|",
+        f"| T | full causal s | local s | speed-up over full causal (per-round median [min–max]) | ideal (pair ratio) | fraction of ideal{extra} |",
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if base else ""),
     ]
     for r in rows:
+        cells = (
+            f" | {min(r['baseline_s']):.3f} | {r['baseline_speedup']:.1f}× | {100 * r['baseline_speedup'] / r['ideal']:.0f}%"
+            if base
+            else ""
+        )
         lines.append(
             f"| {r['T']:,} | {min(r['full_s']):.3f} | {min(r['local_s']):.3f} | {r['speedup']:.1f}× "
-            f"{spread(r['round_speedups'])} | {r['ideal']:.1f}× | {100 * r['fraction_of_ideal']:.0f}% |"
+            f"{spread(r['round_speedups'])} | {r['ideal']:.1f}× | {100 * r['fraction_of_ideal']:.0f}%{cells} |"
         )
     return "\n".join(lines)
 
@@ -277,11 +313,13 @@ def op_main(args) -> dict:
     torch.set_num_threads(args.threads)
     res = {"threads": torch.get_num_threads(), "torch": torch.__version__, "window": args.window, "heads": args.heads}
     res.update(head_dim=args.head_dim, dtype=args.dtype, doc_mean=args.doc_mean, date=time.strftime("%Y-%m-%d"))
+    res["baseline"] = args.baseline
+    baseline = baseline_module(args.baseline) if args.baseline else None
     for key, window, doc_mean in (("window_rows", args.window, None), ("document_rows", None, args.doc_mean)):
         res[key] = []
         for T in args.lengths:
             reps = args.repeats if T <= 8192 else args.long_repeats
-            res[key].append(op_row(T, window, doc_mean, args.heads, args.head_dim, args.dtype, reps))
+            res[key].append(op_row(T, window, doc_mean, args.heads, args.head_dim, args.dtype, reps, baseline))
             print(f"op {key} T={T} done", file=sys.stderr, flush=True)
     return res
 
@@ -387,6 +425,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--doc-mean", type=int, default=1024, help="mean document length of the document table")
+    ap.add_argument("--baseline", help="with --op: also time local_attention.py as of this git revision, interleaved")
     args = ap.parse_args(argv)
     if args.op:
         return run_op(args)
