@@ -4,9 +4,11 @@ SDPA given a dense (T, S) boolean mask computes every query against every key, s
 layer costs more than a full causal one (whose fused kernel skips the upper triangle). Here queries
 are cut into tiles of ``block`` rows and each tile attends only to the keys its rows can reach:
 
-- sliding window ``W``: tile [s, s + block) sees keys [s - W + 1, s + block). All tiles have the
-  same width ``block + W - 1``, so they are stacked into the batch dimension (``unfold``) and run as
-  one fused SDPA call with a small (block, block + W - 1) mask per tile.
+- sliding window ``W``: tile [s, s + block) needs keys [s - W + 1, s + block): ``block + W - 1``
+  of them, rounded up to a multiple of ``KEY_ALIGN`` (the extra keys, in front, masked; the CPU
+  kernel runs aligned widths faster per pair). All tiles have the same width, so they are stacked
+  into the batch dimension (``unfold``) and run as one fused SDPA call with one small band mask
+  shared by the tiles (the first tiles, reaching before key 0, take their own).
 - documents only (full-attention layer, intra-document mask): tile [s, e) sees keys from the start
   of the earliest document among its rows; tiles are run one by one.
 
@@ -18,8 +20,9 @@ for analysis without ever holding a T×S score matrix in flight.
 On CPU (float32, bfloat16) both tilings run the flash kernel directly, with a hand-written backward
 (``FusedTileAttention``, ``FusedDocumentAttention``): a windowed or document-masked layer then holds
 for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp), where autograd
-through the tiles would keep the tiled copies of K and V or every tile's mask. Results are the same
-bits as autograd's. Other devices (and float64) take the autograd path.
+through the tiles would keep the tiled copies of K and V or every tile's mask. The window kernel
+reads each batch row's tiles as strided views (no tiled copies). Results are the same bits as
+autograd's through the tiles. Other devices (and float64) take the autograd path.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ KEY_ALIGN = 64
 
 def default_block(window: int | None) -> int:
     """Query tile rows: half the window, between 32 and 256 (on 2 CPU threads at W = 256, T = 8192,
-    tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64)."""
+    tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64;
+    with aligned widths and strided tiles, 1 thread, T = 16384: 64-256 rows within noise of each other)."""
     if window is None:  # documents only: 128 measured 1.0-1.5x faster than 256 at T = 1024-4096
         return 128
     return max(32, min(256, window // 2))
