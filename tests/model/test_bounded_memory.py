@@ -40,7 +40,6 @@ def ids() -> torch.Tensor:
     return torch.randint(0, 256, (1, T), generator=torch.Generator().manual_seed(0))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["all", "olmo3"])
 def test_long_forward_and_chunked_prefill_hold_no_t_by_t_tensor(pattern, ids):
     model = tiny(pattern)
@@ -57,7 +56,6 @@ def test_long_forward_and_chunked_prefill_hold_no_t_by_t_tensor(pattern, ids):
     assert peak_growth_mb(run) < CAP_MB
 
 
-@pytest.mark.slow
 def test_long_attention_statistics_hold_no_t_by_t_tensor(ids):
     probe = probe_for(tiny("olmo3"))
     long_stats(probe, [np.asarray(ids[0, :256])], queries=16)
