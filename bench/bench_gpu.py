@@ -12,8 +12,8 @@ MFU is achieved model FLOP/s divided by the device's dense bf16 peak. Model FLOP
 6 x (matmul parameters, LM head included) plus 12 x layers x heads x head_dim x (keys each query
 attends to, averaged over positions: causal, and capped by the window on sliding layers).
 
-Besides MFU, one call runs every other GPU check within ``--budget-s`` (checks that would start
-later are recorded as skipped): FlexAttention's sliding-window op against full causal at T = 8 W
+Besides MFU, one call runs every other GPU check within ``--budget-s`` (the short checks first,
+then the MFU cases; checks that would start later are recorded as skipped): FlexAttention's sliding-window op against full causal at T = 8 W
 (forward + backward, bf16), the loss under bf16 autocast against float32 on the same weights, and,
 with two or more GPUs, one 2-process NCCL DDP training step (ranks' gradients compared). Compile on
 and off: each context's full-attention model runs compiled (the trainer's path) and eager. All
@@ -394,6 +394,20 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     res: dict = {"device": name, "torch": torch.__version__, "args": {k: str(v) for k, v in vars(args).items()}}
     res["args"].update(size=args.size, batch_tokens=args.batch_tokens)
+    # the short checks first, then the MFU cases (each skipped once the budget is spent)
+    if "flex_swa" in args.checks:
+        if device.type != "cuda":
+            res["flex_swa"] = {"skipped": "FlexAttention has no backward pass on CPU"}
+        else:
+            budget.run("flex_swa", lambda: flex_swa_check(device, args.flex_window, args.flex_heads, args.flex_head_dim, 5), res)
+    if "bf16_parity" in args.checks:
+        T = min(int(s) for s in args.seq_lens.split(","))
+        budget.run("bf16_parity", lambda: bf16_parity_check(args.size, T, max(1, args.batch_tokens // T // 8), device), res)
+    if "ddp" in args.checks:
+        if device.type != "cuda" or torch.cuda.device_count() < 2:
+            res["ddp"] = {"skipped": f"needs 2 GPUs, this machine has {torch.cuda.device_count()}"}
+        else:
+            budget.run("ddp", lambda: ddp_check(args.size, min(int(s) for s in args.seq_lens.split(","))), res)
     if "mfu" in args.checks:  # MFU per context, full and SWA; compile on (trainer's path) and off (SDPA eager)
         res["mfu"] = []
         for case in cases([int(s) for s in args.seq_lens.split(",")], device):
@@ -408,19 +422,6 @@ def main(argv: list[str] | None = None) -> int:
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
             print(json.dumps({k: v for k, v in res["mfu"][-1].items() if k != "step_s"}), flush=True)
-    if "flex_swa" in args.checks:
-        if device.type != "cuda":
-            res["flex_swa"] = {"skipped": "FlexAttention has no backward pass on CPU"}
-        else:
-            budget.run("flex_swa", lambda: flex_swa_check(device, args.flex_window, args.flex_heads, args.flex_head_dim, 5), res)
-    if "bf16_parity" in args.checks:
-        T = min(int(s) for s in args.seq_lens.split(","))
-        budget.run("bf16_parity", lambda: bf16_parity_check(args.size, T, max(1, args.batch_tokens // T // 8), device), res)
-    if "ddp" in args.checks:
-        if device.type != "cuda" or torch.cuda.device_count() < 2:
-            res["ddp"] = {"skipped": f"needs 2 GPUs, this machine has {torch.cuda.device_count()}"}
-        else:
-            budget.run("ddp", lambda: ddp_check(args.size, min(int(s) for s in args.seq_lens.split(","))), res)
     res["wall_s"] = round(budget.seconds - budget.left(), 1)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(res, indent=2))
