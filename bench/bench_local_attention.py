@@ -41,6 +41,7 @@ CASES = {  # name: (swa_pattern, blockwise local attention)
 }
 DENSE_MAX_T = 8192  # dense T×T masks beyond this take minutes and GBs: not run
 RESULTS = Path(__file__).parent / "results"
+OP_OUT = RESULTS / "local_attention_op.json"
 
 
 def build(case: str, T: int, window: int):
@@ -186,7 +187,220 @@ def figure(res: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> None:
+# --- the attention op alone (``--op``) and the whole model beside the free-attention ceiling (``--model``) ---
+
+
+def document_ids(T: int, mean: int, seed: int = 0):
+    """(1, T) contiguous documents of random lengths, uniform in [mean / 4, 7 mean / 4]."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    ids, d = [], 0
+    while len(ids) < T:
+        ids += [d] * int(torch.randint(mean // 4, 7 * mean // 4 + 1, (1,), generator=g))
+        d += 1
+    return torch.tensor([ids[:T]])
+
+
+def pairs(T: int, window: int | None, doc_ids=None) -> int:
+    """Query-key pairs the mask allows (the work an ideal kernel does)."""
+    import torch
+
+    if doc_ids is None:
+        return sum(min(i + 1, window or T) for i in range(T))
+    lengths = torch.unique_consecutive(doc_ids[0], return_counts=True)[1].tolist()
+    return sum(pairs(n, window) for n in lengths)
+
+
+def op_step(q, k, v, mask, impl=None) -> None:
+    """Forward and backward of one attention call: SDPA ``is_causal`` when ``mask`` is None, else
+    ``local_attention`` of ``impl`` (a module; archpool's by default)."""
+    import torch.nn.functional as F
+
+    import archpool.model.local_attention as la
+
+    impl = impl or la
+    for t in (q, k, v):
+        t.grad = None
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True) if mask is None else impl.local_attention(q, k, v, mask)
+    y.sum().backward()
+
+
+def baseline_module(rev: str):
+    """archpool/model/local_attention.py as of git revision ``rev``, imported as its own module."""
+    import importlib.util
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    src = subprocess.run(
+        ["git", "-C", str(root), "show", f"{rev}:archpool/model/local_attention.py"], capture_output=True, text=True, check=True
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "local_attention_baseline.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("local_attention_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def op_row(
+    T: int, window: int | None, doc_mean: int | None, heads: int, head_dim: int, dtype: str, repeats: int, baseline=None
+) -> dict:
+    """Best-of-n seconds of full causal, the local op (and the ``baseline`` module's), interleaved;
+    per-round ratios; the ideal (pairs of full causal over pairs the mask allows)."""
+    import torch
+
+    from archpool.model.local_attention import LocalMask
+
+    g = torch.Generator().manual_seed(T)
+    q, k, v = (torch.randn(1, heads, T, head_dim, generator=g).to(getattr(torch, dtype)).requires_grad_() for _ in range(3))
+    doc_ids = document_ids(T, doc_mean) if doc_mean else None
+    cases = {"full": (None, None), "local": (LocalMask(window, doc_ids), None)}
+    if baseline is not None:
+        cases["baseline"] = (baseline.LocalMask(window, doc_ids), baseline)
+    for m, impl in cases.values():
+        op_step(q, k, v, m, impl)
+    times: dict[str, list[float]] = {c: [] for c in cases}
+    for _ in range(repeats):
+        for c, (m, impl) in cases.items():
+            t0 = time.perf_counter()
+            op_step(q, k, v, m, impl)
+            times[c].append(time.perf_counter() - t0)
+    ideal = pairs(T, None) / pairs(T, window, doc_ids)
+    full, local = times["full"], times["local"]
+    speedup = min(full) / min(local)
+    row = {
+        "T": T,
+        "full_s": full,
+        "local_s": local,
+        "speedup": speedup,
+        "round_speedups": [f / x for f, x in zip(full, local)],
+        "ideal": ideal,
+        "fraction_of_ideal": speedup / ideal,
+    }
+    if baseline is not None:
+        row.update(baseline_s=times["baseline"], baseline_speedup=min(full) / min(times["baseline"]))
+    return row
+
+
+def op_table(rows: list[dict], title: str) -> str:
+    base = "baseline_s" in rows[0]
+    extra = " | baseline s | baseline speed-up | baseline fraction of ideal" if base else ""
+    lines = [
+        f"{title}",
+        "",
+        f"| T | full causal s | local s | speed-up over full causal (per-round median [min–max]) | ideal (pair ratio) | fraction of ideal{extra} |",
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if base else ""),
+    ]
+    for r in rows:
+        cells = (
+            f" | {min(r['baseline_s']):.3f} | {r['baseline_speedup']:.1f}× | {100 * r['baseline_speedup'] / r['ideal']:.0f}%"
+            if base
+            else ""
+        )
+        lines.append(
+            f"| {r['T']:,} | {min(r['full_s']):.3f} | {min(r['local_s']):.3f} | {r['speedup']:.1f}× "
+            f"{spread(r['round_speedups'])} | {r['ideal']:.1f}× | {100 * r['fraction_of_ideal']:.0f}%{cells} |"
+        )
+    return "\n".join(lines)
+
+
+def op_main(args) -> dict:
+    """The op tables: sliding window, then document masks (full-attention layer), fwd + bwd."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    res = {"threads": torch.get_num_threads(), "torch": torch.__version__, "window": args.window, "heads": args.heads}
+    res.update(head_dim=args.head_dim, dtype=args.dtype, doc_mean=args.doc_mean, date=time.strftime("%Y-%m-%d"))
+    res["baseline"] = args.baseline
+    baseline = baseline_module(args.baseline) if args.baseline else None
+    for key, window, doc_mean in (("window_rows", args.window, None), ("document_rows", None, args.doc_mean)):
+        res[key] = []
+        for T in args.lengths:
+            reps = args.repeats if T <= 8192 else args.long_repeats
+            res[key].append(op_row(T, window, doc_mean, args.heads, args.head_dim, args.dtype, reps, baseline))
+            print(f"op {key} T={T} done", file=sys.stderr, flush=True)
+    return res
+
+
+def op_report(res: dict) -> str:
+    head = (
+        f"attention op, forward + backward, B=1, {res['heads']} heads, head_dim {res['head_dim']}, {res['dtype']}, "
+        f"{res['threads']} thread(s), torch {res['torch']}"
+    )
+    return "\n\n".join(
+        [
+            op_table(res["window_rows"], f"{head}: sliding window W={res['window']} against full causal SDPA"),
+            op_table(res["document_rows"], f"{head}: documents (mean length {res['doc_mean']}) against full causal SDPA"),
+        ]
+    )
+
+
+def model_row(T: int, window: int, repeats: int) -> dict:
+    """Whole-model forward (base size, no_grad): full causal, every layer windowed, and attention made
+    free (it returns V: the ceiling of any attention speed-up), interleaved; best-of-n seconds."""
+
+    import archpool.model.model as M
+
+    full, _ = build("full", T, window)
+    swa, ids = build("swa", T, window)
+    real = M.sdpa_attention
+
+    def free(q, k, v, mask):
+        return v.repeat_interleave(q.shape[1] // v.shape[1], dim=1) if q.shape[1] != v.shape[1] else v
+
+    def run(model, attn) -> float:
+        M.sdpa_attention = attn
+        try:
+            t0 = time.perf_counter()
+            forward(model, ids)
+            return time.perf_counter() - t0
+        finally:
+            M.sdpa_attention = real
+
+    cases = {"full": (full, real), "swa": (swa, real), "free": (full, free)}
+    times: dict[str, list[float]] = {c: [] for c in cases}
+    for m, attn in cases.values():
+        run(m, attn)
+    for _ in range(repeats):
+        for c, (m, attn) in cases.items():
+            times[c].append(run(m, attn))
+    best = {c: min(ts) for c, ts in times.items()}
+    return {"T": T, "s": times, "swa_speedup": best["full"] / best["swa"], "ceiling": best["full"] / best["free"]}
+
+
+def model_report(rows: list[dict], window: int) -> str:
+    lines = [
+        f"whole model (base size, olmo3 family, forward under no_grad, B=1), every layer windowed (W={window}) "
+        "against full causal, beside attention made free",
+        "",
+        "| T | full s | all-SWA s | free attention s | SWA speed-up | free-attention ceiling | share of the ceiling's gain |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        f, w, z = (min(r["s"][c]) for c in ("full", "swa", "free"))
+        gain = (f - w) / (f - z) if f > z else float("nan")
+        lines.append(
+            f"| {r['T']:,} | {f:.3f} | {w:.3f} | {z:.3f} | {r['swa_speedup']:.2f}× | {r['ceiling']:.2f}× | {100 * gain:.0f}% |"
+        )
+    return "\n".join(lines)
+
+
+def run_op(args) -> None:
+    """``--op`` (and ``--model``): time, print the tables, write ``OP_OUT`` (or ``--out`` if given)."""
+    res = op_main(args)
+    if args.model:
+        res["model"] = [model_row(T, args.window, args.repeats) for T in args.model_lengths]
+    out = args.out if args.out != RESULTS / "local_attention.json" else OP_OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(op_report(res))
+    if "model" in res:
+        print("\n" + model_report(res["model"], args.window))
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--window", type=int, default=256)
@@ -204,7 +418,17 @@ def main() -> None:
         help="torch threads (1: on a shared, busy CPU one stalled OpenMP thread stalls a 2-thread run)",
     )
     ap.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    ap.add_argument("--op", action="store_true", help="the attention op alone: window and document tables (OP_OUT)")
+    ap.add_argument("--model", action="store_true", help="with --op: whole-model forwards beside free attention")
+    ap.add_argument("--model-lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--doc-mean", type=int, default=1024, help="mean document length of the document table")
+    ap.add_argument("--baseline", help="with --op: also time local_attention.py as of this git revision, interleaved")
+    args = ap.parse_args(argv)
+    if args.op:
+        return run_op(args)
     if args.report:
         return report(json.loads(args.out.read_text()), args.out)
     if args.memory_only:

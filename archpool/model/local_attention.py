@@ -4,9 +4,11 @@ SDPA given a dense (T, S) boolean mask computes every query against every key, s
 layer costs more than a full causal one (whose fused kernel skips the upper triangle). Here queries
 are cut into tiles of ``block`` rows and each tile attends only to the keys its rows can reach:
 
-- sliding window ``W``: tile [s, s + block) sees keys [s - W + 1, s + block). All tiles have the
-  same width ``block + W - 1``, so they are stacked into the batch dimension (``unfold``) and run as
-  one fused SDPA call with a small (block, block + W - 1) mask per tile.
+- sliding window ``W``: tile [s, s + block) needs keys [s - W + 1, s + block): ``block + W - 1``
+  of them, rounded up to a multiple of ``KEY_ALIGN`` (the extra keys, in front, masked; the CPU
+  kernel runs aligned widths faster per pair). All tiles have the same width, so they are stacked
+  into the batch dimension (``unfold``) and run as one fused SDPA call with one small band mask
+  shared by the tiles (the first tiles, reaching before key 0, take their own).
 - documents only (full-attention layer, intra-document mask): tile [s, e) sees keys from the start
   of the earliest document among its rows; tiles are run one by one.
 
@@ -18,8 +20,9 @@ for analysis without ever holding a T×S score matrix in flight.
 On CPU (float32, bfloat16) both tilings run the flash kernel directly, with a hand-written backward
 (``FusedTileAttention``, ``FusedDocumentAttention``): a windowed or document-masked layer then holds
 for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp), where autograd
-through the tiles would keep the tiled copies of K and V or every tile's mask. Results are the same
-bits as autograd's. Other devices (and float64) take the autograd path.
+through the tiles would keep the tiled copies of K and V or every tile's mask. The window kernel
+reads each batch row's tiles as strided views (no tiled copies). Results are the same bits as
+autograd's through the tiles. Other devices (and float64) take the autograd path.
 """
 
 from __future__ import annotations
@@ -55,9 +58,15 @@ class LocalMask:
         return allowed
 
 
+# The CPU flash kernel runs key widths that are a multiple of 64 about 1.2x faster per pair than one
+# key short of it (W = 256, tiles of 128 rows: 384 keys against 383), so tiles round their width up.
+KEY_ALIGN = 64
+
+
 def default_block(window: int | None) -> int:
     """Query tile rows: half the window, between 32 and 256 (on 2 CPU threads at W = 256, T = 8192,
-    tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64)."""
+    tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64;
+    with aligned widths and strided tiles, 1 thread, T = 16384: 64-256 rows within noise of each other)."""
     if window is None:  # documents only: 128 measured 1.0-1.5x faster than 256 at T = 1024-4096
         return 128
     return max(32, min(256, window // 2))
@@ -88,7 +97,8 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Loc
 @dataclass(frozen=True)
 class WindowTiles:
     """The geometry of ``sliding_window_attention``'s tiles: ``n`` tiles of ``block`` query rows, tile
-    ``i`` seeing the ``width = block + window - 1`` keys that end at its last row."""
+    ``i`` seeing the ``width`` keys that end at its last row: the ``block + window - 1`` it needs,
+    rounded up to a multiple of ``align`` (the extra keys, at the front, are masked)."""
 
     B: int
     T: int
@@ -96,6 +106,7 @@ class WindowTiles:
     window: int
     block: int
     chunk_rows: int = 4096  # query rows per kernel call in the fused path (``chunks``)
+    align: int = KEY_ALIGN  # tile widths are rounded up to a multiple of this (extra keys masked)
 
     @property
     def n(self) -> int:
@@ -106,8 +117,12 @@ class WindowTiles:
         return self.n * self.block - self.T
 
     @property
-    def width(self) -> int:
-        return self.block + self.window - 1
+    def width(self) -> int:  # keys per tile: the ``block + window - 1`` it needs, rounded up to ``align``
+        return -(-(self.block + self.window - 1) // self.align) * self.align
+
+    @property
+    def reach(self) -> int:  # keys of a tile before its first query's own key
+        return self.width - self.block
 
     @property
     def offset(self) -> int:  # key index of query 0
@@ -115,15 +130,15 @@ class WindowTiles:
 
     @property
     def front(self) -> int:  # padded keys before key 0 (masked)
-        return max(0, self.window - 1 - self.offset)
+        return max(0, self.reach - self.offset)
 
     @property
     def first(self) -> int:  # index, in the padded keys, of tile 0's first key
-        return self.offset - self.window + 1 + self.front
+        return self.offset - self.reach + self.front
 
     def padded_queries(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, H, T, D) -> (B, H, n * block, D)."""
-        return F.pad(x, (0, 0, 0, self.tail))
+        """(B, H, T, D) -> (B, H, n * block, D), contiguous (``x`` itself when it is and ``block`` divides T)."""
+        return F.pad(x, (0, 0, 0, self.tail)) if self.tail else x.contiguous()
 
     def padded_keys(self, x: torch.Tensor) -> torch.Tensor:
         """(B, KV, S, D) -> the keys from tile 0's first, padded: (B, KV, (n - 1) * block + width, D)."""
@@ -140,6 +155,34 @@ class WindowTiles:
         B, KV, _, D = xp.shape
         x = xp[:, :, t0 * self.block : (t1 - 1) * self.block + self.width]
         return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
+
+    def row_queries(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of one batch row's padded queries (H, n * block, D), as a strided view
+        (t1 - t0, H, block, D) the CPU flash kernel reads without a copy."""
+        H, _, D = xp.shape
+        return xp[:, t0 * self.block : t1 * self.block].view(H, t1 - t0, self.block, D).transpose(0, 1)
+
+    def row_keys(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """Tiles ``[t0, t1)`` of one batch row's padded keys (KV, L, D): overlapping windows as a
+        strided view (t1 - t0, KV, width, D)."""
+        x = xp[:, t0 * self.block : (t1 - 1) * self.block + self.width]
+        return x.unfold(1, self.width, self.block).permute(1, 0, 3, 2)
+
+    def row_mask(self, mask: torch.Tensor, r: int) -> torch.Tensor:
+        """A ``chunks`` mask for batch row ``r``: the shared band, or row r's per-tile masks."""
+        if mask.dim() == 2:
+            return mask
+        return mask.view(-1, self.B, *mask.shape[1:])[:, r]
+
+    def fold_row(self, buf: torch.Tensor, g: torch.Tensor, t0: int, t1: int) -> None:
+        """Add one row's key-tile gradients ``g`` (t1 - t0, KV, width, D) of tiles ``[t0, t1)`` to its
+        ``fold_buffer`` row (KV, blocks, block, D): tile i's keys [j * block, (j + 1) * block) are
+        block i + j of the padded keys."""
+        block, width = self.block, self.width
+        g = g.transpose(0, 1)  # (KV, tiles, width, D)
+        for j in reversed(range(-(-width // block))):
+            w = min(block, width - j * block)
+            buf[:, t0 + j : t1 + j, :w] += g[:, :, j * block : j * block + w]
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
@@ -188,8 +231,9 @@ class WindowTiles:
         n, B, block, width = self.n, self.B, self.block, self.width
         rows = torch.arange(block, device=device)[:, None]
         cols = torch.arange(width, device=device)[None, :]
-        band = (cols >= rows) & (cols < rows + self.window)  # (block, width): causal band of one tile
-        key_index = torch.arange(n, device=device)[:, None] * block + (self.offset - self.window + 1) + cols  # (n, width)
+        lag = rows + self.reach - cols  # query position minus key position
+        band = (lag >= 0) & (lag < self.window)  # (block, width): causal band of one tile
+        key_index = torch.arange(n, device=device)[:, None] * block + (self.offset - self.reach) + cols  # (n, width)
         allowed = band & (key_index >= 0)[:, None, :]  # (n, block, width)
         if doc_ids is not None:
             if self.offset:
@@ -280,55 +324,65 @@ def _flash_grad(
 class FusedTileAttention(torch.autograd.Function):
     """Tiled sliding-window attention through the CPU flash kernel, forward and backward by hand.
 
-    Autograd through the tiling would save the tiled copies of K and V (each key sits in about
-    ``width / block`` = 3 tiles) and the tiled queries. This saves only what full causal SDPA saves —
-    q, k, v, the output and the log-sum-exp — and re-tiles in backward; gradients of the tiled K/V
-    are folded back (``WindowTiles.fold_keys``). Same
-    kernels as ``F.scaled_dot_product_attention``, so results equal the autograd path's."""
+    The kernel reads each batch row's tiles as strided views (``WindowTiles.row_queries`` /
+    ``row_keys``: the tiles of queries and the overlapping tiles of keys, no copies), and writes its
+    output in the untiled layout. Autograd through the tiling would save tiled copies of K and V
+    (each key sits in about ``width / block`` = 3 tiles); this saves only what full causal SDPA
+    saves — q, k, v, the output and the log-sum-exp — and re-tiles in backward, folding the tiles'
+    key gradients back (``WindowTiles.fold_row``). Rows run one after another, each in runs of
+    ``chunks``."""
 
     @staticmethod
     def forward(
         ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
     ) -> torch.Tensor:
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
-        outs, lses = [], []
-        for run in tiles.chunks(doc_ids, q.device):
-            for t0, t1, mask in run:
-                out, lse = _flash(tiles.query_tiles(qp, t0, t1), tiles.key_tiles(kp, t0, t1), tiles.key_tiles(vp, t0, t1), mask)
-                outs.append(out)
-                lses.append(lse)
-        y = tiles.untile(torch.cat(outs) if len(outs) > 1 else outs[0])
+        B, H, _, D = qp.shape
+        yp = q.new_empty(B, H, tiles.n, tiles.block, D)  # each kernel call's output lands in its tiles' rows
+        lse = q.new_empty(B, H, tiles.n, tiles.block, dtype=torch.float32)
+        runs = tiles.chunks(doc_ids, q.device)
+        for r in range(B):
+            for run in runs:
+                for t0, t1, mask in run:
+                    out, tile_lse = _flash(
+                        tiles.row_queries(qp[r], t0, t1),
+                        tiles.row_keys(kp[r], t0, t1),
+                        tiles.row_keys(vp[r], t0, t1),
+                        tiles.row_mask(mask, r),
+                    )
+                    yp[r, :, t0:t1] = out.transpose(0, 1)
+                    lse[r, :, t0:t1] = tile_lse.transpose(0, 1)
+        y = yp.view(B, H, -1, D)[:, :, : tiles.T]
         ctx.tiles, ctx.doc_ids = tiles, doc_ids
-        ctx.save_for_backward(q, k, v, y, torch.cat(lses) if len(lses) > 1 else lses[0])
+        ctx.save_for_backward(q, k, v, y, lse)  # lse: (B, H, n, block)
         return y
 
     @staticmethod
     def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, y, lse = ctx.saved_tensors
         tiles: WindowTiles = ctx.tiles
-        B = tiles.B
         qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
         yp, gp = tiles.padded_queries(y), tiles.padded_queries(grad_y)
-        gq, gk, gv = [], tiles.fold_buffer(k), tiles.fold_buffer(v)
-        for run in tiles.chunks(ctx.doc_ids, q.device):
-            dk, dv = [], []
-            for t0, t1, mask in run:
-                a, b, c = _flash_grad(
-                    tiles.query_tiles(gp, t0, t1),
-                    tiles.query_tiles(qp, t0, t1),
-                    tiles.key_tiles(kp, t0, t1),
-                    tiles.key_tiles(vp, t0, t1),
-                    tiles.query_tiles(yp, t0, t1),
-                    lse[t0 * B : t1 * B],
-                    mask,
-                )
-                gq.append(a)
-                dk.append(b)
-                dv.append(c)
-            c0, c1 = run[0][0], run[-1][1]  # one fold per run (as one unfold's backward would sum them)
-            tiles.fold_into(gk, torch.cat(dk) if len(dk) > 1 else dk[0], c0, c1)
-            tiles.fold_into(gv, torch.cat(dv) if len(dv) > 1 else dv[0], c0, c1)
-        return tiles.untile(torch.cat(gq) if len(gq) > 1 else gq[0]), tiles.folded(gk), tiles.folded(gv), None, None
+        gk, gv = tiles.fold_buffer(k), tiles.fold_buffer(v)
+        grad_q = torch.empty_like(qp).view(tiles.B, q.shape[1], tiles.n, tiles.block, q.shape[3])
+        runs = tiles.chunks(ctx.doc_ids, q.device)
+        for r in range(tiles.B):
+            for run in runs:
+                for t0, t1, mask in run:
+                    a, b, c = _flash_grad(
+                        tiles.row_queries(gp[r], t0, t1),
+                        tiles.row_queries(qp[r], t0, t1),
+                        tiles.row_keys(kp[r], t0, t1),
+                        tiles.row_keys(vp[r], t0, t1),
+                        tiles.row_queries(yp[r], t0, t1),
+                        lse[r, :, t0:t1].transpose(0, 1),
+                        tiles.row_mask(mask, r),
+                    )
+                    grad_q[r, :, t0:t1] = a.transpose(0, 1)
+                    tiles.fold_row(gk[r], b, t0, t1)
+                    tiles.fold_row(gv[r], c, t0, t1)
+        grad_q = grad_q.view(tiles.B, q.shape[1], -1, q.shape[3])[:, :, : tiles.T]
+        return grad_q, tiles.folded(gk), tiles.folded(gv), None, None
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
@@ -344,10 +398,15 @@ def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
 
 
 def document_tiles(doc_ids: torch.Tensor, block: int) -> list[tuple[int, int, int]]:
-    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start."""
+    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start,
+    moved earlier (masked keys) so that the tile's key count is a multiple of ``KEY_ALIGN`` where it can."""
     T = doc_ids.shape[1]
     starts = document_starts(doc_ids)[:, ::block].amin(dim=0).tolist()
-    return [(i * block, min(T, (i + 1) * block), lo) for i, lo in enumerate(starts)]
+    tiles = []
+    for i, lo in enumerate(starts):
+        s, e = i * block, min(T, (i + 1) * block)
+        tiles.append((s, e, max(0, e - -(-(e - lo) // KEY_ALIGN) * KEY_ALIGN)))  # width rounded up to KEY_ALIGN
+    return tiles
 
 
 def document_mask(doc_ids: torch.Tensor, s: int, e: int, lo: int) -> torch.Tensor:

@@ -24,7 +24,7 @@ from typing import Any
 
 from archpool.errors import StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
-from archpool.runtime import process_rank
+from archpool.runtime import peak_rss_mb, process_rank, reset_peak_rss
 
 DONE = "DONE"
 # Bump a stage's version when its outputs change meaning, to invalidate cached results.
@@ -197,6 +197,7 @@ def execute_node(
         log_event(out, kind="start", node=node.id, stage=node.stage, key=node.key, run=label, resumed=resumed)
         log(f"[{node.stage}] {'resume' if resumed else 'start'} {node.id} -> {d}")
         t0 = time.time()
+        rss0 = reset_peak_rss()  # the node's own peak RSS (the process's, where the peak cannot be reset)
         ctx = _context(out, node, nodes_by_id, run, pool, threads, log)
         try:
             result = fn(ctx) or {}
@@ -206,9 +207,11 @@ def execute_node(
             )
             raise
         seconds = round(time.time() - t0, 3)
-        atomic_write_json(d / DONE, dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, result=result))
-        log_event(out, kind="done", node=node.id, stage=node.stage, key=node.key, run=label, seconds=seconds)
-        log(f"[{node.stage}] done {node.id} in {seconds:.1f}s")
+        peak = peak_rss_mb()
+        mem = dict(peak_rss_mb=None if peak is None else round(peak, 1), rss_start_mb=None if rss0 is None else round(rss0, 1))
+        atomic_write_json(d / DONE, dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, **mem, result=result))
+        log_event(out, kind="done", node=node.id, stage=node.stage, key=node.key, run=label, seconds=seconds, **mem)
+        log(f"[{node.stage}] done {node.id} in {seconds:.1f}s, peak RSS {mem['peak_rss_mb']} MB")
         return result
 
 

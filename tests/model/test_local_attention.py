@@ -271,3 +271,53 @@ def test_fused_document_backward_saves_no_more_than_full_causal_attention():
     for doc_ids in (torch.zeros(2, 512, dtype=torch.long), docs(2, 512, seed=17)):
         fused = saved_bytes(lambda d=doc_ids: local_attention(q, k, v, LocalMask(None, d), block=32))
         assert fused <= full + doc_ids.nbytes  # + the document ids, to rebuild the tile masks
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    B=st.integers(1, 3),
+    T=st.integers(1, 70),
+    extra=st.integers(0, 9),
+    window=st.integers(1, 24),
+    block=st.integers(1, 16),
+    align=st.sampled_from([1, 8, 64]),
+    KV=st.sampled_from([1, 2, 4]),
+    with_docs=st.booleans(),
+)
+def test_aligned_tiles_match_dense_mask(B, T, extra, window, block, align, KV, with_docs):
+    # tile widths rounded up to `align` (extra keys masked), strided tile views per batch row: odd
+    # lengths, windows not dividing T, GQA, cached keys (S > T), documents, against the dense mask
+    S = T + (0 if with_docs else extra)
+    q, k, v = qkv(B, 4, KV, T, S=S, seed=T * 31 + window)
+    doc_ids = docs(B, T, seed=window) if with_docs else None
+    tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=max(1, 3 * block), align=align)
+    assert tiles.width % align == 0 and tiles.width >= block + window - 1
+    got = la.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
+    want = dense_reference(q, k, v, LocalMask(window, doc_ids))
+    torch.testing.assert_close(got, want, **TOL)
+    w = torch.randn_like(got)
+    for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v))):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("T,window", [(300, 64), (257, 100)])
+def test_bfloat16_tiles_match_the_float32_dense_mask(T, window):
+    q, k, v = (x.detach() for x in qkv(2, 4, 2, T, D=16, seed=21))
+    mask = LocalMask(window)
+    want = dense_reference(q, k, v, mask)
+    qb, kb, vb = (x.bfloat16().requires_grad_() for x in (q, k, v))
+    got = local_attention(qb, kb, vb, mask)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=2e-2)
+    got.float().sum().backward()
+    q32, k32, v32 = (x.requires_grad_() for x in (q, k, v))
+    dense_reference(q32, k32, v32, mask).sum().backward()
+    for a, b in ((qb, q32), (kb, k32), (vb, v32)):
+        torch.testing.assert_close(a.grad.float(), b.grad, atol=5e-2, rtol=5e-2)
+
+
+def test_document_tiles_take_aligned_key_ranges():
+    doc_ids = docs(2, 700, seed=22)
+    for s, e, lo in la.document_tiles(doc_ids, 128):
+        assert lo == 0 or (e - lo) % la.KEY_ALIGN == 0
+        assert lo <= int(la.document_starts(doc_ids)[:, s].min())  # every row's document start is in reach

@@ -1,0 +1,45 @@
+"""The op benchmark's ideal (pairs the mask allows) and its document generator, against the dense mask."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from archpool.model.local_attention import LocalMask
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_local_attention.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_local_attention", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_local_attention"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("window,with_docs", [(None, False), (7, False), (None, True), (7, True)])
+def test_pairs_count_the_dense_mask(bench, window, with_docs):
+    T = 90
+    doc_ids = bench.document_ids(T, 16, seed=1) if with_docs else None
+    mask = LocalMask(window, doc_ids).dense(T, T, torch.device("cpu"))
+    assert bench.pairs(T, window, doc_ids) == int(mask.sum())
+
+
+def test_documents_are_contiguous_and_sized_around_the_mean(bench):
+    ids = bench.document_ids(4000, 100, seed=2)[0]
+    assert ids.shape == (4000,) and bool((ids[1:] - ids[:-1] >= 0).all())
+    lengths = torch.unique_consecutive(ids, return_counts=True)[1][:-1]  # the last one is cut at T
+    assert int(lengths.min()) >= 25 and int(lengths.max()) <= 175
+
+
+def test_op_row_times_full_and_local_and_the_baseline(bench):
+    import archpool.model.local_attention as la
+
+    row = bench.op_row(600, 64, None, 2, 8, "float32", 1, baseline=la)
+    assert len(row["full_s"]) == len(row["local_s"]) == len(row["baseline_s"]) == 1
+    assert row["ideal"] == pytest.approx(bench.pairs(600, None) / bench.pairs(600, 64))
+    assert "| 600 |" in bench.op_table([row], "t")
