@@ -600,7 +600,7 @@ def _check_run_names(runs: list[Any]) -> None:
 def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[dict[str, Any]], long_ctx: int) -> None:
     """Plan every recipe for every distinct (model, pretraining context) it applies to, as the extend
     stage will: a length within the pretraining context or more warmup than steps fails here."""
-    from archpool.train.extend import plan_extension
+    from archpool.train.extension_plan import plan_extension
 
     seen: set[tuple[str, str]] = set()
     for recipe in extension:

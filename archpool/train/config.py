@@ -392,3 +392,13 @@ class RunConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> RunConfig:
         return cls.from_dict(read_config_file(path))
+
+
+@dataclass
+class Stage:
+    """A span of steps at one sequence length, reading one data split."""
+
+    name: str
+    seq_len: int
+    steps: int
+    split: str = "pretrain"

@@ -41,7 +41,7 @@ from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
-from archpool.train.config import TrainConfig
+from archpool.train.config import Stage, TrainConfig
 from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream
 from archpool.train.optim import LRSchedule, build_optimizer, set_lr
@@ -66,16 +66,6 @@ RESUME_TOLERANT = {
     "dtype",
     "attn_impl",
 }
-
-
-@dataclass
-class Stage:
-    """A span of steps at one sequence length, reading one data split."""
-
-    name: str
-    seq_len: int
-    steps: int
-    split: str = "pretrain"
 
 
 @dataclass
