@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from archpool.errors import ConfigError
 
@@ -138,3 +139,35 @@ def final_loss(losses: Sequence[float], tail: float = LOSS_TAIL) -> float:
 
 EVAL_SAMPLES = 20  # samples per task and length
 EVAL_SEED = 42  # task generation seed
+
+
+class DesignAxes:
+    """The four axes and the feature count of a run whose ``model`` and ``pretrain_ctx`` are set
+    (a trained run's spec and a checkpoint run's share them)."""
+
+    model: Any
+    pretrain_ctx: int
+
+    @property
+    def axes(self) -> dict[str, Any]:
+        m = self.model
+        return dict(
+            swa=int(m.swa),
+            qk_norm=m.qk_norm,
+            norm=m.norm,
+            n_kv_heads=m.n_kv_heads,
+            n_heads=m.n_heads,
+            pretrain_ctx=self.pretrain_ctx,
+        )
+
+    def feature_count(self, short_ctx: int) -> int:
+        """How many of the paper's four features this run has (:func:`feature_count`)."""
+        a = self.axes
+        return feature_count(
+            qk_norm=a["qk_norm"],
+            n_kv_heads=a["n_kv_heads"],
+            n_heads=a["n_heads"],
+            swa=a["swa"],
+            pretrain_ctx=a["pretrain_ctx"],
+            short_ctx=short_ctx,
+        )

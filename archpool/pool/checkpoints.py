@@ -190,7 +190,7 @@ class CheckpointDesign:
 
 
 @dataclass
-class CheckpointRunSpec:
+class CheckpointRunSpec(study.DesignAxes):
     """A pool member measured from an existing model: ``checkpoint`` (and its ``pretrained`` twin)."""
 
     name: str
@@ -214,29 +214,6 @@ class CheckpointRunSpec:
         if self.pretrained:
             out["pretrained"] = ModelRef(**self.pretrained)
         return out
-
-    @property
-    def axes(self) -> dict[str, Any]:
-        m = self.model
-        return dict(
-            swa=int(m.swa),
-            qk_norm=m.qk_norm,
-            norm=m.norm,
-            n_kv_heads=m.n_kv_heads,
-            n_heads=m.n_heads,
-            pretrain_ctx=self.pretrain_ctx,
-        )
-
-    def feature_count(self, short_ctx: int) -> int:
-        a = self.axes
-        return study.feature_count(
-            qk_norm=a["qk_norm"],
-            n_kv_heads=a["n_kv_heads"],
-            n_heads=a["n_heads"],
-            swa=a["swa"],
-            pretrain_ctx=a["pretrain_ctx"],
-            short_ctx=short_ctx,
-        )
 
     def row(self) -> dict[str, Any]:
         """The run's design columns of ``results.csv``, as a trained run's (the models' locations are in plan.json)."""

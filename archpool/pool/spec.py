@@ -74,7 +74,7 @@ RUN_KEYS = {"name", "preset", "size", "axes", "model", "paper", "init", "fp8", "
 
 
 @dataclass
-class RunSpec:
+class RunSpec(study.DesignAxes):
     """One model of the pool: an architecture at one seed, fully resolved."""
 
     name: str
@@ -87,30 +87,6 @@ class RunSpec:
     fp8: bool = False  # a confound column only; nothing is trained in fp8
     params: int = 0  # parameter count, embeddings included
     columns: dict[str, Any] = field(default_factory=dict)  # extra descriptive columns (e.g. paper name)
-
-    @property
-    def axes(self) -> dict[str, Any]:
-        m = self.model
-        return dict(
-            swa=int(m.swa),
-            qk_norm=m.qk_norm,
-            norm=m.norm,
-            n_kv_heads=m.n_kv_heads,
-            n_heads=m.n_heads,
-            pretrain_ctx=self.pretrain_ctx,
-        )
-
-    def feature_count(self, short_ctx: int) -> int:
-        """How many of the paper's four features this run has (:func:`archpool.study.feature_count`)."""
-        a = self.axes
-        return study.feature_count(
-            qk_norm=a["qk_norm"],
-            n_kv_heads=a["n_kv_heads"],
-            n_heads=a["n_heads"],
-            swa=a["swa"],
-            pretrain_ctx=a["pretrain_ctx"],
-            short_ctx=short_ctx,
-        )
 
     def row(self) -> dict[str, Any]:
         """The run's design columns of ``results.csv`` (docs/paper.md)."""
