@@ -260,6 +260,17 @@ def _errorbar(ax, xs: list[float], ms: list[Mean], color: str, label: str | None
     ax.errorbar(xs, ys, yerr=err, color=color, label=label, marker="o", ms=4, lw=1.4, capsize=3, **kw)
 
 
+def _arch_lines(
+    ax, df: pd.DataFrame, points: Mapping[float, str], colors: Mapping[str, str], labelled: bool = True, **kw: Any
+) -> None:
+    """One line per architecture through ``points`` (x → column): mean over seeds with 95% CIs."""
+    means = {x: archs.per_arch(df, c) for x, c in points.items()}
+    for a, color in colors.items():
+        pts = [(x, m[a]) for x, m in means.items() if a in m]
+        if pts:
+            _errorbar(ax, [x for x, _ in pts], [m for _, m in pts], color, a if labelled else None, **kw)
+
+
 def _chance(ax, chance: float | None) -> None:
     if chance is not None:
         ax.axhline(chance, **CHANCE_STYLE, label=f"chance ({chance:.3g})")
@@ -311,12 +322,8 @@ def accuracy_by_length(
     colors = arch_colors(order)
     fig = _figure(8, 4.2)
     ax = fig.add_subplot()
-    for a in order:
-        for cols, ls, suffix in ((after, "-", ""), (before, "--", " (before)")):
-            pts = [(n, archs.per_arch(df, c).get(a)) for n, c in cols.items()]
-            pts = [(n, m) for n, m in pts if m is not None]
-            if pts:
-                _errorbar(ax, [n for n, _ in pts], [m for _, m in pts], colors[a], a if not suffix else None, ls=ls)
+    _arch_lines(ax, df, after, colors)
+    _arch_lines(ax, df, before, colors, labelled=False, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted({*after, *before}), [f"{n:,}" for n in sorted({*after, *before})])
     if long_ctx:
@@ -341,11 +348,7 @@ def accuracy_by_distance(df: pd.DataFrame, target: str, chance: float | None = N
     fig = _figure(8, 4.2)
     ax = fig.add_subplot()
     labels = list(cols)
-    for a in order:
-        pts = [(i, archs.per_arch(df, c).get(a)) for i, c in enumerate(cols.values())]
-        pts = [(i, m) for i, m in pts if m is not None]
-        if pts:
-            _errorbar(ax, [i for i, _ in pts], [m for _, m in pts], colors[a], a)
+    _arch_lines(ax, df, dict(enumerate(cols.values())), colors)
     ax.set_xticks(range(len(labels)), [lab.replace("<=", "≤") for lab in labels])
     _chance(ax, chance)
     ax.set_ylim(-0.02, 1.02)
@@ -366,11 +369,7 @@ def extension_curves(df: pd.DataFrame, target: str, chance: float | None = None)
     colors = arch_colors(order)
     fig = _figure(8, 4.2)
     ax = fig.add_subplot()
-    for a in order:
-        pts = [(n, archs.per_arch(df, c).get(a)) for n, c in cols.items()]
-        pts = [(n, m) for n, m in pts if m is not None]
-        if pts:
-            _errorbar(ax, [n for n, _ in pts], [m for _, m in pts], colors[a], a)
+    _arch_lines(ax, df, cols, colors)
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xticks(list(cols), [str(n) for n in cols])
     _chance(ax, chance)
