@@ -142,11 +142,18 @@ EVAL_SEED = 42  # task generation seed
 
 
 class DesignAxes:
-    """The four axes and the feature count of a run whose ``model`` and ``pretrain_ctx`` are set
-    (a trained run's spec and a checkpoint run's share them)."""
+    """The four axes, the feature count and the design columns of a run (a trained run's spec and a
+    checkpoint run's share them)."""
 
     model: Any
     pretrain_ctx: int
+    name: str
+    arch: str
+    seed: int
+    init: str
+    fp8: bool
+    params: int
+    columns: dict[str, Any]
 
     @property
     def axes(self) -> dict[str, Any]:
@@ -170,4 +177,22 @@ class DesignAxes:
             swa=a["swa"],
             pretrain_ctx=a["pretrain_ctx"],
             short_ctx=short_ctx,
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The run's design columns of ``results.csv`` (docs/paper.md)."""
+        m = self.model
+        return dict(
+            run=self.name,
+            arch=self.arch,
+            **self.axes,
+            seed=self.seed,
+            init=self.init,
+            fp8=int(self.fp8),
+            window=m.window or 0,
+            d_ff=m.d_ff,
+            n_layers=m.n_layers,
+            d_model=m.d_model,
+            params_b=round(self.params / 1e9, 6),
+            **self.columns,
         )

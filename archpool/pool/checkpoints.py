@@ -215,24 +215,6 @@ class CheckpointRunSpec(study.DesignAxes):
             out["pretrained"] = ModelRef(**self.pretrained)
         return out
 
-    def row(self) -> dict[str, Any]:
-        """The run's design columns of ``results.csv``, as a trained run's (the models' locations are in plan.json)."""
-        m = self.model
-        return dict(
-            run=self.name,
-            arch=self.arch,
-            **self.axes,
-            seed=self.seed,
-            init=self.init,
-            fp8=int(self.fp8),
-            window=m.window,
-            d_ff=m.d_ff,
-            n_layers=m.n_layers,
-            d_model=m.d_model,
-            params_b=round(self.params / 1e9, 6),
-            **self.columns,
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

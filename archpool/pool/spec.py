@@ -88,24 +88,6 @@ class RunSpec(study.DesignAxes):
     params: int = 0  # parameter count, embeddings included
     columns: dict[str, Any] = field(default_factory=dict)  # extra descriptive columns (e.g. paper name)
 
-    def row(self) -> dict[str, Any]:
-        """The run's design columns of ``results.csv`` (docs/paper.md)."""
-        m = self.model
-        return dict(
-            run=self.name,
-            arch=self.arch,
-            **self.axes,
-            seed=self.seed,
-            init=self.init,
-            fp8=int(self.fp8),
-            window=m.window or 0,
-            d_ff=m.d_ff,
-            n_layers=m.n_layers,
-            d_model=m.d_model,
-            params_b=round(self.params / 1e9, 6),
-            **self.columns,
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)  # the model as ModelConfig.to_dict(): plan.json and the stage keys hash this
 
