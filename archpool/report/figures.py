@@ -271,6 +271,20 @@ def _arch_lines(
             _errorbar(ax, [x for x, _ in pts], [m for _, m in pts], color, a if labelled else None, **kw)
 
 
+def _arch_figure(df: pd.DataFrame) -> tuple[Figure, Any, dict[str, str]]:
+    """A page-width figure with one axes, and a colour per architecture of ``df``."""
+    fig = _figure(8, 4.2)
+    return fig, fig.add_subplot(), arch_colors(archs.arch_order(df))
+
+
+def _accuracy_axis(ax, chance: float | None, legend_loc: str = "lower left") -> None:
+    """Accuracy from 0 to 1 with the chance line and the architectures' legend."""
+    _chance(ax, chance)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("accuracy (fraction of answers)")
+    ax.legend(fontsize=8, loc=legend_loc, ncols=2)
+
+
 def _chance(ax, chance: float | None) -> None:
     if chance is not None:
         ax.axhline(chance, **CHANCE_STYLE, label=f"chance ({chance:.3g})")
@@ -318,10 +332,7 @@ def accuracy_by_length(
     before = before or {}
     if len(after) < 2:
         return None
-    order = archs.arch_order(df)
-    colors = arch_colors(order)
-    fig = _figure(8, 4.2)
-    ax = fig.add_subplot()
+    fig, ax, colors = _arch_figure(df)
     _arch_lines(ax, df, after, colors)
     _arch_lines(ax, df, before, colors, labelled=False, ls="--")
     ax.set_xscale("log", base=2)
@@ -343,20 +354,14 @@ def accuracy_by_distance(df: pd.DataFrame, target: str, chance: float | None = N
     cols = archs.distance_columns(df, target)
     if len(cols) < 2:
         return None
-    order = archs.arch_order(df)
-    colors = arch_colors(order)
-    fig = _figure(8, 4.2)
-    ax = fig.add_subplot()
+    fig, ax, colors = _arch_figure(df)
     labels = list(cols)
     _arch_lines(ax, df, dict(enumerate(cols.values())), colors)
     ax.set_xticks(range(len(labels)), [lab.replace("<=", "≤") for lab in labels])
-    _chance(ax, chance)
-    ax.set_ylim(-0.02, 1.02)
     p = archs.parse_target(target)
     ax.set_xlabel("key–query distance (tokens)" + (f" at {p[1]:,} tokens" if p else ""))
-    ax.set_ylabel("accuracy (fraction of answers)")
     ax.set_title("Accuracy vs key–query distance after extension")
-    ax.legend(fontsize=8, loc="lower left", ncols=2)
+    _accuracy_axis(ax, chance)
     return fig
 
 
@@ -365,19 +370,13 @@ def extension_curves(df: pd.DataFrame, target: str, chance: float | None = None)
     cols = archs.rung_columns(df, target)
     if len(cols) < 2:
         return None
-    order = archs.arch_order(df)
-    colors = arch_colors(order)
-    fig = _figure(8, 4.2)
-    ax = fig.add_subplot()
+    fig, ax, colors = _arch_figure(df)
     _arch_lines(ax, df, cols, colors)
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xticks(list(cols), [str(n) for n in cols])
-    _chance(ax, chance)
-    ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("extension steps (0: the RoPE change alone)")
-    ax.set_ylabel("accuracy (fraction of answers)")
     ax.set_title(f"Extension curves: {_t(split_rung(target)[0])}")
-    ax.legend(fontsize=8, loc="lower right", ncols=2)
+    _accuracy_axis(ax, chance, legend_loc="lower right")
     return fig
 
 
