@@ -33,8 +33,8 @@ pool 'name: x\ntrain: {max_steps: 2}\nruns: 5\n'; case_ 'pool `runs: 5`' $A pool
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {d_model: abc}\nruns: [{name: A}]\n'; case_ 'pool `d_model: abc`' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\ndata: {vocab_size: abc}\nruns: [{name: A}]\n'; case_ 'pool `vocab_size: abc`' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nfactorial: {axes: {swa: [true, false]}, name: "{0}_{"}\n'; case_ 'bad factorial name template' $A pool show p.yaml
-pool 'name: x\ntrain: {max_steps: 2}\nextension: [{recipe: rope2}]\nruns: [{name: A}]\n'; case_ 'unknown extension recipe (was: after pretraining)' $A pool show p.yaml
-pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [niah_single]}\nruns: [{name: A}]\n'; case_ 'unknown eval task (was: after pretraining)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nextension: [{recipe: rope2}]\nruns: [{name: A}]\n'; case_ 'unknown extension recipe (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [niah_single]}\nruns: [{name: A}]\n'; case_ 'unknown eval task (at validation)' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2, global_batch_tokens: 100}\nruns: [{name: A}]\n'; case_ 'training geometry that cannot run' $A pool show p.yaml
 head -c 300 /dev/urandom > bin.csv; cp bin.csv bin.yaml
 printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\nA,0,none,pre,4,128,inf\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,0.7\n' > inf.csv
@@ -130,7 +130,7 @@ pool 'name: x\ntrain: {max_steps: 2}\neval: {task_params: {mqar: {n_keyz: 3}}}\n
 pool 'name: x\ntrain: {max_steps: 2}\neval: {task_params: {mqqar: {}}}\nruns: [{name: A}]\n'; case_ '`task_params: {mqqar: {}}`' $A pool show p.yaml
 printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\n"=cmd|'"'"' /C calc'"'"'!A0",0,none,pre,4,128,0.1\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,0.7\n' > inj.csv
 case_ 'formula run name `=cmd|...` in report tables' bash -c "$A report inj.csv --out rep --target score > /dev/null 2>&1; if grep -rqE '(^|,)\"?[=+@]' rep/tables; then echo 'a table cell starts a formula' >&2; exit 0; fi; echo 'no table cell starts a formula' >&2; exit 2"
-# ---- late errors, now at validation
+# ---- rules checked at validation, before any work
 pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk, length: 64}]\nruns: [{name: A}]\n'; case_ 'extension length <= pretraining context' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk, budgets: [1], warmup_steps: 5}]\nruns: [{name: A}]\n'; case_ '1-step extension with 5 warmup steps' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {vocab_size: 300}\ndata: {vocab_size: 4096}\nruns: [{name: A}]\n'; case_ 'model vocab < tokenizer vocab' $A pool show p.yaml

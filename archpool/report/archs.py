@@ -76,16 +76,8 @@ def parse_target(target: str) -> tuple[str, int, str, str] | None:
     return m["metric"], int(m["length"]), m["filter"] or "", rung
 
 
-def _with_rung(stem: str, rung: str) -> str:
-    return f"{stem}#{rung}" if rung else stem
-
-
-def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
-    """The target's metric, filter and rung at every evaluated length: ``{length: column}``."""
-    p = parse_target(target)
-    if p is None:
-        return {}
-    metric, _, filt, rung = p
+def _by_length(df: pd.DataFrame, metric: str, filt: str, rung: str) -> dict[int, str]:
+    """``{length: column}`` of ``metric@L<filt>[#rung]`` over the table's columns, shortest first."""
     out = {}
     for c in df.columns:
         stem, r = split_rung(c)
@@ -95,20 +87,16 @@ def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
+def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
+    """The target's metric, filter and rung at every evaluated length: ``{length: column}``."""
+    p = parse_target(target)
+    return _by_length(df, p[0], p[2], p[3]) if p else {}
+
+
 def base_length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """Before extension: the target's metric and filter at every length it was evaluated (``base_`` columns)."""
     p = parse_target(target)
-    if p is None:
-        return {}
-    metric, _, filt, _ = p
-    out = {}
-    for c in df.columns:
-        if not c.startswith(BASE_PREFIX) or "#" in c:
-            continue
-        m = SCORE_RE.match(c[len(BASE_PREFIX) :])
-        if m and m["metric"] == metric and (m["filter"] or "") == filt:
-            out[int(m["length"])] = c
-    return dict(sorted(out.items()))
+    return _by_length(df, BASE_PREFIX + p[0], p[2], "") if p else {}
 
 
 def _bucket_key(label: str) -> tuple[float, float] | None:

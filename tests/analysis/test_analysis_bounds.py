@@ -1,4 +1,4 @@
-"""Values the analysis used to accept and report wrongly: the target as its own covariate, KV heads
+"""Values the analysis refuses rather than report wrongly: the target as its own covariate, KV heads
 that do not divide the query heads, a negative short context."""
 
 from __future__ import annotations

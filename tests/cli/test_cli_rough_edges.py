@@ -94,7 +94,7 @@ def test_options_that_cannot_apply_to_a_pool_directory_are_refused(capsys, tmp_p
     assert main(["run", str(out), "--size", "small", "--seeds", "5"]) == 2
     err = capsys.readouterr().err
     assert "--size" in err and "--seeds" in err and "pool directory" in err and "size tiny" in err
-    assert main(["status", str(out)]) == 0  # without the options the directory is read as before
+    assert main(["status", str(out)]) == 0  # without the options the directory runs its recorded plan
     assert str(out) in capsys.readouterr().out
 
 

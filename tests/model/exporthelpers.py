@@ -4,6 +4,7 @@ not beside the checkpoint), then extended with NTK to 2x its context."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -74,3 +75,10 @@ def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
     pretrain(cfg, run)
     extend(run, ExtensionConfig.from_dict({"recipe": "ntk", "length": 64, "tokens": ext_tokens}), progress=False)
     return run
+
+
+def edit_config(d: Path, **changes) -> None:
+    """Rewrite ``d/config.json`` with ``changes`` applied."""
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(changes)
+    (d / "config.json").write_text(json.dumps(cfg))

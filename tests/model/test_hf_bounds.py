@@ -1,6 +1,5 @@
-"""``import-hf`` refuses, before anything is allocated or written, what it used to accept or crash on:
-huge shapes, deep or duplicate-key JSON, ``layer_types`` of the wrong length, non-finite or integer
-weights, a malformed tokenizer.json."""
+"""``import-hf`` refuses, before anything is allocated or written: huge shapes, deep or duplicate-key
+JSON, ``layer_types`` of the wrong length, non-finite or integer weights, a malformed tokenizer.json."""
 
 import json
 
@@ -8,22 +7,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from exporthelpers import edit_config
+
 from archpool.cli import main
 from archpool.errors import CheckpointError, ConfigError, DataError
 from archpool.model import Decoder, ModelConfig
 from archpool.model.hf import export_hf, import_hf
-
-
-@pytest.fixture
-def hf_dir(tmp_path):
-    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=64)
-    return export_hf(Decoder(cfg, seed=1), tmp_path / "hf")
-
-
-def edit_config(d, **changes):
-    cfg = json.loads((d / "config.json").read_text())
-    cfg.update(changes)
-    (d / "config.json").write_text(json.dumps(cfg))
 
 
 def edit_weights(d, fn):

@@ -1,4 +1,4 @@
-"""``import-hf`` on bad directories: each a one-line CheckpointError / ConfigError naming the file or field (issue 13)."""
+"""``import-hf`` on bad directories: each a one-line CheckpointError / ConfigError naming the file or field."""
 
 import json
 import os
@@ -8,23 +8,11 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
+from exporthelpers import edit_config  # noqa: E402
+
 from archpool.cli import main  # noqa: E402
 from archpool.errors import CheckpointError, ConfigError  # noqa: E402
-from archpool.model import Decoder, ModelConfig  # noqa: E402
-from archpool.model.hf import export_hf, import_hf  # noqa: E402
-
-
-@pytest.fixture
-def hf_dir(tmp_path):
-    """A valid Llama-family HF directory (4 heads, 2 KV heads), written by our exporter."""
-    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=64)
-    return export_hf(Decoder(cfg, seed=1), tmp_path / "hf")
-
-
-def edit_config(d, **changes):
-    cfg = json.loads((d / "config.json").read_text())
-    cfg.update(changes)
-    (d / "config.json").write_text(json.dumps(cfg))
+from archpool.model.hf import import_hf  # noqa: E402
 
 
 class _Boom:
