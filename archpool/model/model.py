@@ -134,20 +134,30 @@ def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
 
 def flex_block_mask(T: int, window: int | None, doc_ids: torch.Tensor | None, device: torch.device):
     """FlexAttention block mask for causal (+ window, + same-document) attention: only the blocks
-    that hold allowed pairs are computed, so sliding layers cost O(T·window) at any length."""
+    that hold allowed pairs are computed, so sliding layers cost O(T·window) at any length.
+
+    The window travels as a tensor (``T`` on full layers, where it allows every causal pair), so
+    full and sliding layers share one ``mask_mod``: compiled FlexAttention guards on the values of
+    Python constants captured by ``mask_mod`` and would otherwise compile once per window."""
     from torch.nn.attention.flex_attention import create_block_mask
 
+    span = torch.tensor(T if window is None else min(window, T), device=device)
+
     def mask_mod(b, h, q_idx, kv_idx):
-        allowed = q_idx >= kv_idx
-        if window is not None:
-            allowed = allowed & (q_idx - kv_idx < window)
+        allowed = (q_idx >= kv_idx) & (q_idx - kv_idx < span)
         if doc_ids is not None:
             allowed = allowed & (doc_ids[b, q_idx] == doc_ids[b, kv_idx])
         return allowed
 
     B = doc_ids.shape[0] if doc_ids is not None else None
-    return create_block_mask(mask_mod, B, None, T, T, device=device)
+    return create_block_mask(mask_mod, B, None, T, T, device=device, _compile=device.type == "cuda")
 
+
+FLEX_RECOMPILE_LIMIT = 64
+"""Compiled FlexAttention specialises on shapes (``dynamic=False`` gives the fastest kernels): one
+compile per (length, batch, heads, documents or not). An evaluation over a ladder of lengths needs
+more than dynamo's default of 8; past the limit dynamo would fall back to eager FlexAttention, which
+materialises the T×T score matrix."""
 
 _compiled_flex = None
 
@@ -159,7 +169,12 @@ def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m
 
     fn = flex_attention
     if q.is_cuda:
-        _compiled_flex = _compiled_flex or torch.compile(flex_attention, dynamic=False)
+        if _compiled_flex is None:
+            import torch._dynamo
+
+            limit = max(torch._dynamo.config.recompile_limit, FLEX_RECOMPILE_LIMIT)
+            torch._dynamo.config.recompile_limit = limit
+            _compiled_flex = torch.compile(flex_attention, dynamic=False)
         fn = _compiled_flex
     return fn(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
 

@@ -8,6 +8,7 @@ import torch
 
 from archpool.errors import ConfigError
 from archpool.model import Decoder, ModelConfig
+from archpool.model.model import flex_block_mask
 from archpool.model.rope import apply_rope, rope_cos_sin
 
 
@@ -291,3 +292,31 @@ def test_flex_attention_forward_matches_sdpa_with_window_and_documents():
         got = flex(ids, doc_ids=doc_ids)
         torch.testing.assert_close(flex(ids), model(ids), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window", [None, 1, 5, 16, 40])
+def test_flex_mask_mod_allows_exactly_the_causal_window_pairs(window):
+    T = 16
+    q, k = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    want = (q >= k) & ((q - k < window) if window is not None else True)
+    got = flex_block_mask(T, window, None, torch.device("cpu")).mask_mod(0, 0, q, k)
+    assert torch.equal(got, want)
+
+
+def test_flex_mask_mods_compile_once_for_every_window():
+    """Compiled FlexAttention guards on the Python values a mask_mod captures: one mask_mod shape for
+    full and sliding layers of any window keeps a model (and an evaluation over many windows) at one
+    compile instead of one per window, which past dynamo's recompile limit falls back to eager
+    FlexAttention and its T×T score matrix."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+
+    @torch.compile(backend=counter, dynamic=False)
+    def allowed(mask_mod, q, k):
+        return mask_mod(0, 0, q, k)
+
+    q, k = torch.arange(16)[:, None], torch.arange(16)[None, :]
+    for window in (None, 3, 5, 16, 40):
+        allowed(flex_block_mask(16, window, None, torch.device("cpu")).mask_mod, q, k)
+    assert counter.frame_count == 1
