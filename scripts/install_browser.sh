@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install Debian's headless-capable `chromium` for the report's browser test, idempotently.
 #
-# The test (tests/report/test_report_browser.py) drives this browser with playwright through
+# The test (tests/report/test_report_html.py) drives this browser with playwright through
 # `executable_path`; `playwright install` is never used (it downloads its own build from a CDN).
 # Routes: already on PATH -> nothing to do; root + apt-get -> apt-get install chromium;
 # otherwise print why it was skipped and exit 0 (the browser test then skips with the same reason).

@@ -1,10 +1,10 @@
 import json
 
 import pytest
-from datahelpers import make_docs
 
 from archpool.errors import DataError
 from archpool.tokenizer import EOS, Tokenizer, require_tokenizer, train_tokenizer
+from tests.helpers.corpus import make_docs
 
 
 @pytest.fixture(scope="module")

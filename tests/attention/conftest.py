@@ -1,61 +1,10 @@
+"""Fixtures of the attention tests: a prepared word corpus and an untrained run directory over it."""
+
 import json
-import random
 
 import pytest
 
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "that",
-    "for",
-    "it",
-    "as",
-    "with",
-    "was",
-    "on",
-    "be",
-    "by",
-    "this",
-    "are",
-    "from",
-    "at",
-    "or",
-    "an",
-    "which",
-    "have",
-    "not",
-    "model",
-    "token",
-    "data",
-    "stream",
-    "context",
-    "window",
-    "attention",
-    "layer",
-    "norm",
-    "head",
-    "query",
-    "key",
-    "value",
-    "long",
-    "short",
-    "river",
-    "mountain",
-    "quiet",
-    "green",
-    "house",
-    "light",
-    "morning",
-    "story",
-    "reader",
-    "letter",
-    "garden",
-    "winter",
-]
+from tests.helpers.corpus import WORDS, data_section, random_docs, write_docs
 
 
 @pytest.fixture(scope="session")
@@ -65,22 +14,10 @@ def attn_store(tmp_path_factory):
     from archpool.data.store import prepare
 
     root = tmp_path_factory.mktemp("attn_data")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    rng = random.Random(0)
-    for i in range(80):
-        n = 700 if i % 5 == 0 else rng.randint(60, 150)
-        (corpus / f"d{i:03d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + ".\n")
-    cfg = DataConfig(
-        sources=[{"kind": "files", "path": str(corpus)}],
-        vocab_size=300,
-        tokenizer_sample_chars=100_000,
-        max_chars=None,
-        long_doc_tokens=400,
-        holdout_fraction=0.2,
-        long_holdout_fraction=0.4,
-        cache_dir=str(root / "cache"),
-    )
+    docs = random_docs(80, WORDS, (60, 150), long_every=5, long_length=700)
+    corpus = write_docs(root / "corpus", [d.capitalize() + "." for d in docs], name="d{:03d}.txt")
+    section = data_section(corpus, root / "cache", long_doc_tokens=400, holdout_fraction=0.2, long_holdout_fraction=0.4)
+    cfg = DataConfig(**section)
     return prepare(cfg, progress=False, log=lambda *a: None)
 
 

@@ -1,5 +1,6 @@
 import pytest
-from datahelpers import make_docs, tiny_config
+
+from tests.helpers.corpus import make_docs, tiny_config
 
 
 @pytest.fixture

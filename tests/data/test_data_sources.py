@@ -1,12 +1,12 @@
 import json
 
 import pytest
-from datahelpers import make_docs, tiny_config
 
 from archpool.data.config import DataConfig, SourceConfig
 from archpool.data.sources import FileSource, HFSource, TextListSource
 from archpool.data.store import build_source, prepare
 from archpool.errors import ConfigError, DataError
+from tests.helpers.corpus import make_docs, tiny_config
 
 DOCS = make_docs(12, seed=5)
 

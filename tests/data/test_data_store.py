@@ -3,11 +3,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from datahelpers import make_docs, tiny_config
 
 from archpool.data.store import SPLITS, Store, prepare, split_long, store_path
 from archpool.data.streams import PretrainStream
 from archpool.errors import DataError
+from tests.helpers.corpus import make_docs, tiny_config
 
 QUIET = dict(progress=False, log=lambda *a: None)
 

@@ -11,12 +11,12 @@ import sys
 
 import numpy as np
 import pytest
-from datahelpers import tiny_config
 
 import archpool.io
 from archpool.data.store import Store, prepare
 from archpool.errors import StateError
 from archpool.io import sha256_file
+from tests.helpers.corpus import tiny_config
 
 
 def _shard(store: Store):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from datahelpers import tiny_config
 
 from archpool.data.section import DataSection, TaskMix
 from archpool.errors import ConfigError
 from archpool.tasks import dense_params, task_vocab, training_documents
 from archpool.tasks.mqar import Answer, Document, answer_errors
 from archpool.train.data_stage import build_stream
+from tests.helpers.corpus import tiny_config
 
 PARAMS = {"mqar": {"n_keys": 8, "n_values": 4, "rebind": True}}
 TASKS = {"names": ["mqar"], "share": 0.5, "length_range": [40, 200], "mix_unit": 48, "params": PARAMS}

@@ -3,11 +3,9 @@ word corpus and NTK-extended, in archpool format (run directories) and Hugging F
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from exporthelpers import SENTENCES, data_section
+from tests.helpers.corpus import SENTENCES, sentence_section
 
 ARCHS = {
     # Llama-style: pre-norm, no QK-norm, GQA, full attention
@@ -27,7 +25,7 @@ def train_pair(root: Path, arch: str, steps: int = 40, seq_len: int = 32) -> tup
     cfg = RunConfig.from_dict(
         {
             "model": model,
-            "data": data_section(root / "data"),
+            "data": sentence_section(root / "data"),
             "train": {
                 "lr": 1e-2,
                 "warmup_steps": 2,

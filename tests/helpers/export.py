@@ -5,36 +5,9 @@ not beside the checkpoint), then extended with NTK to 2x its context."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
-SENTENCES = [
-    "the cat sat on the mat.",
-    "a river runs by the stone house.",
-    "the reader holds a long letter.",
-    "green light falls on the quiet garden.",
-    "the winter morning is short.",
-    "a story ends at the window.",
-]
-
-
-def data_section(root: Path) -> dict:
-    """Documents of a few fixed sentences in random order: learnable in a few dozen steps."""
-    rng = random.Random(0)
-    corpus = root / "corpus"
-    corpus.mkdir(parents=True, exist_ok=True)
-    for i in range(30):
-        (corpus / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(SENTENCES) for _ in range(rng.randint(8, 30))) + "\n")
-    return {
-        "sources": [{"kind": "files", "path": str(corpus)}],
-        "vocab_size": 300,
-        "tokenizer_sample_chars": 100_000,
-        "max_chars": None,
-        "long_doc_tokens": 256,
-        "holdout_fraction": 0.05,
-        "long_holdout_fraction": 0.1,
-        "cache_dir": str(root / "cache"),
-    }
+from tests.helpers.corpus import sentence_section
 
 
 def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
@@ -58,7 +31,7 @@ def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
                 "swa_pattern": "olmo3",
                 "family": "olmo3",
             },
-            "data": data_section(root),
+            "data": sentence_section(root),
             "train": {
                 "lr": 1e-2,
                 "warmup_steps": 2,

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent  # holds toy_backend, the pool's stage test double
+BACKEND_DIR = REPO / "tests" / "pool"  # holds toy_backend, the pool's stage test double
 
 
 def toy_pool(tmp_path: Path, **over) -> Path:
@@ -36,7 +36,7 @@ def pool_cmd(*args: str) -> list[str]:
 
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a child `archpool` process: this checkout and the toy backend importable."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]), **extra)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(BACKEND_DIR)]), **extra)
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

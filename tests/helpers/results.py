@@ -1,4 +1,4 @@
-"""Generated results tables with known structure for the analysis tests."""
+"""Generated results tables and pool directories with known structure, for the analysis and report tests."""
 
 from __future__ import annotations
 

@@ -21,9 +21,8 @@ transformers = pytest.importorskip("transformers")
 from archpool.cli import main  # noqa: E402
 from archpool.eval.lm import lm_from_decoder  # noqa: E402
 from archpool.model.checkpoint import load_checkpoint  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from exporthelpers import SENTENCES, train_run  # noqa: E402
+from tests.helpers.corpus import SENTENCES  # noqa: E402
+from tests.helpers.export import train_run  # noqa: E402
 
 LL_TOL = 1e-3
 

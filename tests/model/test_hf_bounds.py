@@ -7,12 +7,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from exporthelpers import edit_config
-
 from archpool.cli import main
 from archpool.errors import CheckpointError, ConfigError, DataError
 from archpool.model import Decoder, ModelConfig
 from archpool.model.hf import export_hf, import_hf
+from tests.helpers.export import edit_config
 
 
 def edit_weights(d, fn):

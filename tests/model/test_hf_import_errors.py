@@ -8,11 +8,10 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
-from exporthelpers import edit_config  # noqa: E402
-
 from archpool.cli import main  # noqa: E402
 from archpool.errors import CheckpointError, ConfigError  # noqa: E402
 from archpool.model.hf import import_hf  # noqa: E402
+from tests.helpers.export import edit_config  # noqa: E402
 
 
 class _Boom:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,6 @@ from archpool.model.rope_layout import (
     half_to_interleaved,
     interleaved_to_half,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pool"))
 
 
 def _rotate(x, freqs, interleaved):
@@ -62,7 +59,7 @@ def test_declared_layouts_are_taken_at_their_word():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """HF exports of two tiny trained architectures (half-split, as transformers computes RoPE)."""
-    from checkpointhelpers import export, train_pair
+    from tests.helpers.checkpoints import export, train_pair
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("rope")
@@ -83,7 +80,7 @@ def _interleaved_copy(src: Path, dst: Path) -> Path:
 
 @pytest.mark.parametrize("arch", ["llama", "olmo"])
 def test_layout_detected_on_both_layouts_and_converted(trained, tmp_path, arch):
-    from checkpointhelpers import probe_texts
+    from tests.helpers.checkpoints import probe_texts
 
     half = trained[arch]
     info = check_rope_layout(half, mode="refuse", texts=probe_texts())

@@ -1,9 +1,10 @@
-"""Fixtures of the pool tests (the helpers are in poolhelpers.py, importable by name)."""
+"""Fixtures of the pool tests (the builders are in tests.helpers.pool)."""
 
 from __future__ import annotations
 
 import pytest
-from poolhelpers import toy_pool
+
+from tests.helpers.pool import toy_pool
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-from poolhelpers import run_cli, toy_pool
 
 from archpool.data.config import DataConfig
 from archpool.errors import ConfigError, LockError, StateError
@@ -19,6 +18,7 @@ from archpool.pool.plan import PLAN_FILE, read_plan
 from archpool.pool.run import run_pool
 from archpool.pool.spec import load_pool
 from archpool.pool.stages import backend_module
+from tests.helpers.pool import run_cli, toy_pool
 
 GARBAGE = bytes(range(256)) * 4
 

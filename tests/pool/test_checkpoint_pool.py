@@ -10,7 +10,6 @@ import time
 
 import pytest
 import yaml
-from poolhelpers import run_cli
 
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig
@@ -18,6 +17,7 @@ from archpool.pool.checkpoints import CheckpointRunSpec, check_downloads
 from archpool.pool.graph import read_events
 from archpool.pool.plan import build_plan, read_plan, write_plan
 from archpool.pool.spec import load_pool
+from tests.helpers.pool import run_cli
 
 
 def _models(root):
@@ -163,7 +163,7 @@ def test_olmpool_released_lists_26_models_at_both_revisions_with_published_score
 
 @pytest.mark.slow
 def test_checkpoint_pool_of_trained_models_end_to_end_and_cached(tmp_path):
-    from checkpointhelpers import export, train_pair
+    from tests.helpers.checkpoints import export, train_pair
 
     models = tmp_path / "models"
     runs = []
@@ -219,10 +219,10 @@ def test_hub_checkpoint_like_the_released_ones_is_fixed_before_measuring(tmp_pat
     from the design and the RoPE layout from the check, it measures exactly as its local original."""
     import json
 
-    from checkpointhelpers import export, probe_texts, train_pair
     from safetensors.torch import load_file, save_file
 
     from archpool.model.rope_layout import convert_state
+    from tests.helpers.checkpoints import export, probe_texts, train_pair
 
     pre, _ = train_pair(tmp_path / "models", "olmo")
     local = export(pre, tmp_path / "models" / "olmo_hf", pretrained=True)

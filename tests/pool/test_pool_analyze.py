@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from poolhelpers import run_cli, toy_pool
-
 from archpool.cli import main
-
-pytest.importorskip("archpool.analysis")
+from tests.helpers.pool import run_cli, toy_pool
 
 
 def _analyze(capsys, source) -> dict:

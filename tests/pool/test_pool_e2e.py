@@ -13,9 +13,9 @@ import time
 
 import pytest
 import yaml
-from poolhelpers import REPO, child_env, pool_cmd, run_cli
 
 from archpool.pool.graph import read_events
+from tests.helpers.pool import REPO, child_env, pool_cmd, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
-from poolhelpers import run_cli, toy_pool
-
 from archpool.pool.graph import read_events
+from tests.helpers.pool import run_cli, toy_pool
 
 
 def test_injected_failure_is_isolated_reported_and_retried(tmp_path):

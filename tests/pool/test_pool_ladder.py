@@ -6,11 +6,11 @@ from __future__ import annotations
 import csv
 
 import pytest
-from poolhelpers import run_cli, toy_pool
 
 from archpool.errors import ConfigError
 from archpool.pool.plan import build_plan, result_columns
 from archpool.pool.spec import load_pool
+from tests.helpers.pool import run_cli, toy_pool
 
 LADDER = [
     dict(name="ntk", steps=2, budgets=[0, 1, 3]),

@@ -10,9 +10,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from poolhelpers import REPO, child_env, pool_cmd, run_cli, toy_pool
-
 from archpool.pool.graph import read_events
+from tests.helpers.pool import REPO, child_env, pool_cmd, run_cli, toy_pool
 
 
 def _steps_log(out: Path) -> list[tuple[str, str, int]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from poolhelpers import run_cli, toy_pool
+
+from tests.helpers.pool import run_cli, toy_pool
 
 pytest.importorskip("submitit")
 

@@ -1,13 +1,11 @@
-import random
+"""Fixtures of the task tests (``bpe``, ``texts``, ``wordtok`` are defined in tests.helpers.tokenizers)."""
 
 import pytest
 
-from archpool.tasks.haystack import NOISE, pseudo_sentences
-from archpool.tokenizer import train_tokenizer
+from tests.helpers.tokenizers import _one_thread, bpe, pseudo_bpe, pseudo_texts, texts, wordtok  # noqa: F401
 
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """A byte-level BPE trained on pseudo-text (as pools train theirs), with '>' in its text."""
-    texts = [" ".join(pseudo_sentences(random.Random(i), 60)) for i in range(30)]
-    return train_tokenizer(texts + [" ".join(NOISE)] * 5 + ["a > b > c = d"] * 5, 700)
+    return pseudo_bpe(pseudo_texts(), ["a > b > c = d"] * 5)

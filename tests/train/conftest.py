@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
-WORDS = [
-    "the",
-    "a",
-    "river",
-    "stone",
-    "light",
-    "morning",
-    "window",
-    "letter",
-    "garden",
-    "winter",
-    "reader",
-    "story",
-    "quiet",
-    "green",
-    "long",
-    "short",
-    "house",
-]
+from tests.helpers import corpus
 
 
 @pytest.fixture(scope="module")
 def data_section(tmp_path_factory):
-    root = tmp_path_factory.mktemp("corpus")
-    rng = random.Random(0)
-    for i in range(40):
-        n = 1500 if i % 5 == 0 else rng.randint(40, 200)
-        (root / f"doc{i:02d}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(n)) + "\n")
-    return {
-        "sources": [{"kind": "files", "path": str(root)}],
-        "vocab_size": 300,
-        "tokenizer_sample_chars": 100_000,
-        "max_chars": None,
-        "long_doc_tokens": 256,
-        "holdout_fraction": 0.05,
-        "long_holdout_fraction": 0.1,
-        "cache_dir": str(tmp_path_factory.mktemp("cache")),
-    }
+    """A data section over 40 documents of a 17-word vocabulary (every fifth one 1,500 words long)."""
+    docs = corpus.random_docs(40, corpus.FEW_WORDS, (40, 200), long_every=5, long_length=1500)
+    root = corpus.write_docs(tmp_path_factory.mktemp("corpus"), docs)
+    return corpus.data_section(root, tmp_path_factory.mktemp("cache"))

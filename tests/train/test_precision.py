@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from trainhelpers import tiny_run
 
 import archpool.train.precision as precision
 from archpool.train.config import RunConfig
 from archpool.train.trainer import pretrain, run_dir_final
+from tests.helpers.train import tiny_run
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,13 @@ import shutil
 
 import pytest
 import torch
-from trainhelpers import read_losses, tiny_run
 
 from archpool.errors import CheckpointError
 from archpool.model.checkpoint import load_checkpoint
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import RunConfig
 from archpool.train.trainer import pretrain
+from tests.helpers.train import read_losses, tiny_run
 
 
 def _run(tmp_path, name="run", **train):

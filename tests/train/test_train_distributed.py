@@ -6,9 +6,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from trainhelpers import read_losses, run_cli, tiny_run, write_config
 
 from archpool.train import checkpoint as ckpt
+from tests.helpers.train import read_losses, run_cli, tiny_run, write_config
 
 
 def _config(tmp_path, name, **train):

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from trainhelpers import read_losses, tiny_run, write_config
 from transformers import LlamaConfig
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -19,6 +18,7 @@ from archpool.model.config import ModelConfig, RopeConfig
 from archpool.model.rope import rope_frequencies
 from archpool.train.config import ExtensionConfig, TrainConfig
 from archpool.train.extend import extension_rope, plan_extension
+from tests.helpers.train import read_losses, tiny_run, write_config
 
 HEAD_DIM, PRE_LEN, LENGTH = 16, 32, 256
 

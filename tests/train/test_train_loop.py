@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from trainhelpers import read_losses, tiny_run
 
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig
@@ -14,6 +13,7 @@ from archpool.train.config import RunConfig, TrainConfig
 from archpool.train.optim import LRSchedule, param_groups
 from archpool.train.stability import stability_score
 from archpool.train.trainer import pretrain
+from tests.helpers.train import read_losses, tiny_run
 
 
 def test_loss_decreases_on_a_tiny_model(tmp_path):

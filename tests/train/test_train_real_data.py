@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from trainhelpers import read_losses
 
 from archpool.errors import ConfigError
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import RunConfig
 from archpool.train.trainer import pretrain
+from tests.helpers.train import read_losses
 
 
 def _cfg(data, **train):

@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
-from trainhelpers import REPO, child_env, read_losses, run_cli, tiny_run, write_config
 
 from archpool.train import checkpoint as ckpt
+from tests.helpers.train import REPO, child_env, read_losses, run_cli, tiny_run, write_config
 
 
 @pytest.mark.slow

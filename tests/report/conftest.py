@@ -1,0 +1,3 @@
+"""Fixtures of the report tests (defined in tests.helpers.results)."""
+
+from tests.helpers.results import pool_dir, table  # noqa: F401
