@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from archpool.names import SCORED_SUITES
+
 RESULTS_FILE = "results.csv"  # one row per run, in a pool directory
 # the design columns a pool writes first, in this order (what a run is, not what it measured)
 DESIGN_COLUMNS = (
@@ -24,7 +26,6 @@ DESIGN_COLUMNS = (
 BASE_PREFIX = "base_"
 # ``[base_]<metric>@<length>[_pre|_post]``, the length an integer of two or more digits
 LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
-SUITE_COLUMNS = ("tiny", "ruler", "helmet")
 # ``<metric>@<length>[<filter>]``: a score at a length, optionally one distance bucket or tail (``[d>128]``)
 SCORE_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
 # an extension ladder: ``<metric>#ext<N>`` after N steps of extension, ``<metric>#ladder_mean`` over the rungs
@@ -99,7 +100,7 @@ def eval_columns(result: dict[str, Any]) -> dict[str, float]:
             _put(m, f"{r['task']}_lp@{r['length']}", r["gold_logprob_mean"])
     for key, entry in (result.get("aggregate") or {}).items():
         mode, _, length = key.partition("@")
-        for suite in SUITE_COLUMNS:
+        for suite in SCORED_SUITES:
             _put(m, f"{suite}_{mode}@{length}", (entry.get(suite) or {}).get("score"))
     for r in result.get("longppl") or []:
         if "skipped" not in r:

@@ -1,4 +1,5 @@
-"""Names that become one path component (pool, run, extension, shard names): never a path.
+"""Names shared across layers: the evaluation's suite names, and names that become one path
+component (pool, run, extension, shard names), never a path.
 
 Dependency-free on purpose: config loaders and CLIs import it before anything heavy.
 """
@@ -49,3 +50,13 @@ def name_problem(value: str) -> str | None:
     if len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
         return f"is longer than {MAX_NAME_BYTES} bytes"
     return None
+
+
+# The evaluation suites, in the order ``all`` runs them: the task suites (``archpool.tasks`` registers
+# their tasks), then the metrics over held-out text (LongPPL, short-context perplexity).
+TASK_SUITES = ("tiny", "mqar", "ruler", "helmet")
+TEXT_SUITES = ("longppl", "short")
+ALL_SUITES = "all"  # every suite above
+SUITE_NAMES = (*TASK_SUITES, *TEXT_SUITES, ALL_SUITES)
+# the task suites with one aggregate score each (a results.csv column); mqar's dense tasks have none
+SCORED_SUITES = tuple(s for s in TASK_SUITES if s != "mqar")

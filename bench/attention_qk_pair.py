@@ -5,7 +5,7 @@
 Data: the data stage's embedded corpus (``DataConfig`` defaults, capped by ``--max-chars``),
 a BPE of ``--vocab``; attention statistics on its held-out validation split. Training: the train
 stage's ``pretrain`` (same seed, data order and schedule for both members). Analysis:
-``archpool.attention.runner.analyze_target`` on each run directory, exactly what
+``archpool.attention.stage.analyze_target`` on each run directory, exactly what
 ``archpool attention RUN_A RUN_B`` prints. The numbers are reported as they come out: nothing here
 assumes the paper's direction.
 """
@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from archpool.attention.runner import analyze_target, summaries_table
+    from archpool.attention.stage import analyze_target
+    from archpool.attention.table import summaries_table
     from archpool.data.config import DataConfig
     from archpool.data.store import prepare
     from archpool.train.config import RunConfig, TrainConfig

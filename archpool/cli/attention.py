@@ -53,7 +53,9 @@ def register(subparsers) -> None:
 def handler(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from archpool.attention.runner import Settings, analyze_target, summaries_table
+    from archpool.attention.settings import Settings
+    from archpool.attention.stage import analyze_target
+    from archpool.attention.table import summaries_table
 
     settings = Settings(
         seq_len=args.seq_len,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archpool.cli.args import finite_float, length, positive_int
+from archpool.names import ALL_SUITES, SUITE_NAMES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
 
@@ -21,7 +22,7 @@ def register(subparsers) -> None:
         "--suite",
         action="append",
         default=None,
-        help="ruler | helmet | tiny | mqar | longppl | short | all (repeatable or comma-separated; default all)",
+        help=f"{' | '.join(SUITE_NAMES)} (repeatable or comma-separated; default {ALL_SUITES})",
     )
     p.add_argument(
         "--lengths",
@@ -93,7 +94,7 @@ def handler(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     res = evaluate(
         target,
-        suites=args.suite or ["all"],
+        suites=args.suite or [ALL_SUITES],
         lengths=args.lengths,
         modes=modes,
         n_samples=args.n,

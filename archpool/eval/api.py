@@ -10,11 +10,11 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
+from archpool.names import ALL_SUITES, SCORED_SUITES, SUITE_NAMES, TASK_SUITES, TEXT_SUITES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import SUITES
 
-SUITE_NAMES = ("ruler", "helmet", "tiny", "mqar", "longppl", "short", "all")
-DEFAULT_SUITES = ["all"]
+DEFAULT_SUITES = [ALL_SUITES]
 
 
 def default_lengths(pretrain_len: int) -> list[int]:
@@ -30,7 +30,7 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
                 continue
             if part not in SUITE_NAMES:
                 raise ConfigError("suite", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
-            for x in ["tiny", "mqar", "ruler", "helmet", "longppl", "short"] if part == "all" else [part]:
+            for x in [*TASK_SUITES, *TEXT_SUITES] if part == ALL_SUITES else [part]:
                 if x not in out:
                     out.append(x)
     return out
@@ -111,7 +111,7 @@ def evaluate(
         "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
     }
     task_names: list[str] = []
-    for s in ("tiny", "mqar", "ruler", "helmet"):
+    for s in TASK_SUITES:
         if s in suites:
             task_names += [t for t in SUITES[s] if t not in task_names]
     stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
@@ -125,7 +125,7 @@ def evaluate(
     if "short" in suites:
         short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
         if not task_names and short_tasks:  # the task suites at the pretraining context
-            task_results += tasks_at(SUITES["tiny"] + SUITES["ruler"] + SUITES["helmet"], [target.pretrain_len])
+            task_results += tasks_at([t for s in SCORED_SUITES for t in SUITES[s]], [target.pretrain_len])
         if store is not None:
             short["val_ppl"] = S.validation_perplexity(target.lm, store, target.pretrain_len)
         else:
@@ -199,15 +199,12 @@ def render_report(result: dict[str, Any], table: str) -> str:
     return "\n".join(lines)
 
 
-SUMMARY_SUITES = ("tiny", "ruler", "helmet")
-
-
 def _suite_rows(result: dict[str, Any]) -> list[str]:
     """The suite score table, with a column per suite asked for (all three when only ``short`` ran the
     suites at the pretraining context); a score over fewer tasks than the suite has is marked."""
-    asked = [s for s in SUMMARY_SUITES if s in result.get("suites", [])]
+    asked = [s for s in SCORED_SUITES if s in result.get("suites", [])]
     if not asked and "short" in result.get("suites", []):
-        asked = list(SUMMARY_SUITES)
+        asked = list(SCORED_SUITES)
     agg = {k: e for k, e in (result.get("aggregate") or {}).items() if any(e.get(s, {}).get("score") is not None for s in asked)}
     if not agg:
         return []

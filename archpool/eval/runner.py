@@ -18,6 +18,7 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
+from archpool.names import SCORED_SUITES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
@@ -228,7 +229,9 @@ def aggregate(results: list[dict[str, Any]], categories: Sequence[str] | None = 
     for (mode, length), by_task in sorted(table.items()):
         scored = {t: r["score"] for t, r in by_task.items() if "score" in r}
         entry: dict[str, Any] = {}
-        for suite in ("ruler", "tiny"):
+        for suite in SCORED_SUITES:
+            if suite == "helmet":  # the mean of its category means, below
+                continue
             want = [t for t in SUITES[suite] if t in by_task]
             if want:
                 have = [t for t in want if t in scored]

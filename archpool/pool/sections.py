@@ -13,10 +13,9 @@ from typing import Any
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
 from archpool.errors import ConfigError
-from archpool.eval.api import SUITE_NAMES
 from archpool.eval.runner import MODES
 from archpool.model.config import MAX_SEQ_LEN
-from archpool.names import check_name
+from archpool.names import SUITE_NAMES, check_name
 from archpool.tasks import get_task
 from archpool.train.config import ExtensionConfig
 from archpool.typecheck import check_types

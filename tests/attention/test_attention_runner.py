@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from archpool.attention import runner
-from archpool.attention.runner import Settings, analyze_target
+from archpool.attention import stage, stats
+from archpool.attention.corpus import corpus_from_store
+from archpool.attention.settings import Settings
+from archpool.attention.stage import analyze_target
 
 FAST = dict(sink_samples=3, long_samples=2, queries=8, retrieval_lengths=(24,), mask_k=1, top_k=3)
 
@@ -54,7 +56,7 @@ def test_run_directory_gives_the_pool_columns_and_per_layer_arrays(attn_run):
 
 def test_results_are_cached_by_checkpoint_hash(attn_run, monkeypatch):
     first = analyze_target(attn_run, FAST)
-    monkeypatch.setattr(runner, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    monkeypatch.setattr(stage, "load_model", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     assert analyze_target(attn_run, FAST)["metrics"] == first["metrics"]
     # other weights -> another key -> recomputed
     (attn_run / "milestones" / "final" / "model.safetensors").write_bytes(b"changed")
@@ -90,7 +92,7 @@ def test_cli_prints_side_by_side_and_json(attn_run, tmp_path, capsys):
     assert "runA" in out and "runB" in out and "sink rate, T=64, no BOS" in out and "entropy / log i, T=64" in out
     assert (tmp_path / "figs" / "attention_entropy_vs_sink.png").read_bytes()[:4] == b"\x89PNG"
     assert main(["attention", str(attn_run), *args, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["schema"] == runner.SCHEMA
+    assert json.loads(capsys.readouterr().out)["schema"] == stats.SCHEMA
 
 
 def test_missing_text_and_wrong_tokenizer_are_clear_errors(attn_run, attn_store, capsys):
@@ -105,4 +107,4 @@ def test_missing_text_and_wrong_tokenizer_are_clear_errors(attn_run, attn_store,
     assert "no held-out text" in capsys.readouterr().err
     small = Decoder(ModelConfig(vocab_size=50, d_model=16, n_layers=1, n_heads=2, max_seq_len=32))
     with pytest.raises(DataError, match="vocabulary"):
-        runner.analyze(small, runner.corpus_from_store(attn_store.path), Settings(**FAST))
+        stats.analyze(small, corpus_from_store(attn_store.path), Settings(**FAST))

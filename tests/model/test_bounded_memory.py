@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from archpool.attention.capture import probe_for
-from archpool.attention.runner import long_stats
+from archpool.attention.stats import long_stats
 from archpool.eval.lm import LM
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder, KVCache

@@ -166,7 +166,7 @@ def test_wrong_tensor_shape_and_invalid_config_are_named(tmp_path):
 
 
 def test_attention_and_export_refuse_a_corrupt_checkpoint(tmp_path, capsys):
-    from archpool.attention.runner import weights_digest
+    from archpool.attention.stage import weights_digest
 
     milestone(tmp_path / "ok", tiny())
     shutil.copytree(tmp_path / "ok", tmp_path / "bad")

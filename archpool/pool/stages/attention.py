@@ -12,7 +12,7 @@ from archpool.pool.stages import checkpoint
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from archpool.attention.runner import pool_stage
+    from archpool.attention.stage import pool_stage
 
     c = ctx.config
     if checkpoint.is_checkpoint_node(ctx):
@@ -36,7 +36,7 @@ def _checkpoint(ctx: StageContext) -> dict[str, Any]:
     else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
     import dataclasses
 
-    from archpool.attention.runner import RESULT_NAME, analyze_target
+    from archpool.attention.stage import RESULT_NAME, analyze_target
 
     c = ctx.config
     _, settings = attention_settings(c["attention"])

@@ -1,0 +1,131 @@
+"""The attention analysis of a target, cached as JSON by (weights, text, settings), and the pool's
+attention node.
+
+A target is a run directory (``run_config.json`` + ``milestones/final``), an archpool checkpoint
+directory, or a Hugging Face model directory (``runner.resolve_target``). Text is the held-out
+validation split of the pool's data store: the one the run's ``data:`` section names, or ``store=``
+explicitly; or plain-text files (``texts=``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from archpool.attention.corpus import corpus_from_store, corpus_from_texts
+from archpool.attention.runner import load_model, resolve_target, store_for
+from archpool.attention.settings import Settings
+from archpool.attention.stats import VERSION, analyze
+from archpool.errors import DataError
+from archpool.io import atomic_write_json, sha256_file, sha256_json
+
+RESULT_NAME = "attention.json"
+
+
+def weights_digest(model_dir: Path) -> str:
+    """Content hash of a checkpoint from its bytes on disk (config.json + weights), each file checked
+    against MANIFEST.json when there is one: a corrupt file is a CheckpointError naming it."""
+    from archpool.model.checkpoint import CONFIG_NAME, is_archpool_checkpoint, verify_checkpoint, verify_files
+
+    if is_archpool_checkpoint(model_dir):
+        return sha256_json(verify_checkpoint(model_dir))
+    from archpool.model.hf import read_hf_config, weight_files
+
+    read_hf_config(model_dir)  # custom-code configs refused
+    return sha256_json(verify_files(model_dir, [f.name for f in weight_files(model_dir)] + [CONFIG_NAME]))
+
+
+def cache_dir() -> Path:
+    from archpool.data.config import default_cache_root
+
+    return default_cache_root() / "attention"
+
+
+def analyze_target(
+    path: str | Path,
+    settings: Settings | dict | None = None,
+    *,
+    store: str | Path | None = None,
+    texts: Sequence[str | Path] | None = None,
+    out: str | Path | None = None,
+    use_cache: bool = True,
+    backend: str = "auto",
+    device: str = "cpu",
+    log: Callable[..., None] = lambda *a: None,
+) -> dict[str, Any]:
+    """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
+    s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
+    target = resolve_target(path)
+    digest = weights_digest(target.model_dir)  # verified first, once; the key never trusts a manifest's word
+    store_path_ = store_for(target, store)
+    tok_dir = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
+    if store_path_ is not None:
+        text_id: dict[str, Any] = {
+            "store": _store_key(store_path_),
+            "tokenizer_dir": None if tok_dir is None else _tok_hash(tok_dir),
+        }
+    elif texts:
+        if tok_dir is None:
+            raise DataError(f"{target.path}: --text needs the model's tokenizer.json beside it")
+        text_id = {"files": [sha256_file(t) for t in texts]}
+    else:
+        raise DataError(
+            f"{target.path}: no held-out text: the target names no data store; pass --store STORE_DIR (or --text FILES)"
+        )
+    key = sha256_json(
+        {
+            "version": VERSION,
+            "weights": digest,
+            "text": text_id,
+            "settings": s.to_dict(),
+            "backend": backend if target.kind == "hf" else "archpool",
+        }
+    )[:20]
+    cached = cache_dir() / f"{key}.json"
+    if use_cache and cached.is_file():
+        result = json.loads(cached.read_text())
+        log(f"attention: cached result {cached}")
+    else:
+        corpus = corpus_from_store(store_path_, tok_dir) if store_path_ is not None else corpus_from_texts(texts or [], tok_dir)
+        model = load_model(target, backend, device, verified=True)
+        result = analyze(model, corpus, s, log=log)
+        result.update(cache_key=key, checkpoint_sha256=digest)
+        if use_cache:
+            atomic_write_json(cached, result)
+    result.update(target=str(target.path), kind=target.kind, name=target.name)  # a cache hit may come from a copy
+    if out is not None:
+        atomic_write_json(out, result)
+    return result
+
+
+def _store_key(path: Path) -> str:
+    m = path / "manifest.json"
+    return json.loads(m.read_text()).get("key", str(path)) if m.is_file() else str(path)
+
+
+def _tok_hash(d: Path) -> str:
+    return sha256_file(d / "tokenizer.json")
+
+
+def pool_stage(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    store: str | Path | None,
+    settings: Settings | None = None,
+    seq_len: int | None = None,
+    long_ctx: int | None = None,
+    log: Callable[..., None] = print,
+) -> dict[str, Any]:
+    """For the pool's attention node: analyse ``model_dir`` and write ``OUT/attention.json``;
+    returns ``{"metrics": {attn_*: …}, "json": path}``. ``seq_len`` / ``long_ctx`` fill settings left unset."""
+    s = settings or Settings()
+    s = dataclasses.replace(
+        s, seq_len=s.seq_len if s.seq_len is not None else seq_len, long_ctx=s.long_ctx if s.long_ctx is not None else long_ctx
+    )
+    out = Path(out_dir) / RESULT_NAME
+    r = analyze_target(model_dir, s, store=store, out=out, log=log)
+    return {"metrics": r["metrics"], "json": str(out)}
