@@ -135,23 +135,22 @@ def free_elementwise(rounds: int) -> dict:
 def free_attention(T: int, rounds: int) -> dict:
     import archpool.model.model as M
     from archpool.model.config import ModelConfig
+    from archpool.model.kernels.dispatch import sdpa_attention
     from archpool.model.presets import preset_dict
 
     cfg = ModelConfig.from_dict({**preset_dict("olmo3", "base"), "swa_pattern": "none", "window": None, "max_seq_len": T})
     model = M.Decoder(cfg, seed=0).eval()
     x = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0))
-    real = M.sdpa_attention
+    real = sdpa_attention
 
     def none(q, k, v, mask):  # attention that costs nothing: V itself (GQA: expanded)
         return v.repeat_interleave(q.shape[1] // v.shape[1], dim=1) if q.shape[1] != v.shape[1] else v
 
     def forward(attn) -> float:
-        M.sdpa_attention = attn
-        try:
-            with torch.no_grad():
-                return best_seconds(lambda: model(x), 1, warmup=1)
-        finally:
-            M.sdpa_attention = real
+        for block in model.layers:  # every layer attends with ``attn``
+            block.attn.kernel = attn
+        with torch.no_grad():
+            return best_seconds(lambda: model(x), 1, warmup=1)
 
     full, free = [], []
     for _ in range(rounds):

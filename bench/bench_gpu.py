@@ -192,7 +192,7 @@ def flex_swa_check(device: torch.device, window: int, heads: int, head_dim: int,
     block mask against full causal (SDPA ``is_causal`` and FlexAttention's causal block mask)."""
     import torch.nn.functional as F
 
-    from archpool.model.model import flex_attention_fn, flex_block_mask
+    from archpool.model.kernels.dispatch import flex_attention_fn, flex_block_mask
 
     T = 8 * window
     g = torch.Generator(device=device).manual_seed(0)

@@ -214,12 +214,13 @@ def pairs(T: int, window: int | None, doc_ids=None) -> int:
 
 def op_step(q, k, v, mask, impl=None) -> None:
     """Forward and backward of one attention call: SDPA ``is_causal`` when ``mask`` is None, else
-    ``local_attention`` of ``impl`` (a module; archpool's by default)."""
+    ``local_attention`` of ``impl`` (a module with ``LocalMask`` and ``local_attention``; archpool's
+    ``kernels.dispatch`` by default)."""
     import torch.nn.functional as F
 
-    import archpool.model.local_attention as la
+    import archpool.model.kernels.dispatch as kernels
 
-    impl = impl or la
+    impl = impl or kernels
     for t in (q, k, v):
         t.grad = None
     y = F.scaled_dot_product_attention(q, k, v, is_causal=True) if mask is None else impl.local_attention(q, k, v, mask)
@@ -227,7 +228,8 @@ def op_step(q, k, v, mask, impl=None) -> None:
 
 
 def baseline_module(rev: str):
-    """archpool/model/local_attention.py as of git revision ``rev``, imported as its own module."""
+    """The one-file local attention module, ``archpool/model/local_attention.py``, as of git revision
+    ``rev`` (a revision that has it), imported as its own module."""
     import importlib.util
     import tempfile
 
@@ -251,7 +253,7 @@ def op_row(
     per-round ratios; the ideal (pairs of full causal over pairs the mask allows)."""
     import torch
 
-    from archpool.model.local_attention import LocalMask
+    from archpool.model.kernels.local import LocalMask
 
     g = torch.Generator().manual_seed(T)
     q, k, v = (torch.randn(1, heads, T, head_dim, generator=g).to(getattr(torch, dtype)).requires_grad_() for _ in range(3))
@@ -341,23 +343,20 @@ def model_row(T: int, window: int, repeats: int) -> dict:
     """Whole-model forward (base size, no_grad): full causal, every layer windowed, and attention made
     free (it returns V: the ceiling of any attention speed-up), interleaved; best-of-n seconds."""
 
-    import archpool.model.model as M
+    from archpool.model.kernels.dispatch import sdpa_attention as real
 
     full, _ = build("full", T, window)
     swa, ids = build("swa", T, window)
-    real = M.sdpa_attention
 
     def free(q, k, v, mask):
         return v.repeat_interleave(q.shape[1] // v.shape[1], dim=1) if q.shape[1] != v.shape[1] else v
 
     def run(model, attn) -> float:
-        M.sdpa_attention = attn
-        try:
-            t0 = time.perf_counter()
-            forward(model, ids)
-            return time.perf_counter() - t0
-        finally:
-            M.sdpa_attention = real
+        for block in model.layers:  # every layer attends with ``attn``
+            block.attn.kernel = attn
+        t0 = time.perf_counter()
+        forward(model, ids)
+        return time.perf_counter() - t0
 
     cases = {"full": (full, real), "swa": (swa, real), "free": (full, free)}
     times: dict[str, list[float]] = {c: [] for c in cases}

@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from archpool.model.geometry import layer_windows
+
 
 @dataclass
 class LayerQK:
@@ -140,7 +142,7 @@ class DecoderProbe(Probe):
         self.model = model.eval()
         self.n_layers, self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.layer_types = list(cfg.layer_types)
-        self.windows = [cfg.window if t == "sliding_attention" else None for t in self.layer_types]
+        self.windows = layer_windows(cfg)
         self.vocab_size = cfg.vocab_size
 
     def _new_cache(self):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from archpool.model.model import attention_mask
+from archpool.model.kernels.local import LocalMask
 
 DEFAULT_BUDGET_BYTES = 256 << 20  # float32 probabilities held at once, per chunk
 
@@ -71,7 +71,7 @@ def attention_rows(
         kc = k[:, :, lo:hi].float()  # (B, KV, S, D)
         qc = q[:, :, s:e].float().reshape(B, KV, G, e - s, D)
         scores = torch.einsum("bkgqd,bksd->bkgqs", qc, kc).reshape(B, H, e - s, hi - lo) * scale
-        allowed = attention_mask(qp, kp, window)
+        allowed = LocalMask(window).allows(qp, kp)
         scores = scores.masked_fill(~allowed, float("-inf"))
         yield RowChunk(slice(s, e), qp, kp, torch.softmax(scores, dim=-1))
 

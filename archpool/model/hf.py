@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.study import swa_pattern_name
+from archpool.model.geometry import type_theta
+from archpool.study import SLIDING, swa_pattern_name
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -145,7 +146,7 @@ def hf_family_for(cfg: ModelConfig) -> HFFamily:
             "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)",
         )
     rope = cfg.rope
-    local_theta = rope.full_layers_only and rope.sliding_theta is not None and rope.sliding_theta != rope.theta
+    local_theta = rope.full_layers_only and type_theta(rope, SLIDING) != rope.theta
     if swa and rope.full_layers_only and (rope.type != "default" or local_theta) and not family.per_type_rope:
         raise ConfigError(
             "rope.full_layers_only",
@@ -201,8 +202,7 @@ def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) ->
         **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
     )
     if family.per_type_rope:
-        local = cfg.rope.sliding_theta if cfg.rope.full_layers_only and cfg.rope.sliding_theta is not None else cfg.rope.theta
-        plain = {"rope_type": "default", "rope_theta": float(local)}
+        plain = {"rope_type": "default", "rope_theta": float(type_theta(cfg.rope, SLIDING))}
         sliding = plain if cfg.rope.full_layers_only else dict(rope)
         kwargs["rope_parameters"] = {"full_attention": rope, "sliding_attention": sliding}
     else:

@@ -1,28 +1,30 @@
 """The decoder: one readable file that can be any point of the paper's design space.
 
-Read top to bottom: ``RMSNorm``, the attention mask, ``Attention`` (projections → QK-norm → RoPE →
-SDPA), ``MLP`` (SwiGLU), ``Block`` (where pre- vs post-norm is decided), ``KVCache``, ``Decoder``.
-The axes are branches on config fields at the one place each matters. Distributed training,
-compilation and data live elsewhere; this module imports neither.
+Read top to bottom: ``RMSNorm``, ``Attention`` (projections → QK-norm → RoPE → the attention
+kernel), ``MLP`` (SwiGLU), ``Block`` (where pre- vs post-norm is decided), ``KVCache``, ``Decoder``.
+The axes are branches on config fields at the one place each matters; each layer's window and RoPE
+theta come from ``archpool.model.geometry``. The attention kernels (SDPA, FlexAttention, the eager
+math, the CPU tiling of windows and documents) live in ``archpool.model.kernels``. Distributed
+training, compilation and data live elsewhere; this module imports neither.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from archpool.model import geometry
 from archpool.model.config import ModelConfig
 from archpool.model.init import init_weights
-from archpool.model.local_attention import LocalMask, local_attention, local_attention_probs, pays_off
+from archpool.model.kernels import ATTENTION_FUNCTIONS
+from archpool.model.kernels.dispatch import eager_attention, flex_block_mask
+from archpool.model.kernels.local import LocalMask
 from archpool.model.loss import linear_cross_entropy
 from archpool.model.rope import apply_rope, rope_cos_sin, rope_frequencies
-
-ATTN_IMPLS = ("sdpa", "eager", "flex")
 
 
 class RMSNorm(nn.Module):
@@ -35,34 +37,16 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x.float(), (x.shape[-1],), self.weight.float(), self.eps).to(x.dtype)
 
 
-def attention_mask(
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
-    window: int | None,
-    q_doc: torch.Tensor | None = None,
-    k_doc: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Boolean mask (…, Tq, Tk), True where a query may attend: causal, within ``window`` tokens
-    (query included, as transformers' ``sliding_window``), and in the same document if doc ids are given."""
-    diff = q_pos[:, None] - k_pos[None, :]
-    allowed = diff >= 0
-    if window is not None:
-        allowed = allowed & (diff < window)
-    if q_doc is not None and k_doc is not None:
-        allowed = allowed[None] & (q_doc[:, :, None] == k_doc[:, None, :])  # (B, Tq, Tk)
-        return allowed[:, None]
-    return allowed
-
-
 class Attention(nn.Module):
-    """``impl``: the kernel (sdpa | eager | flex); ``local``: windows and documents tiled over query
-    blocks (O(T·W)) rather than dense T×T masks (the reference). Both are fixed at construction."""
+    """``impl``: the kernel, a name in ``ATTENTION_FUNCTIONS`` (sdpa | eager | flex); ``local``: windows
+    and documents tiled over query blocks (O(T·W)) rather than dense T×T masks (the reference). Both
+    are fixed at construction."""
 
     def __init__(self, cfg: ModelConfig, layer_idx: int, impl: str = "sdpa", local: bool = True):
         super().__init__()
         self.layer_idx = layer_idx
-        self.layer_type = cfg.layer_types[layer_idx]
-        self.window = cfg.window if self.layer_type == "sliding_attention" else None
+        self.layer_type = geometry.layer_type(cfg, layer_idx)
+        self.window = geometry.window_of(cfg, layer_idx)
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.qk_norm = cfg.qk_norm
         d, hd = cfg.d_model, cfg.head_dim
@@ -77,6 +61,10 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(hd, cfg.norm_eps)
             self.k_norm = RMSNorm(hd, cfg.norm_eps)
         self.impl, self.local = impl, local
+        self.kernel = ATTENTION_FUNCTIONS[impl]
+        # with a KV cache the layer builds its own mask from the cached positions; flex block masks
+        # are built for the uncached sequence only, so cached steps run SDPA
+        self.cached_kernel = ATTENTION_FUNCTIONS["sdpa" if impl == "flex" else impl]
         self.captured: dict[str, torch.Tensor] | None = None  # set by Decoder.capture_qk()
 
     def forward(
@@ -105,97 +93,12 @@ class Attention(nn.Module):
             mask = LocalMask(self.window)  # queries are the last T of the returned keys
             if not self.local:
                 mask = mask.dense(T, k.shape[2], x.device)
-        if return_probs or self.impl == "eager":
-            y, probs = eager_attention(q, k, v, mask, return_probs)
-        elif self.impl == "flex" and cache is None:
-            y, probs = flex_attention_fn(q, k, v, mask), None
+        if return_probs:  # the probabilities are written out by the eager math only
+            y, probs = eager_attention(q, k, v, mask)
         else:
-            y, probs = sdpa_attention(q, k, v, mask), None
+            y, probs = (self.kernel if cache is None else self.cached_kernel)(q, k, v, mask), None
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)
         return self.o_proj(y), probs
-
-
-def sdpa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | LocalMask | None) -> torch.Tensor:
-    """SDPA with GQA handled by the kernel (no repeated K/V); ``mask=None`` means plain causal.
-    A ``LocalMask`` (window / documents) is tiled blockwise when long enough to pay, else made dense."""
-    gqa = q.shape[1] != k.shape[1]
-    if isinstance(mask, LocalMask):
-        T, S = q.shape[2], k.shape[2]
-        if mask.window is None and mask.doc_ids is None and T == S:
-            mask = None
-        elif (mask.window is not None or mask.doc_ids is not None) and pays_off(T, mask):
-            return local_attention(q, k, v, mask)
-        else:
-            mask = mask.dense(T, S, q.device)
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-
-
-def flex_block_mask(T: int, window: int | None, doc_ids: torch.Tensor | None, device: torch.device):
-    """FlexAttention block mask for causal (+ window, + same-document) attention: only the blocks
-    that hold allowed pairs are computed, so sliding layers cost O(T·window) at any length.
-
-    The window travels as a tensor (``T`` on full layers, where it allows every causal pair), so
-    full and sliding layers share one ``mask_mod``: compiled FlexAttention guards on the values of
-    Python constants captured by ``mask_mod`` and would otherwise compile once per window."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    span = torch.tensor(T if window is None else min(window, T), device=device)
-
-    def mask_mod(b, h, q_idx, kv_idx):
-        allowed = (q_idx >= kv_idx) & (q_idx - kv_idx < span)
-        if doc_ids is not None:
-            allowed = allowed & (doc_ids[b, q_idx] == doc_ids[b, kv_idx])
-        return allowed
-
-    B = doc_ids.shape[0] if doc_ids is not None else None
-    return create_block_mask(mask_mod, B, None, T, T, device=device, _compile=device.type == "cuda")
-
-
-FLEX_RECOMPILE_LIMIT = 64
-"""Compiled FlexAttention specialises on shapes (``dynamic=False`` gives the fastest kernels): one
-compile per (length, batch, heads, documents or not). An evaluation over a ladder of lengths needs
-more than dynamo's default of 8; past the limit dynamo would fall back to eager FlexAttention, which
-materialises the T×T score matrix."""
-
-_compiled_flex = None
-
-
-def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_mask) -> torch.Tensor:
-    """FlexAttention (the GPU path; compiled on CUDA). On CPU it has a forward only (docs/runtime.md)."""
-    global _compiled_flex
-    from torch.nn.attention.flex_attention import flex_attention
-
-    fn = flex_attention
-    if q.is_cuda:
-        if _compiled_flex is None:
-            import torch._dynamo
-
-            limit = max(torch._dynamo.config.recompile_limit, FLEX_RECOMPILE_LIMIT)
-            torch._dynamo.config.recompile_limit = limit
-            _compiled_flex = torch.compile(flex_attention, dynamic=False)
-        fn = _compiled_flex
-    return fn(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
-
-
-def eager_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | LocalMask | None, return_probs: bool = True
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The math written out; returns the attention probabilities (B, H, Tq, Tk) for analysis.
-    Without a dense mask it runs tile by tile (``local_attention_probs``): no T×T scores in flight."""
-    if mask is None or isinstance(mask, LocalMask):
-        return local_attention_probs(q, k, v, mask, return_probs=return_probs)
-    groups = q.shape[1] // k.shape[1]
-    if groups > 1:
-        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if mask is None:
-        T, S = q.shape[2], k.shape[2]
-        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    return probs @ v, probs
 
 
 class MLP(nn.Module):
@@ -264,8 +167,8 @@ class Decoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig, seed: int = 0, *, attn_impl: str = "sdpa", local_attention: bool = True):
         super().__init__()
-        if attn_impl not in ATTN_IMPLS:
-            raise ValueError(f"attn_impl: unknown {attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}")
+        if attn_impl not in ATTENTION_FUNCTIONS:
+            raise ValueError(f"attn_impl: unknown {attn_impl!r}; allowed: {', '.join(ATTENTION_FUNCTIONS)}")
         self.cfg = cfg
         self.attn_impl, self.local_attention = attn_impl, local_attention
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -356,14 +259,15 @@ class Decoder(nn.Module):
 
     def _mask(self, layer_type: str, positions: torch.Tensor, doc_ids: torch.Tensor | None, flex: bool = False):
         """Flex block mask, dense boolean mask, or ``None`` for plain causal (SDPA's is_causal path)."""
-        window = self.cfg.window if layer_type == "sliding_attention" else None
+        T = positions.shape[0]
+        mask = LocalMask(geometry.type_window(self.cfg, layer_type), doc_ids)
         if flex:
-            return flex_block_mask(positions.shape[0], window, doc_ids, positions.device)
-        if window is None and doc_ids is None:
+            return flex_block_mask(T, mask.window, doc_ids, positions.device)
+        if mask.window is None and doc_ids is None:
             return None  # plain causal: SDPA's is_causal fast path
         if self.local_attention:
-            return LocalMask(window, doc_ids)
-        return attention_mask(positions, positions, window, doc_ids, doc_ids)
+            return mask
+        return mask.dense(T, T, positions.device)
 
     @contextlib.contextmanager
     def capture_qk(self) -> Iterator[list[dict[str, torch.Tensor]]]:

@@ -11,16 +11,14 @@ import math
 import torch
 
 from archpool.model.config import RopeConfig
+from archpool.model.geometry import plain_rope, type_theta
 
 
 def rope_frequencies(rope: RopeConfig, head_dim: int, layer_type: str = "full_attention") -> tuple[torch.Tensor, float]:
     """Inverse frequencies (head_dim / 2,) and the cos/sin scale for one layer type."""
-    base = rope.theta
+    base = type_theta(rope, layer_type)
     exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
-    local = rope.full_layers_only and layer_type == "sliding_attention"
-    if local and rope.sliding_theta is not None:
-        base = rope.sliding_theta
-    scaled = rope.type != "default" and not local
+    scaled = rope.type != "default" and not plain_rope(rope, layer_type)
     if not scaled:
         return 1.0 / (base**exponents), 1.0
     if rope.type == "linear":

@@ -15,13 +15,14 @@ from typing import Any
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
+from archpool.model.kernels import ATTENTION_FUNCTIONS
 from archpool.study import DEFAULT_RECIPE, RECIPES
 from archpool.typecheck import check_types
 
 SCHEDULES = ("cosine", "linear", "wsd", "constant")
 DTYPES = ("auto", "float32", "bfloat16")
 PARALLEL = ("auto", "none", "ddp", "fsdp")
-ATTN_IMPLS = ("auto", "sdpa", "flex")
+ATTN_IMPLS = ("auto", *ATTENTION_FUNCTIONS.training())  # auto: see TrainConfig.resolved_attn_impl
 
 
 def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig, RopeConfig
+from archpool.model.geometry import type_theta
 from archpool.names import check_name
-from archpool.study import THETA_RECIPES
+from archpool.study import SLIDING, THETA_RECIPES
 from archpool.train.config import ExtensionConfig, Stage, TrainConfig
 
 RESERVED_NAMES = ("base",)  # "base" prefixes the pre-extension columns of pool results
@@ -41,8 +42,7 @@ def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, le
     if ext.recipe in THETA_RECIPES:
         theta = float(ext.new_theta) if ext.new_theta is not None else base.theta * ext.theta_ratio
         if ext.full_layers_only:  # Olmo 3: raise theta on full-attention layers, sliding ones keep theirs
-            local = base.sliding_theta if base.full_layers_only and base.sliding_theta is not None else base.theta
-            return RopeConfig(theta=theta, type="default", full_layers_only=True, sliding_theta=local)
+            return RopeConfig(theta=theta, type="default", full_layers_only=True, sliding_theta=type_theta(base, SLIDING))
         return RopeConfig(theta=theta, type="default")
     if ext.new_theta is not None:
         raise ConfigError(

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from archpool.model.model import attention_mask
+from archpool.model.geometry import type_window
+from archpool.model.kernels.local import LocalMask
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_gpu.py"
 
@@ -28,8 +29,7 @@ def test_attended_keys_count_the_mask(bench, swa):
     cfg = bench.model_config("tiny", T, swa, window_ratio=0.25)
     pos = torch.arange(T)
     for layer_type in set(cfg.layer_types):
-        window = cfg.window if layer_type == "sliding_attention" else None
-        mean_keys = attention_mask(pos, pos, window).sum().item() / T
+        mean_keys = LocalMask(type_window(cfg, layer_type)).allows(pos, pos).sum().item() / T
         assert bench.attended_keys(cfg, layer_type, T) == pytest.approx(mean_keys)
     assert ("sliding_attention" in cfg.layer_types) == swa
 

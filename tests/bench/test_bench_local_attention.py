@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from archpool.model.local_attention import LocalMask
+from archpool.model.kernels.local import LocalMask
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_local_attention.py"
 
@@ -37,9 +37,9 @@ def test_documents_are_contiguous_and_sized_around_the_mean(bench):
 
 
 def test_op_row_times_full_and_local_and_the_baseline(bench):
-    import archpool.model.local_attention as la
+    import archpool.model.kernels.dispatch as kernels
 
-    row = bench.op_row(600, 64, None, 2, 8, "float32", 1, baseline=la)
+    row = bench.op_row(600, 64, None, 2, 8, "float32", 1, baseline=kernels)
     assert len(row["full_s"]) == len(row["local_s"]) == len(row["baseline_s"]) == 1
     assert row["ideal"] == pytest.approx(bench.pairs(600, None) / bench.pairs(600, 64))
     assert "| 600 |" in bench.op_table([row], "t")

@@ -8,9 +8,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import archpool.model.local_attention as la
+import archpool.model.kernels.dispatch as dispatch
+import archpool.model.kernels.fused as fused
+import archpool.model.kernels.local as la
 from archpool.model.config import ModelConfig
-from archpool.model.local_attention import LocalMask, document_starts, local_attention, local_attention_probs
+from archpool.model.kernels.dispatch import local_attention
+from archpool.model.kernels.local import LocalMask, document_starts, local_attention_probs
 from archpool.model.model import Decoder
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -100,9 +103,8 @@ def test_blockwise_probabilities_match_dense(mask):
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 8 rows inside the Decoder, so short test sequences take the blockwise path."""
-    import archpool.model.local_attention as la
-
     monkeypatch.setattr(la, "default_block", lambda window: 8)
+    monkeypatch.setattr(dispatch, "default_block", lambda window: 8)
     assert la.pays_off(24, LocalMask(None, torch.zeros(1, 24)))
 
 
@@ -156,11 +158,9 @@ def test_output_attentions_blockwise_equals_dense(small_tiles):
 
 
 def test_decoder_takes_the_blockwise_path(small_tiles, monkeypatch):
-    import archpool.model.model as mm
-
     calls = []
-    real = mm.local_attention
-    monkeypatch.setattr(mm, "local_attention", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
+    real = dispatch.local_attention
+    monkeypatch.setattr(dispatch, "local_attention", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
     model = Decoder(tiny(swa_pattern="olmo3", window=6), seed=4)
     ids = torch.randint(0, 97, (2, 40))
     with torch.no_grad():
@@ -206,9 +206,9 @@ def test_fused_backward_equals_autograd_through_the_tiles_bitwise(
     rows = 1 << 20 if tiles_per_call is None else tiles_per_call * B * block
     tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=rows)
     assert len(tiles.chunks(doc_ids, q.device)) == (1 if tiles_per_call is None else -(-tiles.n // tiles_per_call))
-    assert la.fused_backward_applies(q, k, v)
+    assert fused.fused_backward_applies(q, k, v)
     w = torch.randn(B, H, T, q.shape[-1]).to(dtype)
-    got = la.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
+    got = fused.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
     want = la.tiled_sdpa(q, k, v, tiles, doc_ids)
     assert torch.equal(got, want)
     for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v))):
@@ -260,7 +260,7 @@ def test_fused_backward_saves_no_more_than_full_causal_attention():
 def test_the_autograd_path_other_devices_take_matches_dense_mask(window):
     # float64 is not the CPU flash kernel's: the tiles go through SDPA and autograd, as on GPU without flex
     q, k, v = (x.detach().double().requires_grad_() for x in qkv(2, 4, 2, 53, seed=14))
-    assert not la.fused_backward_applies(q, k, v)
+    assert not fused.fused_backward_applies(q, k, v)
     check_forward_backward(q, k, v, LocalMask(window, docs(2, 53, seed=15)), 8)
     check_forward_backward(q, k, v, LocalMask(5), 8)
 
@@ -292,7 +292,7 @@ def test_aligned_tiles_match_dense_mask(B, T, extra, window, block, align, KV, w
     doc_ids = docs(B, T, seed=window) if with_docs else None
     tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=max(1, 3 * block), align=align)
     assert tiles.width % align == 0 and tiles.width >= block + window - 1
-    got = la.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
+    got = fused.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
     want = dense_reference(q, k, v, LocalMask(window, doc_ids))
     torch.testing.assert_close(got, want, **TOL)
     w = torch.randn_like(got)

@@ -8,7 +8,7 @@ import torch
 
 from archpool.errors import ConfigError
 from archpool.model import Decoder, ModelConfig
-from archpool.model.model import flex_block_mask
+from archpool.model.kernels.dispatch import flex_block_mask
 from archpool.model.rope import apply_rope, rope_cos_sin
 
 

@@ -1,4 +1,5 @@
-"""Blockwise local attention: sliding windows and document masks at O(T·W) cost on any device.
+"""What a layer may attend to (``LocalMask``) and blockwise local attention: sliding windows and
+document masks at O(T·W) cost on any device.
 
 SDPA given a dense (T, S) boolean mask computes every query against every key, so a sliding-window
 layer costs more than a full causal one (whose fused kernel skips the upper triangle). Here queries
@@ -14,15 +15,11 @@ are cut into tiles of ``block`` rows and each tile attends only to the keys its 
 
 Queries are always the last ``T`` positions of the ``S`` keys (``S > T`` with a KV cache).
 The result is exact: each query sees the same keys with the same softmax as with the dense mask.
-``local_attention_probs`` is the same tiling written out (the eager path), returning probabilities
-for analysis without ever holding a T×S score matrix in flight.
-
-On CPU (float32, bfloat16) both tilings run the flash kernel directly, with a hand-written backward
-(``FusedTileAttention``, ``FusedDocumentAttention``): a windowed or document-masked layer then holds
-for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp), where autograd
-through the tiles would keep the tiled copies of K and V or every tile's mask. The window kernel
-reads each batch row's tiles as strided views (no tiled copies). Results are the same bits as
-autograd's through the tiles. Other devices (and float64) take the autograd path.
+``tiled_sdpa`` and ``tiled_document_sdpa`` run the tiles through SDPA with autograd through the
+tiling (any device); ``archpool.model.kernels.fused`` runs the same tiles through the CPU flash
+kernel with a hand-written backward, and ``archpool.model.kernels.dispatch.local_attention`` picks
+between them. ``local_attention_probs`` is the same tiling written out (the eager path), returning
+probabilities for analysis without ever holding a T×S score matrix in flight.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import FunctionCtx
 
 
 @dataclass(frozen=True)
@@ -43,14 +39,18 @@ class LocalMask:
     window: int | None = None
     doc_ids: torch.Tensor | None = None
 
-    def dense(self, T: int, S: int, device: torch.device) -> torch.Tensor:
-        """The equivalent boolean mask, (T, S) or (B, 1, T, S) with documents; queries are the last T keys."""
-        q_pos = torch.arange(S - T, S, device=device)
-        k_pos = torch.arange(S, device=device)
+    def allows(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """(Tq, Tk) boolean, True where the query at ``q_pos[i]`` may attend to the key at ``k_pos[j]``
+        (absolute positions): causal and within ``window``; documents are not looked at."""
         diff = q_pos[:, None] - k_pos[None, :]
         allowed = diff >= 0
         if self.window is not None:
             allowed = allowed & (diff < self.window)
+        return allowed
+
+    def dense(self, T: int, S: int, device: torch.device) -> torch.Tensor:
+        """The equivalent boolean mask, (T, S) or (B, 1, T, S) with documents; queries are the last T keys."""
+        allowed = self.allows(torch.arange(S - T, S, device=device), torch.arange(S, device=device))
         if self.doc_ids is not None:
             d = self.doc_ids
             allowed = allowed[None] & (d[:, S - T :, None] == d[:, None, :])
@@ -78,20 +78,6 @@ def pays_off(T: int, mask: LocalMask, block: int | None = None) -> bool:
     if mask.window is not None and 2 * mask.window >= T:
         return False
     return 3 * (block or default_block(mask.window)) <= T
-
-
-# Opaque to torch.compile: a per-block compiled graph breaks around the tiles. Traced, the hand-written
-# backwards made the extension's recompile at a new length (dynamic shapes) take 40-110 s in every run
-# of the demo pool instead of a few seconds from inductor's cache; eager tiles cost the same per step.
-@torch.compiler.disable
-def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LocalMask, block: int | None = None) -> torch.Tensor:
-    """Attention of ``q`` (B, H, T, D) over ``k``/``v`` (B, KV, S, D) under ``mask``; (B, H, T, D)."""
-    block = block or default_block(mask.window)
-    if mask.window is not None:
-        return sliding_window_attention(q, k, v, mask.window, mask.doc_ids, block)
-    if mask.doc_ids is not None:
-        return document_attention(q, k, v, mask.doc_ids, block)
-    raise ValueError("local_attention: plain causal attention needs no tiling (use SDPA's is_causal)")
 
 
 @dataclass(frozen=True)
@@ -266,23 +252,6 @@ class WindowTiles:
         return out
 
 
-def sliding_window_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, doc_ids: torch.Tensor | None = None, block: int = 128
-) -> torch.Tensor:
-    """Query tiles stacked in the batch dimension, one fused SDPA call per mask (``WindowTiles``).
-    On CPU in float32/bfloat16 the backward is ``FusedTileAttention``'s: K and V are kept untiled."""
-    tiles = WindowTiles(q.shape[0], q.shape[2], k.shape[2], window, block)
-    if fused_backward_applies(q, k, v):
-        return FusedTileAttention.apply(q, k, v, tiles, doc_ids)
-    return tiled_sdpa(q, k, v, tiles, doc_ids)
-
-
-def fused_backward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the hand-written backwards (``FusedTileAttention``, ``FusedDocumentAttention``) can run:
-    the CPU flash kernel, float32 or bfloat16."""
-    return q.device.type == "cpu" and q.dtype in (torch.float32, torch.bfloat16) and k.dtype == v.dtype == q.dtype
-
-
 def tiled_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
 ) -> torch.Tensor:
@@ -294,95 +263,6 @@ def tiled_sdpa(
         for rows, mask in tiles.masks(doc_ids, q.device)
     ]
     return tiles.untile(torch.cat(parts) if len(parts) > 1 else parts[0])
-
-
-def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A boolean mask as the additive one the CPU flash kernel takes (0 allowed, -inf not), in ``dtype``."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
-
-
-def _flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The CPU flash kernel under a boolean ``mask``: the output and the log-sum-exp (what its backward needs)."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=_additive(mask, q.dtype))
-
-
-def _flash_grad(
-    grad: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    mask: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The CPU flash kernel's backward: gradients of q, k and v."""
-    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-        grad, q, k, v, out, lse, 0.0, False, attn_mask=_additive(mask, q.dtype)
-    )
-
-
-class FusedTileAttention(torch.autograd.Function):
-    """Tiled sliding-window attention through the CPU flash kernel, forward and backward by hand.
-
-    The kernel reads each batch row's tiles as strided views (``WindowTiles.row_queries`` /
-    ``row_keys``: the tiles of queries and the overlapping tiles of keys, no copies), and writes its
-    output in the untiled layout. Autograd through the tiling would save tiled copies of K and V
-    (each key sits in about ``width / block`` = 3 tiles); this saves only what full causal SDPA
-    saves — q, k, v, the output and the log-sum-exp — and re-tiles in backward, folding the tiles'
-    key gradients back (``WindowTiles.fold_row``). Rows run one after another, each in runs of
-    ``chunks``."""
-
-    @staticmethod
-    def forward(
-        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
-    ) -> torch.Tensor:
-        qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
-        B, H, _, D = qp.shape
-        yp = q.new_empty(B, H, tiles.n, tiles.block, D)  # each kernel call's output lands in its tiles' rows
-        lse = q.new_empty(B, H, tiles.n, tiles.block, dtype=torch.float32)
-        runs = tiles.chunks(doc_ids, q.device)
-        for r in range(B):
-            for run in runs:
-                for t0, t1, mask in run:
-                    out, tile_lse = _flash(
-                        tiles.row_queries(qp[r], t0, t1),
-                        tiles.row_keys(kp[r], t0, t1),
-                        tiles.row_keys(vp[r], t0, t1),
-                        tiles.row_mask(mask, r),
-                    )
-                    yp[r, :, t0:t1] = out.transpose(0, 1)
-                    lse[r, :, t0:t1] = tile_lse.transpose(0, 1)
-        y = yp.view(B, H, -1, D)[:, :, : tiles.T]
-        ctx.tiles, ctx.doc_ids = tiles, doc_ids
-        ctx.save_for_backward(q, k, v, y, lse)  # lse: (B, H, n, block)
-        return y
-
-    @staticmethod
-    def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        q, k, v, y, lse = ctx.saved_tensors
-        tiles: WindowTiles = ctx.tiles
-        qp, kp, vp = tiles.padded_queries(q), tiles.padded_keys(k), tiles.padded_keys(v)
-        yp, gp = tiles.padded_queries(y), tiles.padded_queries(grad_y)
-        gk, gv = tiles.fold_buffer(k), tiles.fold_buffer(v)
-        grad_q = torch.empty_like(qp).view(tiles.B, q.shape[1], tiles.n, tiles.block, q.shape[3])
-        runs = tiles.chunks(ctx.doc_ids, q.device)
-        for r in range(tiles.B):
-            for run in runs:
-                for t0, t1, mask in run:
-                    a, b, c = _flash_grad(
-                        tiles.row_queries(gp[r], t0, t1),
-                        tiles.row_queries(qp[r], t0, t1),
-                        tiles.row_keys(kp[r], t0, t1),
-                        tiles.row_keys(vp[r], t0, t1),
-                        tiles.row_queries(yp[r], t0, t1),
-                        lse[r, :, t0:t1].transpose(0, 1),
-                        tiles.row_mask(mask, r),
-                    )
-                    grad_q[r, :, t0:t1] = a.transpose(0, 1)
-                    tiles.fold_row(gk[r], b, t0, t1)
-                    tiles.fold_row(gv[r], c, t0, t1)
-        grad_q = grad_q.view(tiles.B, q.shape[1], -1, q.shape[3])[:, :, : tiles.T]
-        return grad_q, tiles.folded(gk), tiles.folded(gv), None, None
 
 
 def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
@@ -416,18 +296,12 @@ def document_mask(doc_ids: torch.Tensor, s: int, e: int, lo: int) -> torch.Tenso
     return (causal & (doc_ids[:, s:e, None] == doc_ids[:, None, lo:e]))[:, None]
 
 
-def document_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, block: int = 128
+def tiled_document_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, tiles: list[tuple[int, int, int]]
 ) -> torch.Tensor:
-    """Causal attention within documents, tile by tile (``document_tiles``). On CPU in float32/bfloat16
-    the backward is ``FusedDocumentAttention``'s: no per-tile masks or key copies held for backward."""
-    B, H, T, D = q.shape
-    if k.shape[2] != T:
-        raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
-    tiles = document_tiles(doc_ids, block)
-    if fused_backward_applies(q, k, v):
-        return FusedDocumentAttention.apply(q, k, v, doc_ids, tiles)
-    gqa = k.shape[1] != H
+    """Causal attention within documents, the ``document_tiles`` through ``F.scaled_dot_product_attention``
+    one by one, autograd through the tiles (any device)."""
+    gqa = k.shape[1] != q.shape[1]
     return torch.cat(
         [
             F.scaled_dot_product_attention(
@@ -437,41 +311,6 @@ def document_attention(
         ],
         dim=2,
     )
-
-
-class FusedDocumentAttention(torch.autograd.Function):
-    """``document_attention`` through the CPU flash kernel with a hand-written backward: saves q, k, v,
-    the output and the log-sum-exp (what full causal SDPA saves) and rebuilds each tile's mask in
-    backward, where autograd through the tiles would hold every tile's float mask (T²/2 in all)."""
-
-    @staticmethod
-    def forward(
-        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, tiles: list
-    ) -> torch.Tensor:
-        outs, lses = [], []
-        for s, e, lo in tiles:
-            out, lse = _flash(q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], document_mask(doc_ids, s, e, lo))
-            outs.append(out)
-            lses.append(lse)
-        y = torch.cat(outs, dim=2)
-        ctx.tiles = tiles
-        ctx.save_for_backward(q, k, v, doc_ids, y, torch.cat(lses, dim=2))
-        return y
-
-    @staticmethod
-    def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        q, k, v, doc_ids, y, lse = ctx.saved_tensors
-        grad_y = grad_y.contiguous()
-        gq, gk, gv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for s, e, lo in ctx.tiles:
-            mask = document_mask(doc_ids, s, e, lo)
-            a, b, c = _flash_grad(
-                grad_y[:, :, s:e], q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], y[:, :, s:e], lse[:, :, s:e], mask
-            )
-            gq[:, :, s:e] = a
-            gk[:, :, lo:e] += b
-            gv[:, :, lo:e] += c
-        return gq, gk, gv, None, None
 
 
 def local_attention_probs(
@@ -485,8 +324,8 @@ def local_attention_probs(
     """The eager math, one tile of query rows at a time over only the keys it can reach.
 
     Returns the output (B, H, T, D) and, if ``return_probs``, the probabilities (B, H, T, S) (zeros
-    outside each row's reach). Scores are in the input dtype and the softmax in float32, as before.
-    Peak memory beyond the output is one tile's scores, not T×S."""
+    outside each row's reach). Scores are in the input dtype and the softmax in float32, as in
+    ``eager_attention``. Peak memory beyond the output is one tile's scores, not T×S."""
     mask = mask or LocalMask()
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
@@ -506,10 +345,7 @@ def local_attention_probs(
         kt, vt = k[:, :, lo:hi], v[:, :, lo:hi]
         if groups > 1:
             kt, vt = kt.repeat_interleave(groups, dim=1), vt.repeat_interleave(groups, dim=1)
-        diff = pos[s + offset : hi, None] - pos[None, lo:hi]
-        allowed = diff >= 0
-        if mask.window is not None:
-            allowed = allowed & (diff < mask.window)
+        allowed = mask.allows(pos[s + offset : hi], pos[lo:hi])
         if mask.doc_ids is not None:
             allowed = (allowed & (mask.doc_ids[:, s:e, None] == mask.doc_ids[:, None, lo:hi]))[:, None]
         scores = (q[:, :, s:e] @ kt.transpose(-1, -2)) / scale
