@@ -335,42 +335,24 @@ class Trainer:
         milestone = done in self.tcfg.milestones
         if is_last or milestone or done % self.tcfg.ckpt_every == 0:
             _flush_generated(run.stream, info)
-            self._save(
-                run.wrapped,
-                run.optimizer,
-                done,
-                run.losses,
-                run.stage_idx,
-                run.stream.state_dict(),
-                info,
-                milestone=milestone,
-                final=is_last,
-            )
+            self._save(run, done, info, milestone=milestone, final=is_last)
 
     # ------------------------------------------------------------------ checkpoints
-    def _save(
-        self,
-        wrapped,
-        optimizer,
-        step: int,
-        losses: list[float],
-        stage_idx: int,
-        stream_state: dict,
-        info: D.DistInfo,
-        milestone: bool,
-        final: bool,
-    ) -> None:
-        model_state = D.full_model_state(wrapped)
-        optim_state = D.full_optimizer_state(wrapped, optimizer)
+    def _save(self, run: _Run, step: int, info: D.DistInfo, *, milestone: bool, final: bool) -> None:
+        """Checkpoint ``run`` after ``step``: weights, optimizer, RNG and data position of every rank;
+        a milestone and the final milestone are hard-linked copies."""
+        stream_state = run.stream.state_dict()
+        model_state = D.full_model_state(run.wrapped)
+        optim_state = D.full_optimizer_state(run.wrapped, run.optimizer)
         rng = D.all_gather_object(_rng_state(info))
         streams = D.all_gather_object(stream_state)
         if info.is_main:
             train_state = {
                 "step": step,
-                "losses": losses,
+                "losses": run.losses,
                 "optimizer": optim_state,
                 "rng": rng,
-                "data": {"stage": stage_idx, "streams": streams},
+                "data": {"stage": run.stage_idx, "streams": streams},
                 "schedule": LRSchedule(
                     self.tcfg.lr,
                     self.tcfg.lr * self.tcfg.final_lr_ratio,
@@ -387,7 +369,7 @@ class Trainer:
             path = ckpt.write_checkpoint(root / ckpt.step_name(step), model_state, self.cfg, train_state, meta)
             if milestone:
                 _link_copy(path, self.run_dir / "milestones" / ckpt.step_name(step))
-            atomic_write_json(self.run_dir / STABILITY, stability_score(losses))
+            atomic_write_json(self.run_dir / STABILITY, stability_score(run.losses))
             if final:
                 _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
             ckpt.prune(root, self.tcfg.keep_last)
