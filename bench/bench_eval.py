@@ -118,7 +118,7 @@ def main() -> None:
         logf.write(msg + "\n")
         logf.flush()
 
-    from archpool.eval.api import evaluate
+    from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.lm import lm_from_decoder
     from archpool.eval.target import Target
     from archpool.model import Decoder, ModelConfig
@@ -149,17 +149,10 @@ def main() -> None:
         "checkpoint", out, out, lm_from_decoder(model, name="bench"), tok, "bench-" + str(args.seed), tok.hash, L0, model
     )
     t0 = time.perf_counter()
-    res = evaluate(
-        target,
-        suites=["tiny", "ruler", "helmet"],
-        lengths=lengths,
-        modes=["gen", "ll"],
-        n_samples=args.suite_n,
-        out_dir=out / "suite",
-        cache_dir=None,
-        haystack_texts=texts[:50],
-        progress=False,
+    request = EvalRequest(
+        suites=["tiny", "ruler", "helmet"], lengths=lengths, modes=["gen", "ll"], n_samples=args.suite_n, out_dir=out / "suite"
     )
+    res = evaluate(target, request, texts=texts[:50], progress=False)
     t_eval = time.perf_counter() - t0
     log(
         f"default suite (tiny+ruler+helmet, gen+ll, {args.suite_n} samples, lengths {lengths}): {t_eval:.1f}s "

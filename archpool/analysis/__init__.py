@@ -10,7 +10,7 @@ from archpool.lazy import lazy_exports
 
 _EXPORTS = {
     "analyze": "archpool.analysis.summary",
-    "format_text": "archpool.analysis.summary",
+    "format_text": "archpool.analysis.summary_text",
     "to_json": "archpool.analysis.summary",
     "TableError": "archpool.analysis.table",
     "load_results": "archpool.analysis.table",

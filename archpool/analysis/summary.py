@@ -16,6 +16,8 @@ Extension (:mod:`archpool.analysis.extension`, :mod:`archpool.analysis.mastery`)
 flags, per arm mean mastery accuracy with a t-interval and mastered fraction with a Wilson interval),
 ``extension_effects`` (pre, post and difference-in-differences effects per single-feature arm) and
 ``remedy`` (other extension recipes against the primary one); None / empty without their columns.
+
+The result is data; :mod:`archpool.analysis.summary_text` renders it as text.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from archpool.analysis.table import (
     is_design,
     metric_columns,
 )
-from archpool.columns import LADDER_MEAN, LENGTH_RE, RUNG_SEP, is_pre_extension, split_rung
+from archpool.columns import LADDER_MEAN, LENGTH_RE, is_pre_extension, split_rung
 from archpool.study import FEATURES
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
@@ -149,47 +151,12 @@ def analyze(
 ) -> dict[str, Any]:
     """The full analysis of a validated results table (see :func:`archpool.analysis.table.load_results`)."""
     target = choose_target(df, target)
-    covariates = [c.strip() for c in covariates if c.strip()]
-    for c in covariates:
-        if c not in df.columns:
-            raise TableError(f"column {c!r}: covariate not in the table; columns: {', '.join(df.columns)}", column=c)
-        if split_rung(c)[0] == split_rung(target)[0]:  # "survives: no" would be reported as a finding
-            raise TableError(f"column {c!r}: the target (or one of its ladder rungs) cannot be its own covariate", column=c)
+    covariates = _covariates(df, target, covariates)
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
     d, excluded = _usable(df, target)
-    if len(d) < MIN_RUNS:
-        raise TableError(
-            f"column {target!r}: need at least {MIN_RUNS} runs with a value to fit, got {len(d)}"
-            + (f" (excluded: {', '.join(e['run'] for e in excluded)})" if excluded else ""),
-            column=target,
-        )
-    y = d[target].astype(float)
-    if y.nunique() < 2:
-        raise ConstantTargetError(f"column {target!r}: the target is constant over the {len(d)} runs", column=target)
-    for c in covariates:
-        if d[c].isna().any():
-            i = int(np.flatnonzero(d[c].isna())[0])
-            raise TableError(f"column {c!r}, run {d['run'][i]!r}: covariate is empty", column=c)
+    y = _fit_target(d, target, excluded, covariates)
     f = features(d, short)
-
-    predictors: dict[str, dict[str, Any]] = {
-        "feature_count": {"kind": "count", **stats.fit_single(f["feature_count"], y, "feature_count")},
-        "four_axes": {"kind": "axes", **stats.fit_multi(f[list(FEATURES)], y)},
-        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y)},
-    }
-    skipped = []
-    stem = split_rung(target)[0]
-    for c in metric_columns(d):
-        if c == target or c in covariates or split_rung(c)[0] == stem:  # the target's own ladder rungs explain nothing
-            continue
-        x = d[c].astype(float)
-        ok = x.notna()
-        if ok.sum() < MIN_RUNS or x[ok].nunique() < 2 or y[ok].nunique() < 2:
-            skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS else "constant"})
-            continue
-        predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c)}
-    order = sorted(predictors, key=lambda k: -(predictors[k].get("r2") if predictors[k].get("r2") is not None else -1))
-    predictors = {k: predictors[k] for k in order}
+    predictors, skipped = _predictors(d, f, y, target, covariates)
 
     inter_X = f[list(FEATURES)].assign(swa_x_gqa=f["swa"] * f["gqa"])
     interaction_fit = stats.fit_multi(inter_X, y)
@@ -246,6 +213,61 @@ def analyze(
     return result
 
 
+def _covariates(df: pd.DataFrame, target: str, covariates: Iterable[str]) -> list[str]:
+    """The covariate columns asked for, each in the table and none the target or one of its rungs."""
+    covariates = [c.strip() for c in covariates if c.strip()]
+    for c in covariates:
+        if c not in df.columns:
+            raise TableError(f"column {c!r}: covariate not in the table; columns: {', '.join(df.columns)}", column=c)
+        if split_rung(c)[0] == split_rung(target)[0]:  # "survives: no" would be reported as a finding
+            raise TableError(f"column {c!r}: the target (or one of its ladder rungs) cannot be its own covariate", column=c)
+    return covariates
+
+
+def _fit_target(d: pd.DataFrame, target: str, excluded: list[dict[str, str]], covariates: list[str]) -> pd.Series:
+    """The target over the usable runs; TableError unless there are enough runs, it varies and every
+    covariate has a value."""
+    if len(d) < MIN_RUNS:
+        raise TableError(
+            f"column {target!r}: need at least {MIN_RUNS} runs with a value to fit, got {len(d)}"
+            + (f" (excluded: {', '.join(e['run'] for e in excluded)})" if excluded else ""),
+            column=target,
+        )
+    y = d[target].astype(float)
+    if y.nunique() < 2:
+        raise ConstantTargetError(f"column {target!r}: the target is constant over the {len(d)} runs", column=target)
+    for c in covariates:
+        if d[c].isna().any():
+            i = int(np.flatnonzero(d[c].isna())[0])
+            raise TableError(f"column {c!r}, run {d['run'][i]!r}: covariate is empty", column=c)
+    return y
+
+
+def _predictors(
+    d: pd.DataFrame, f: pd.DataFrame, y: pd.Series, target: str, covariates: list[str]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, str]]]:
+    """The count and four-axis models and every other metric as a single predictor, best R² first;
+    with the metric columns skipped (too few runs with a value, or constant)."""
+    predictors: dict[str, dict[str, Any]] = {
+        "feature_count": {"kind": "count", **stats.fit_single(f["feature_count"], y, "feature_count")},
+        "four_axes": {"kind": "axes", **stats.fit_multi(f[list(FEATURES)], y)},
+        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y)},
+    }
+    skipped = []
+    stem = split_rung(target)[0]
+    for c in metric_columns(d):
+        if c == target or c in covariates or split_rung(c)[0] == stem:  # the target's own ladder rungs explain nothing
+            continue
+        x = d[c].astype(float)
+        ok = x.notna()
+        if ok.sum() < MIN_RUNS or x[ok].nunique() < 2 or y[ok].nunique() < 2:
+            skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS else "constant"})
+            continue
+        predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c)}
+    order = sorted(predictors, key=lambda k: -(predictors[k].get("r2") if predictors[k].get("r2") is not None else -1))
+    return {k: predictors[k] for k in order}, skipped
+
+
 def design_summary(df: pd.DataFrame, short_ctx: int | None = None) -> dict[str, Any]:
     """Feature count per run of a table without metrics (e.g. olmpool-architectures.csv): nothing to fit."""
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
@@ -261,17 +283,6 @@ def design_summary(df: pd.DataFrame, short_ctx: int | None = None) -> dict[str, 
         "runs": runs,
         "notes": ["no metric columns: feature counts only, nothing to fit"],
     }
-
-
-def format_design(r: dict[str, Any]) -> str:
-    rows = [[x["run"], *(str(x[k]) for k in (*FEATURES, "feature_count")), f"{x['kv_ratio']:.3g}"] for x in r["runs"]]
-    return "\n".join(
-        [
-            f"{r['n']} runs (short context ≤ {r['short_ctx']})",
-            *_table(["run", *FEATURES, "count", "kv_ratio"], rows),
-            *(f"note: {n}" for n in r["notes"]),
-        ]
-    )
 
 
 def _run_rows(d: pd.DataFrame, f: pd.DataFrame, target: str, count_fit: dict[str, Any]) -> list[dict[str, Any]]:
@@ -362,226 +373,3 @@ def _clean(v: Any) -> Any:
 def to_json(r: dict[str, Any], indent: int | None = 2) -> str:
     """Strict JSON of an :func:`analyze` result (NaN and infinities become null)."""
     return json.dumps(_clean(r), indent=indent, allow_nan=False)
-
-
-# ---------------------------------------------------------------------------------------------
-# terminal output
-
-
-def _n(v: Any, fmt: str = "{:+.3f}") -> str:
-    return "—" if v is None else fmt.format(v)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
-    return [line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]]
-
-
-def _ci(ci: list | None) -> str:
-    return "—" if not ci or ci[0] is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
-
-
-def format_text(r: dict[str, Any]) -> str:
-    """Readable tables of an :func:`analyze` result."""
-    out = [f"target {r['target']!r}: {r['n']} runs (short context ≤ {r['short_ctx']})"]
-    if r["excluded"]:
-        out.append("excluded: " + "; ".join(f"{e['run']} ({e['reason']})" for e in r["excluded"]))
-    out += ["", "Runs by target (feature count; count model's fit and leave-one-out prediction)"]
-    out += _table(
-        ["run", "count", r["target"], "fit", "LOO"],
-        [
-            [
-                x["run"],
-                str(x["feature_count"]),
-                _n(x["target"], "{:.3f}"),
-                _n(x["fit_count"], "{:.3f}"),
-                _n(x["loo_count"], "{:.3f}"),
-            ]
-            for x in sorted(r["runs"], key=lambda x: -x["target"])
-        ],
-    )
-    out += ["", "Predictors of the target (sorted by R²)"]
-    rows = []
-    for name, p in r["predictors"].items():
-        coef = p.get("coef") if p["kind"] != "axes" else None
-        rows.append(
-            [
-                name,
-                p["kind"] + (f"/{p['phase']}" if p.get("phase") else ""),
-                str(p["n"]),
-                _n(p.get("r2"), "{:.3f}"),
-                _n(p.get("loo_r2"), "{:.3f}"),
-                _n(coef),
-                _ci(p.get("ci95")),
-                _n(p.get("p"), "{:.2g}"),
-            ]
-        )
-    out += _table(["predictor", "kind", "n", "R²", "LOO R²", "coef", "95% CI", "p"], rows)
-    if r.get("pre_extension"):
-        out += [
-            "",
-            "Before extension: how well each pre-extension measurement predicts the post-extension target "
-            "(best leave-one-out R² first)",
-        ]
-        out += _table(
-            ["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
-            [
-                [x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]), _ci(x["ci95"])]
-                for x in r["pre_extension"]
-            ],
-        )
-    for name in ("four_axes", "four_axes_kv_ratio"):
-        p = r["predictors"][name]
-        if p.get("coefs") and not r.get("factorial", True):
-            out += ["", f"{name}: {ext.NOT_FACTORIAL} (coefficients not shown)"]
-        elif p.get("coefs"):
-            out += ["", f"{name}: coefficients (intercept {_n(p['intercept'])})"]
-            out += _table(
-                ["term", "coef", "se", "95% CI", "p"],
-                [[t, _n(v["coef"]), _n(v["se"], "{:.3f}"), _ci(v["ci95"]), _n(v["p"], "{:.2g}")] for t, v in p["coefs"].items()],
-            )
-    s = r["spread"]
-    out += [
-        "",
-        f"Seed sd: {_n(s['seed_sd'], '{:.3f}')} (df {s['seed_df']}, {s['replicated_configs']} replicated configs)"
-        + (f"; init sd: {_n(s.get('init_sd'), '{:.3f}')} (df {s.get('init_df')})" if "init_sd" in s else ""),
-    ]
-    if r["axis_effects"]:
-        out += ["", "Matched-pair effects by axis (flag * = |effect| < seed sd)"]
-        out += _table(
-            ["axis", "from → to", "n", "mean", "sd", "min", "max", "flag"],
-            [
-                [
-                    e["axis"],
-                    f"{e['from']} → {e['to']}",
-                    str(e["n"]),
-                    _n(e["mean"]),
-                    _n(e["sd"], "{:.3f}"),
-                    _n(e["min"]),
-                    _n(e["max"]),
-                    "*" if e["below_seed_sd"] else "",
-                ]
-                for e in r["axis_effects"]
-            ],
-        )
-    if r["interactions"]:
-        out += ["", "Interactions: effect of A with vs without B (from matched pairs)"]
-        out += _table(
-            ["A", "B", "with B", "n", "without B", "n", "difference", "flag"],
-            [
-                [
-                    i["effect_of"] + (" (paper)" if i["stressed"] else ""),
-                    i["given"],
-                    _n(i["with"]),
-                    str(i["n_with"]),
-                    _n(i["without"]),
-                    str(i["n_without"]),
-                    _n(i["difference"]),
-                    "*" if i["below_seed_sd"] else "",
-                ]
-                for i in r["interactions"]
-            ],
-        )
-    reg = (r["interaction_model"].get("coefs") or {}).get("swa_x_gqa")
-    if reg:
-        out.append(f"regression swa×gqa term: {_n(reg['coef'])} {_ci(reg['ci95'])} p={_n(reg['p'], '{:.2g}')}")
-    if r["confounds"]:
-        c = r["confounds"]
-        out += ["", f"Confounds ({', '.join(c['covariates'])}): does the count effect survive?"]
-        out += _table(
-            ["model", "coef", "95% CI", "p", "R²"],
-            [
-                [k, _n(c[k]["coef"]), _ci(c[k]["ci95"]), _n(c[k]["p"], "{:.2g}"), _n(c[k]["r2"], "{:.3f}")]
-                for k in ("without", "with")
-            ],
-        )
-        out.append(
-            f"survives: {'yes' if c['survives'] else 'no'}; R² of count on the residualised target: "
-            f"{_n(c['residualised_r2'], '{:.3f}')}"
-        )
-    a = r["attention"]
-    if a:
-        out += [""]
-        if a.get("sink_vs_target"):
-            out.append(f"attention sink ({a['sink_column']}) vs target: R² {_n(a['sink_vs_target'].get('r2'), '{:.3f}')}")
-        if a.get("entropy_vs_target"):
-            out.append(
-                f"attention entropy ({a['entropy_column']}) vs target: R² {_n(a['entropy_vs_target'].get('r2'), '{:.3f}')}"
-            )
-    out += format_extension(r)
-    if r["failed"]:
-        out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
-    out += [f"note: {n}" for n in r["notes"]]
-    return "\n".join(out)
-
-
-def _eff(s: dict[str, Any] | None) -> list[str]:
-    """mean, 95% CI, sd, n of a per-seed summary."""
-    s = s or {}
-    return [_n(s.get("mean")), _ci(s.get("ci95")), _n(s.get("sd"), "{:.3f}"), str(s.get("n", 0))]
-
-
-def format_extension(r: dict[str, Any]) -> list[str]:
-    """The "Extension-only effects", "Did not master before extension" and "Remedy" sections (empty when
-    the table has no mastery or recipe columns)."""
-    out: list[str] = []
-    m = r.get("mastery")
-    if m:
-        out += ["", f"Mastery before extension ({m['metric']} ≥ {m['threshold']} at each arm's own pretraining length)"]
-        out += _table(
-            ["arm", "n", "mastery_acc", "95% CI", "mastered", "95% CI (Wilson)"],
-            [
-                [
-                    a["arm"],
-                    str(a["n"]),
-                    _n(a["mean"], "{:.3f}"),
-                    _ci(a["ci95"]),
-                    f"{a['n_mastered']}/{a['n_judged']}",
-                    _ci(a["mastered_ci95"]),
-                ]
-                for a in m["arms"]
-            ],
-        )
-    e = r.get("extension_effects")
-    if e:
-        out += [
-            "",
-            f"Extension-only effects on {e['target']} (per axis, paired by seed; pre = mastery_acc at each arm's own "
-            "length; DiD = post − pre per seed)",
-        ]
-        rows = []
-        rung = split_rung(e["target"])[1]  # the text shows the target's rung (or ladder mean); the csv has all
-        for a in e["axes"]:
-            name = f"{a['axis']} {a['from']} → {a['to']}" + (f" ({a['arm']})" if a.get("arm") else "")
-            pre = _eff(a["pre"])
-            rows.append([name, "own length, before", pre[0], pre[1], "", "", pre[2], pre[3]])
-            for x in a["effects"]:
-                if x["rung"] != rung:
-                    continue
-                where = f"@{x['length']}" + (f"{RUNG_SEP}{x['rung']}" if x["rung"] else "") + (" *" if x["is_target"] else "")
-                post, did = _eff(x["post"]), _eff(x["did"])
-                rows.append([name, where, post[0], post[1], did[0], did[1], did[2], did[3]])
-            if a["dropped_seeds"]:
-                rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", "", ""])
-        out += _table(["axis", "at", "effect", "95% CI", "extension-only (DiD)", "95% CI", "seed sd", "n"], rows)
-        out.append("(* the target column; every rung of the ladder: tables/extension_effects.csv in the report)")
-        if e["not_mastered"]:
-            out += ["", "Did not master before extension: their long-context numbers measure pretraining, not extension"]
-            out += _table(
-                ["run", "arm", "mastery_acc", "min bucket"],
-                [
-                    [x["run"], x["arm"], _n(x["mastery_acc"], "{:.3f}"), _n(x["mastery_min_bucket"], "{:.3f}")]
-                    for x in e["not_mastered"]
-                ],
-            )
-    for rec in r.get("remedy") or []:
-        out += ["", f"Remedy: recipe {rec['recipe']!r} ({rec['column']} − {r['target']}, paired by run)"]
-        rows = []
-        for a in rec["arms"]:
-            rows.append([a["arm"], "remedy − primary", *_eff(a["paired"])])
-            if "gap_primary" in a:
-                rows.append([a["arm"], "gap to baseline (primary)", *_eff(a["gap_primary"])])
-                rows.append([a["arm"], "gap to baseline (remedy)", *_eff(a["gap_recipe"])])
-        out += _table(["arm", "difference", "mean", "95% CI", "seed sd", "n"], rows)
-    return out

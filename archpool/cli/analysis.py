@@ -87,7 +87,8 @@ def _covariates(args) -> list[str]:
 
 def analyze_command(args) -> int:
     from archpool.analysis import analyze, format_text, load_results, to_json
-    from archpool.analysis.summary import design_summary, format_design
+    from archpool.analysis.summary import design_summary
+    from archpool.analysis.summary_text import format_design
     from archpool.analysis.table import metric_columns
 
     df = load_results(args.source)

@@ -72,45 +72,32 @@ def register(subparsers) -> None:
 def handler(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import torch
-
     from archpool.data.config import default_cache_root
-    from archpool.eval.api import evaluate
+    from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.short import open_store, read_texts
     from archpool.eval.target import load_target
 
+    request = EvalRequest(
+        suites=args.suite or [ALL_SUITES],
+        lengths=args.lengths,
+        modes=["gen", "ll"] if args.mode == "both" else [args.mode],
+        n_samples=args.n,
+        seed=args.seed,
+        categories=args.categories.split(",") if args.categories else None,
+        longppl_k=args.longppl_k,
+        longppl_alpha=args.longppl_alpha,
+        longppl_beta=args.longppl_beta,
+        out_dir=Path(args.out) if args.out else Path(args.target) / "eval",
+        cache_dir=Path(args.cache) if args.cache else default_cache_root() / "eval",
+    )
     target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
     store = open_store(args.data, target.record)
     texts = read_texts(args.texts) if args.texts else None
-    docs = None
-    if texts:
-        docs = [torch.tensor(target.tokenizer.encode(t), dtype=torch.long) for t in texts]
     evaluator = (
         load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
     )
-    out = Path(args.out) if args.out else Path(args.target) / "eval"
-    cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
-    modes = ["gen", "ll"] if args.mode == "both" else [args.mode]
-    cats = args.categories.split(",") if args.categories else None
-    res = evaluate(
-        target,
-        suites=args.suite or [ALL_SUITES],
-        lengths=args.lengths,
-        modes=modes,
-        n_samples=args.n,
-        seed=args.seed,
-        out_dir=out,
-        cache_dir=cache,
-        haystack_texts=texts,
-        store=store,
-        evaluator=evaluator,
-        categories=cats,
-        longppl_docs=docs,
-        longppl_K=args.longppl_k,
-        longppl_alpha=args.longppl_alpha,
-        longppl_beta=args.longppl_beta,
-        progress=not args.no_progress,
-    )
+    res = evaluate(target, request, store=store, texts=texts, evaluator=evaluator, progress=not args.no_progress)
+    out = request.out_dir
     print((out / "report.md").read_text())
     print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
     return 0

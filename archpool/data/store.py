@@ -28,7 +28,9 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -256,20 +258,85 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
     t_start = time.perf_counter()
     sources = [build_source(s) for s in config.sources]
     records = [s.files() for s in sources]
-    key = store_key(config, sources, records)
-    final = config.cache_root() / "data" / key
+    inputs = _Inputs(config, store_key(config, sources, records), sources, records)
+    final = config.cache_root() / "data" / inputs.key
     if (final / "manifest.json").is_file() and not force:
         log(f"data: reusing {final}")
         return Store(final)
+    read = _read_sources(inputs)
+    selected = _apply_caps(read.meta, config)
+    n_sel_chars = sum(read.meta[k][1] for k in selected)
 
-    # pass 1: hash, de-duplicate, assign splits, pick the tokenizer sample ---------------------
+    root = _build_root(config.cache_root())
+    _remove_stale_builds(root)
+    tmp = root / f".tmp-{inputs.key}-{os.getpid()}-{time.time_ns()}"
+    tmp.mkdir()
+    try:
+        t0 = time.perf_counter()
+        tokenizer, tok_source = _store_tokenizer(config, read, selected, log)
+        read.sample = None
+        tokenizer.save(tmp)
+        tok_s = time.perf_counter() - t0
+        shards = _write_shards(tmp, inputs, read, selected, tokenizer, _progress(progress, n_sel_chars))
+        counts = _counts(shards.index)
+        _check_enough_text(counts, config)
+        manifest = _manifest(tmp, inputs, read, tokenizer, tok_source, shards, counts, {"tok_s": tok_s, "t_start": t_start})
+        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete store
+        if not _install(tmp, final, force):
+            return Store(final)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # nothing partial is kept
+            raise disk_error(final, e) from e
+        raise
+    log(f"data: prepared {final} ({counts['docs']} docs, {counts['tokens']} tokens) in {manifest['timing']['total_s']} s")
+    return Store(final)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a store is built from: its config, its key, the sources and each source's input files."""
+
+    config: DataConfig
+    key: str
+    sources: list[Source]
+    records: list[list]
+
+
+@dataclass
+class _Read:
+    """The first read of the sources: the documents kept, their splits and the tokenizer sample."""
+
+    meta: dict[tuple[int, int], tuple[int, int, int, int]]  # (source, document) -> (split hash, chars, split, rank)
+    dupes: int  # documents dropped as exact duplicates
+    cache: dict | None  # (source, document) -> text while the texts fit IN_MEMORY_CHARS, else None
+    sample: _SmallestHashes | None  # the tokenizer's training sample
+    per_source: list[int]  # documents kept per source
+    seconds: float
+
+
+@dataclass
+class _Shards:
+    """The second pass: encoded documents written to token shards, and their index."""
+
+    dtype: np.dtype
+    sizes: list[int]  # tokens per shard
+    index: np.ndarray  # one INDEX_DTYPE record per document
+    n_bytes: int  # UTF-8 bytes of text encoded
+    encode_s: float  # of ``seconds``, the time spent in the tokenizer
+    seconds: float
+
+
+def _read_sources(inputs: _Inputs) -> _Read:
+    """Pass 1: hash, de-duplicate, assign splits and offer training documents to the tokenizer sample."""
+    config = inputs.config
     t0 = time.perf_counter()
     meta, seen, dupes = {}, set(), 0
     cache: dict | None = {}  # texts kept from pass 1 while they fit, so pass 2 need not re-read
     cache_chars = 0
     sample = _SmallestHashes(config.tokenizer_sample_chars)
-    per_source = [0] * len(sources)
-    for si, (src, scfg) in enumerate(zip(sources, config.sources)):
+    per_source = [0] * len(inputs.sources)
+    for si, (src, scfg) in enumerate(zip(inputs.sources, config.sources)):
         for j, doc in enumerate(src.documents()):
             text = doc.text
             if len(text.strip()) < config.min_doc_chars:
@@ -292,136 +359,142 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
             if split in (TRAIN, EXTENSION):
                 sample.offer(rank, text)
         if per_source[si] == 0:
-            files = ", ".join(r.path for r in records[si][:3]) + (" …" if len(records[si]) > 3 else "")
+            recs = inputs.records[si]
+            files = ", ".join(r.path for r in recs[:3]) + (" …" if len(recs) > 3 else "")
             raise DataError(f"source {src.name}: yields no documents (files: {files or 'none'})")
-    read_s = time.perf_counter() - t0
-    selected = _apply_caps(meta, config)
-    n_sel_chars = sum(meta[k][1] for k in selected)
+    return _Read(meta, dupes, cache, sample, per_source, time.perf_counter() - t0)
 
-    root = _build_root(config.cache_root())
-    _remove_stale_builds(root)
-    tmp = root / f".tmp-{key}-{os.getpid()}-{time.time_ns()}"
-    tmp.mkdir()
-    try:
-        # tokenizer ------------------------------------------------------------------------------
-        t0 = time.perf_counter()
-        if config.tokenizer:
-            tokenizer = Tokenizer.load(config.tokenizer)
-            if config.task_tokens:
-                tokenizer = tokenizer.with_task_tokens(config.task_tokens)
-            tok_source = {"kind": "given", "path": str(config.tokenizer)}
-        else:
-            cutoff = max((meta[k][3] for k in selected), default=0)
-            texts = [t for hv, t in sample.sorted() if hv <= cutoff]
-            if not texts:
-                raise DataError("tokenizer: no training documents to learn the vocabulary from (every document is held out?)")
-            log(f"data: training a byte-level BPE of {config.vocab_size} on {sum(map(len, texts)) / 1e6:.1f} M chars")
-            tokenizer = train_tokenizer(texts, config.vocab_size - config.task_tokens)
-            if config.task_tokens:
-                tokenizer = tokenizer.with_task_tokens(config.task_tokens)
-            tok_source = {
-                "kind": "trained",
-                "vocab_size": config.vocab_size,
-                "task_tokens": config.task_tokens,
-                "sample_chars": sum(map(len, texts)),
-                "sample_docs": len(texts),
-            }
-        del sample
-        tokenizer.save(tmp)
-        tok_s = time.perf_counter() - t0
-        dtype = np.dtype("<u2") if tokenizer.vocab_size <= 1 << 16 else np.dtype("<u4")
 
-        # pass 2: encode and write shards ---------------------------------------------------------
-        t0 = time.perf_counter()
-        writer = _ShardWriter(tmp, dtype, config.shard_tokens)
-        rows: list[tuple] = []
-        parent = 0
+def _store_tokenizer(config: DataConfig, read: _Read, selected: set, log) -> tuple[Tokenizer, dict[str, Any]]:
+    """The given tokenizer, or a byte-level BPE trained on the sample's selected documents; with the
+    manifest's description of where it came from."""
+    if config.tokenizer:
+        tokenizer = Tokenizer.load(config.tokenizer)
+        if config.task_tokens:
+            tokenizer = tokenizer.with_task_tokens(config.task_tokens)
+        return tokenizer, {"kind": "given", "path": str(config.tokenizer)}
+    cutoff = max((read.meta[k][3] for k in selected), default=0)
+    texts = [t for hv, t in read.sample.sorted() if hv <= cutoff]
+    if not texts:
+        raise DataError("tokenizer: no training documents to learn the vocabulary from (every document is held out?)")
+    log(f"data: training a byte-level BPE of {config.vocab_size} on {sum(map(len, texts)) / 1e6:.1f} M chars")
+    tokenizer = train_tokenizer(texts, config.vocab_size - config.task_tokens)
+    if config.task_tokens:
+        tokenizer = tokenizer.with_task_tokens(config.task_tokens)
+    return tokenizer, {
+        "kind": "trained",
+        "vocab_size": config.vocab_size,
+        "task_tokens": config.task_tokens,
+        "sample_chars": sum(map(len, texts)),
+        "sample_docs": len(texts),
+    }
 
-        def docs_in_order() -> Iterator[tuple[int, int, str]]:
-            if cache is not None:
-                for k in sorted(selected):
-                    yield k[0], k[1], cache[k]
-                return
-            for si, src in enumerate(sources):
-                for j, doc in enumerate(src.documents()):
-                    if (si, j) in selected:
-                        yield si, j, doc.text
 
-        bar = _progress(progress, n_sel_chars)
-        n_bytes = 0
-        enc_s = 0.0
-        for batch in _batches(docs_in_order(), config.max_doc_chars):
-            texts = [t for *_, t in batch]
-            te = time.perf_counter()
-            encoded = _encode(tokenizer, texts, config.workers)
-            enc_s += time.perf_counter() - te
-            for (si, j, piece_no, text), ids in zip(batch, encoded):
-                hv, _, split, _ = meta[(si, j)]
-                if piece_no == 0:
-                    parent += 1
-                if split == _VAL:
-                    split = VAL_LONG if len(ids) >= config.long_doc_tokens else VAL_SHORT
-                shard, offset = writer.write(ids)
-                ph = (
-                    hv
-                    if piece_no == 0
-                    else int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
-                )
-                rows.append((shard, offset, len(ids), split, si, parent - 1, ph))
-                n_bytes += len(text.encode("utf-8", "surrogatepass"))
-                bar.update(len(text))
-        bar.close()
-        writer.close()
-        close_workers()
-        write_s = time.perf_counter() - t0
-        index = np.array(rows, dtype=INDEX_DTYPE)
-        np.save(tmp / "index.npy", index)
+def _selected_documents(inputs: _Inputs, read: _Read, selected: set) -> Iterator[tuple[int, int, str]]:
+    """(source, document, text) of the selected documents in source order: from pass 1's cache, else re-read."""
+    if read.cache is not None:
+        for k in sorted(selected):
+            yield k[0], k[1], read.cache[k]
+        return
+    for si, src in enumerate(inputs.sources):
+        for j, doc in enumerate(src.documents()):
+            if (si, j) in selected:
+                yield si, j, doc.text
 
-        counts = _counts(index)
-        _check_enough_text(counts, config)
-        manifest = {
-            "format": FORMAT_VERSION,
-            "key": key,
-            "config": config.to_dict(),
-            "sources": [
-                dict(s.describe(), n_documents=per_source[i], files=[vars(r) for r in records[i]]) for i, s in enumerate(sources)
-            ],
-            "tokenizer_hash": tokenizer.hash,
-            "tokenizer": tok_source,
-            "vocab_size": tokenizer.vocab_size,
-            "special_ids": {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "pad": tokenizer.pad_id},
-            "dtype": dtype.str,
-            "shards": [
-                {"file": f"tokens-{i:05d}.bin", "tokens": n, "sha256": sha256_file(tmp / f"tokens-{i:05d}.bin")}
-                for i, n in enumerate(writer.sizes)
-            ],
-            "index_sha256": sha256_file(tmp / "index.npy"),
-            "counts": dict(counts, text_bytes=n_bytes, duplicates_dropped=dupes, input_documents=len(meta) + dupes),
-            "timing": {
-                "read_s": round(read_s, 2),
-                "tokenizer_s": round(tok_s, 2),
-                "encode_write_s": round(write_s, 2),
-                "encode_s": round(enc_s, 2),
-                "encode_MB_per_s": round(n_bytes / 1e6 / max(enc_s, 1e-9), 2),
-                "total_s": round(time.perf_counter() - t_start, 2),
-                "workers": _n_workers(config.workers),
-                "cpus": os.cpu_count(),
-            },
-        }
-        atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete store
-        if final.exists():
-            if (final / "manifest.json").is_file() and not force:
-                shutil.rmtree(tmp)  # another process finished the same store first
-                return Store(final)
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # nothing partial is kept
-            raise disk_error(final, e) from e
-        raise
-    log(f"data: prepared {final} ({counts['docs']} docs, {counts['tokens']} tokens) in {manifest['timing']['total_s']} s")
-    return Store(final)
+
+def _write_shards(tmp: Path, inputs: _Inputs, read: _Read, selected: set, tokenizer: Tokenizer, bar) -> _Shards:
+    """Pass 2: encode the selected documents (long ones in pieces) into token shards and ``index.npy``;
+    a held-out document is long or short by its encoded length."""
+    config = inputs.config
+    dtype = np.dtype("<u2") if tokenizer.vocab_size <= 1 << 16 else np.dtype("<u4")
+    t0 = time.perf_counter()
+    writer = _ShardWriter(tmp, dtype, config.shard_tokens)
+    rows: list[tuple] = []
+    parent = 0
+    n_bytes = 0
+    enc_s = 0.0
+    for batch in _batches(_selected_documents(inputs, read, selected), config.max_doc_chars):
+        texts = [t for *_, t in batch]
+        te = time.perf_counter()
+        encoded = _encode(tokenizer, texts, config.workers)
+        enc_s += time.perf_counter() - te
+        for (si, j, piece_no, text), ids in zip(batch, encoded):
+            hv, _, split, _ = read.meta[(si, j)]
+            if piece_no == 0:
+                parent += 1
+            if split == _VAL:
+                split = VAL_LONG if len(ids) >= config.long_doc_tokens else VAL_SHORT
+            shard, offset = writer.write(ids)
+            ph = (
+                hv if piece_no == 0 else int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+            )
+            rows.append((shard, offset, len(ids), split, si, parent - 1, ph))
+            n_bytes += len(text.encode("utf-8", "surrogatepass"))
+            bar.update(len(text))
+    bar.close()
+    writer.close()
+    close_workers()
+    write_s = time.perf_counter() - t0
+    index = np.array(rows, dtype=INDEX_DTYPE)
+    np.save(tmp / "index.npy", index)
+    return _Shards(dtype, writer.sizes, index, n_bytes, enc_s, write_s)
+
+
+def _manifest(
+    tmp: Path,
+    inputs: _Inputs,
+    read: _Read,
+    tokenizer: Tokenizer,
+    tok_source: dict[str, Any],
+    shards: _Shards,
+    counts: dict,
+    times: dict[str, float],
+) -> dict[str, Any]:
+    """``manifest.json``: config, sources and their files, tokenizer, shards with sha256, counts, timings."""
+    config, sources, records = inputs.config, inputs.sources, inputs.records
+    return {
+        "format": FORMAT_VERSION,
+        "key": inputs.key,
+        "config": config.to_dict(),
+        "sources": [
+            dict(s.describe(), n_documents=read.per_source[i], files=[vars(r) for r in records[i]]) for i, s in enumerate(sources)
+        ],
+        "tokenizer_hash": tokenizer.hash,
+        "tokenizer": tok_source,
+        "vocab_size": tokenizer.vocab_size,
+        "special_ids": {"bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "pad": tokenizer.pad_id},
+        "dtype": shards.dtype.str,
+        "shards": [
+            {"file": f"tokens-{i:05d}.bin", "tokens": n, "sha256": sha256_file(tmp / f"tokens-{i:05d}.bin")}
+            for i, n in enumerate(shards.sizes)
+        ],
+        "index_sha256": sha256_file(tmp / "index.npy"),
+        "counts": dict(
+            counts, text_bytes=shards.n_bytes, duplicates_dropped=read.dupes, input_documents=len(read.meta) + read.dupes
+        ),
+        "timing": {
+            "read_s": round(read.seconds, 2),
+            "tokenizer_s": round(times["tok_s"], 2),
+            "encode_write_s": round(shards.seconds, 2),
+            "encode_s": round(shards.encode_s, 2),
+            "encode_MB_per_s": round(shards.n_bytes / 1e6 / max(shards.encode_s, 1e-9), 2),
+            "total_s": round(time.perf_counter() - times["t_start"], 2),
+            "workers": _n_workers(config.workers),
+            "cpus": os.cpu_count(),
+        },
+    }
+
+
+def _install(tmp: Path, final: Path, force: bool) -> bool:
+    """Rename the finished build into place; False (the build discarded) when another process
+    finished the same store first."""
+    if final.exists():
+        if (final / "manifest.json").is_file() and not force:
+            shutil.rmtree(tmp)  # another process finished the same store first
+            return False
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return True
 
 
 def _assign_split(source_split: str, hv: int, n_chars: int, config: DataConfig) -> int:

@@ -11,6 +11,7 @@ _EXPORTS = {
     "lm_from_hf": "archpool.eval.lm",
     "load_target": "archpool.eval.target",
     "evaluate": "archpool.eval.api",
+    "EvalRequest": "archpool.eval.api",
     "run_tasks": "archpool.eval.runner",
     "run_task": "archpool.eval.runner",
     "TaskRunConfig": "archpool.eval.runner",

@@ -1,10 +1,13 @@
-"""``evaluate``: the whole evaluation of one target (what ``archpool eval`` and the pool call)."""
+"""``evaluate``: the whole evaluation of one target (what ``archpool eval`` and the pool call), asked
+for with one :class:`EvalRequest`."""
 
 from __future__ import annotations
 
 import numbers
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +15,10 @@ from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
 from archpool.names import ALL_SUITES, SCORED_SUITES, SUITE_NAMES, TASK_SUITES, TEXT_SUITES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
-from archpool.tasks import SUITES
+from archpool.tasks import HELMET_CATEGORIES, SUITES, task_names
 
 DEFAULT_SUITES = [ALL_SUITES]
+MODES = ("gen", "ll")
 
 
 def default_lengths(pretrain_len: int) -> list[int]:
@@ -29,7 +33,7 @@ def expand_suites(suites: Sequence[str]) -> list[str]:
             if not part:
                 continue
             if part not in SUITE_NAMES:
-                raise ConfigError("suite", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
+                raise ConfigError("suites", f"unknown suite {part!r}; allowed: {', '.join(SUITE_NAMES)}")
             for x in [*TASK_SUITES, *TEXT_SUITES] if part == ALL_SUITES else [part]:
                 if x not in out:
                     out.append(x)
@@ -51,118 +55,226 @@ def store_haystack(store) -> list[str] | None:
     return validation_texts(store, "long")[:64] or validation_texts(store, "short")[:256] or None
 
 
+def _strings(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What one evaluation measures and where it writes; checked once, when built (a ``ConfigError``
+    names the field). The task list runs first, then the suites; with a task list and no suite,
+    nothing is written but the per-task files."""
+
+    suites: Sequence[str] = tuple(DEFAULT_SUITES)
+    """Suite names (``SUITE_NAMES``; entries may be comma-separated), kept expanded: ``all`` = every suite."""
+    tasks: Sequence[str] = ()
+    """An explicit task list, scored at ``lengths`` before the suites (its aggregate wins where both have one)."""
+    lengths: Sequence[int] | None = None
+    """Token budgets; None: the pretraining context × 1, 2, 4, 8."""
+    modes: Sequence[str] = MODES
+    """Scoring modes: ``gen`` (greedy generation) and/or ``ll`` (gold continuation ranked by log-probability)."""
+    n_samples: int = EVAL_SAMPLES
+    """Samples per task × length × mode."""
+    seed: int = EVAL_SEED
+    """Seed of the task samples."""
+    task_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per-task parameter overrides (task name -> parameters)."""
+    categories: Sequence[str] | None = None
+    """HELMET categories the ``helmet`` score averages; None: all of them."""
+    longppl_k: int | None = None
+    """LongPPL's short-context window in tokens; None: the pretraining context."""
+    longppl_alpha: float | None = None
+    """LongPPL key-token threshold on the long-short log-prob gain; None: the ``longppl`` package's 2."""
+    longppl_beta: float | None = None
+    """LongPPL key-token threshold on the long-context log-prob; None: the ``longppl`` package's -2."""
+    out_dir: Path | None = None
+    """Where ``results.json``, ``report.md`` and ``tasks/<task>/<length>_<mode>.json`` go; None: nowhere."""
+    cache_dir: Path | None = None
+    """Task and LongPPL result cache; None: no cache."""
+
+    def __post_init__(self) -> None:
+        norm = {
+            "suites": tuple(expand_suites(_strings(self.suites))),
+            "tasks": _strings(self.tasks or ()),
+            "lengths": None if self.lengths is None else tuple(self.lengths),
+            "modes": _strings(self.modes),
+            "categories": None if self.categories is None else _strings(self.categories),
+            "task_params": dict(self.task_params),
+            "out_dir": None if self.out_dir is None else Path(self.out_dir),
+            "cache_dir": None if self.cache_dir is None else Path(self.cache_dir),
+        }
+        for name, value in norm.items():
+            object.__setattr__(self, name, value)
+        self.validate()
+
+    def validate(self) -> None:
+        """ConfigError naming the first field that is not valid."""
+        check_counts(self.lengths or (), self.n_samples)
+        for mode in self.modes:
+            if mode not in MODES:
+                raise ConfigError("modes", f"unknown scoring mode {mode!r}; allowed: {', '.join(MODES)}")
+        for name in self.tasks:
+            if name not in task_names():
+                raise ConfigError("tasks", f"unknown task {name!r}; allowed: {', '.join(task_names())}")
+        for c in self.categories or ():
+            if c not in HELMET_CATEGORIES:
+                raise ConfigError("categories", f"unknown HELMET category {c!r}; allowed: {', '.join(HELMET_CATEGORIES)}")
+        if self.longppl_k is not None and (isinstance(self.longppl_k, bool) or self.longppl_k < 1):
+            raise ConfigError("longppl_k", f"must be a positive integer, got {self.longppl_k!r}")
+
+    def suite_tasks(self) -> list[str]:
+        """The tasks of the task suites asked for, each once, in suite order."""
+        names: list[str] = []
+        for s in TASK_SUITES:
+            if s in self.suites:
+                names += [t for t in SUITES[s] if t not in names]
+        return names
+
+
 def evaluate(
-    target,
-    *,
-    suites: Sequence[str] = DEFAULT_SUITES,
-    lengths: Sequence[int] | None = None,
-    modes: Sequence[str] = ("gen", "ll"),
-    n_samples: int = EVAL_SAMPLES,
-    seed: int = EVAL_SEED,
-    out_dir: str | Path | None = None,
-    cache_dir: str | Path | None = None,
-    haystack_texts: list[str] | None = None,
-    store=None,
-    evaluator=None,
-    categories: Sequence[str] | None = None,
-    task_params: dict | None = None,
-    longppl_docs: list | None = None,
-    longppl_K: int | None = None,
-    longppl_alpha: float | None = None,
-    longppl_beta: float | None = None,
-    short_tasks: bool = True,
-    progress: bool = True,
+    target, request: EvalRequest, *, store=None, texts: list[str] | None = None, evaluator=None, progress: bool = True
 ) -> dict[str, Any]:
-    """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) and write
-    ``out_dir/results.json`` (+ ``report.md`` and one JSON per task × length × mode).
+    """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) as ``request`` asks.
 
-    ``short_tasks``: the ``short`` suite also scores every task suite at the pretraining context when
-    no task suite is asked for (off for callers that score their own task list, e.g. pools).
-    ``longppl_K`` / ``longppl_alpha`` / ``longppl_beta``: LongPPL's short-context window and
-    key-token thresholds (default: the pretraining context, 2 and -2, as the ``longppl`` package)."""
-    import torch
+    ``store``: a prepared data store (held-out haystacks, LongPPL documents, validation perplexity);
+    ``texts``: held-out texts, the haystacks and LongPPL documents instead of the store's;
+    ``evaluator``: the LongPPL evaluator (a ``Target``; default the target itself).
 
-    from archpool.eval import longppl as LP
-    from archpool.eval import short as S
-    from archpool.eval.lm import stop_token_ids
-    from archpool.eval.runner import TaskRunConfig, aggregate, format_table, run_tasks
-
+    Returns the results of the task list and the suites. ``out_dir/results.json`` and ``report.md``
+    hold the suites' results (none is written for a task list alone); every task × length × mode
+    also goes to ``out_dir/tasks/``."""
     t0 = time.perf_counter()
-    suites = expand_suites(suites)
-    lengths = sorted(set(lengths or default_lengths(target.pretrain_len)))
-    check_counts(lengths, n_samples)
-    out = Path(out_dir) if out_dir else None
-    cache = Path(cache_dir) if cache_dir else None
-    if haystack_texts is None and store is not None:
-        haystack_texts = store_haystack(store)
-    result: dict[str, Any] = {
-        "target": str(target.path),
-        "kind": target.kind,
-        "model_hash": target.model_hash,
-        "tokenizer_hash": target.tokenizer_hash,
-        "pretrain_len": target.pretrain_len,
-        "lengths": lengths,
-        "modes": list(modes),
-        "suites": suites,
-        "seed": seed,
-        "n_samples": n_samples,
-        "haystack": "held-out text" if haystack_texts else "pseudo-text (no held-out text given)",
-        "mode_note": "gen = greedy generation scored by the task metric (0-100); ll = gold continuation ranked first "
-        "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
-    }
-    task_names: list[str] = []
-    for s in TASK_SUITES:
-        if s in suites:
-            task_names += [t for t in SUITES[s] if t not in task_names]
-    stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
+    lengths = sorted(set(request.lengths or default_lengths(target.pretrain_len)))
+    haystack = texts if texts is not None else (store_haystack(store) if store is not None else None)
+    run = _Evaluation(target, request, lengths, haystack, store, progress)
+    listed = run.tasks_at(list(request.tasks), lengths) if request.tasks else []
+    if request.tasks and not request.suites:
+        return {"tasks": _without_samples(listed), "aggregate": run.aggregate(listed)}
+    result = run.suites(texts, evaluator, t0)
+    if listed:
+        result["tasks"] = _without_samples(listed) + result["tasks"]
+        result["aggregate"] = {**result["aggregate"], **run.aggregate(listed)}
+    return result
 
-    def tasks_at(names: list[str], at: list[int]) -> list[dict[str, Any]]:
-        cfg = TaskRunConfig(names, at, list(modes), n_samples, seed, dict(task_params or {}), haystack_texts)
-        return run_tasks(target.lm, target.tokenizer, cfg, model_hash=target.model_hash, tokenizer_hash=target.tokenizer_hash,
-                         out_dir=out, cache_dir=cache, progress=progress, stop_ids=stop)  # fmt: skip
 
-    task_results: list[dict[str, Any]] = tasks_at(task_names, lengths) if task_names else []
-    if "short" in suites:
-        short: dict[str, Any] = {"pretrain_len": target.pretrain_len, **S.training_losses(target)}
-        if not task_names and short_tasks:  # the task suites at the pretraining context
-            task_results += tasks_at([t for s in SCORED_SUITES for t in SUITES[s]], [target.pretrain_len])
-        if store is not None:
-            short["val_ppl"] = S.validation_perplexity(target.lm, store, target.pretrain_len)
+def _without_samples(task_results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "samples"} for r in task_results]
+
+
+@dataclass
+class _Evaluation:
+    """One target's evaluation at resolved lengths, with its held-out haystack text."""
+
+    target: Any
+    request: EvalRequest
+    lengths: list[int]
+    haystack: list[str] | None
+    store: Any
+    progress: bool
+
+    @cached_property
+    def stop_ids(self) -> set[int]:
+        from archpool.eval.lm import stop_token_ids
+
+        return stop_token_ids(self.target.tokenizer, self.target.lm.backend.vocab_size)
+
+    def tasks_at(self, names: list[str], at: list[int]) -> list[dict[str, Any]]:
+        """Every task of ``names`` × length of ``at`` × mode (with its samples)."""
+        from archpool.eval.runner import TaskRunConfig, run_tasks
+
+        r, t = self.request, self.target
+        cfg = TaskRunConfig(names, at, list(r.modes), r.n_samples, r.seed, dict(r.task_params), self.haystack)
+        return run_tasks(t.lm, t.tokenizer, cfg, model_hash=t.model_hash, tokenizer_hash=t.tokenizer_hash,
+                         out_dir=r.out_dir, cache_dir=r.cache_dir, progress=self.progress, stop_ids=self.stop_ids)  # fmt: skip
+
+    def aggregate(self, task_results: list[dict[str, Any]]) -> dict[str, Any]:
+        from archpool.eval.runner import aggregate
+
+        return aggregate(task_results, self.request.categories) if task_results else {}
+
+    def header(self) -> dict[str, Any]:
+        t, r = self.target, self.request
+        return {
+            "target": str(t.path),
+            "kind": t.kind,
+            "model_hash": t.model_hash,
+            "tokenizer_hash": t.tokenizer_hash,
+            "pretrain_len": t.pretrain_len,
+            "lengths": self.lengths,
+            "modes": list(r.modes),
+            "suites": list(r.suites),
+            "seed": r.seed,
+            "n_samples": r.n_samples,
+            "haystack": "held-out text" if self.haystack else "pseudo-text (no held-out text given)",
+            "mode_note": "gen = greedy generation scored by the task metric (0-100); ll = gold continuation ranked first "
+            "among n_candidates by log-probability (accuracy 0-100; chance = 100/n_candidates)",
+        }
+
+    def suites(self, texts: list[str] | None, evaluator, t0: float) -> dict[str, Any]:
+        """The suites asked for; writes ``results.json`` and ``report.md`` into ``out_dir``."""
+        from archpool.eval.runner import format_table
+
+        result = self.header()
+        names = self.request.suite_tasks()
+        task_results = self.tasks_at(names, self.lengths) if names else []
+        if "short" in self.request.suites:
+            result["short"] = self.short(task_results, suite_tasks=bool(names))
+        if "longppl" in self.request.suites:
+            result.update(self.longppl(texts, evaluator))
+        result["tasks"] = _without_samples(task_results)
+        result["aggregate"] = self.aggregate(task_results)
+        result["wall_s"] = time.perf_counter() - t0
+        out = self.request.out_dir
+        if out is not None:
+            atomic_write_json(out / "results.json", result)
+            atomic_write_text(out / "report.md", render_report(result, format_table(task_results) if task_results else ""))
+        return result
+
+    def short(self, task_results: list[dict[str, Any]], suite_tasks: bool) -> dict[str, Any]:
+        """Short-context metrics; with no task asked for (no task suite, no task list), the task suites
+        at the pretraining context are appended to ``task_results``."""
+        from archpool.eval import short as S
+
+        t = self.target
+        short: dict[str, Any] = {"pretrain_len": t.pretrain_len, **S.training_losses(t)}
+        if not suite_tasks and not self.request.tasks:
+            task_results += self.tasks_at([name for s in SCORED_SUITES for name in SUITES[s]], [t.pretrain_len])
+        if self.store is not None:
+            short["val_ppl"] = S.validation_perplexity(t.lm, self.store, t.pretrain_len)
         else:
             short["val_ppl"] = {"skipped": "no prepared data store (pass --data)"}
-        result["short"] = short
-    if "longppl" in suites:
-        docs = longppl_docs
-        if docs is None and store is not None:
+        return short
+
+    def longppl(self, texts: list[str] | None, evaluator) -> dict[str, Any]:
+        """``longppl`` (one row per length) and ``longppl_evaluator``, or a skipped row without documents."""
+        import torch
+
+        from archpool.eval import longppl as LP
+
+        t, r = self.target, self.request
+        docs = [torch.tensor(t.tokenizer.encode(x), dtype=torch.long) for x in texts] if texts else None
+        if docs is None and self.store is not None:
             from archpool.data.streams import validation_set
 
-            docs = [torch.as_tensor(d, dtype=torch.long) for d in validation_set(store).long]
+            docs = [torch.as_tensor(d, dtype=torch.long) for d in validation_set(self.store).long]
         if not docs:
-            result["longppl"] = [{"suite": "longppl", "skipped": "no held-out long documents (pass --data)"}]
-        else:
-            ev = evaluator or target
-            thresholds = {k: v for k, v in (("alpha", longppl_alpha), ("beta", longppl_beta)) if v is not None}
-            result["longppl"] = LP.run_longppl(
-                target.lm,
-                ev.lm,
-                docs,
-                lengths,
-                longppl_K or target.pretrain_len,
-                evaluator_hash=ev.model_hash,
-                tokenizer_hash=target.tokenizer_hash,
-                cache_dir=cache,
-                **thresholds,
-            )
-            result["longppl_evaluator"] = "self" if evaluator is None else str(evaluator.path)
-            if evaluator is not None and evaluator.tokenizer_hash != target.tokenizer_hash:
-                raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
-    result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in task_results]
-    result["aggregate"] = aggregate(task_results, categories) if task_results else {}
-    result["wall_s"] = time.perf_counter() - t0
-    if out is not None:
-        atomic_write_json(out / "results.json", result)
-        atomic_write_text(out / "report.md", render_report(result, format_table(task_results) if task_results else ""))
-    return result
+            return {"longppl": [{"suite": "longppl", "skipped": "no held-out long documents (pass --data)"}]}
+        ev = evaluator or t
+        thresholds = {k: v for k, v in (("alpha", r.longppl_alpha), ("beta", r.longppl_beta)) if v is not None}
+        rows = LP.run_longppl(
+            t.lm,
+            ev.lm,
+            docs,
+            self.lengths,
+            r.longppl_k or t.pretrain_len,
+            evaluator_hash=ev.model_hash,
+            tokenizer_hash=t.tokenizer_hash,
+            cache_dir=r.cache_dir,
+            **thresholds,
+        )
+        if evaluator is not None and evaluator.tokenizer_hash != t.tokenizer_hash:
+            raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
+        return {"longppl": rows, "longppl_evaluator": "self" if evaluator is None else str(evaluator.path)}
 
 
 def render_report(result: dict[str, Any], table: str) -> str:

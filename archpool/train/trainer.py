@@ -180,7 +180,36 @@ class Trainer:
         self._check_record(info)
         if is_complete(self.run_dir):
             return self._complete_result()
-        tcfg = self.tcfg
+        resume = self._find_resume(info)
+        model, state = self._build_model(info, resume)
+        run = self._prepare(model, info)
+        data_state = self._restore(run, state, info)
+        if self._resumed_past_end(run, resume, info):
+            D.barrier()
+            return self._complete_result()
+        if self.initial_milestone and run.start_step == 0 and info.is_main:
+            self._save_initial(model)
+        self._open_stream(run, data_state, info)
+        log = _TrainLog(self, run.start_step, info)
+        try:
+            self._loop(run, log, info)
+        finally:
+            log.close()
+        losses = run.losses
+        return TrainResult(
+            self.run_dir,
+            self.total_steps,
+            self.total_steps * self.tcfg.global_batch_tokens,
+            losses[-1] if losses else float("nan"),
+            losses,
+            stability_score(losses),
+            resumed_from=run.start_step,
+        )
+
+    # ------------------------------------------------------------------ restore
+    def _find_resume(self, info: D.DistInfo) -> str | None:
+        """The newest checkpoint to resume from (the same on every rank), after clearing what a killed
+        run left behind: a damaged final milestone, temporaries."""
         resume = None
         if info.is_main:
             _discard_damaged_final(self.run_dir)
@@ -189,9 +218,11 @@ class Trainer:
             remove_stale_temporaries(self.run_dir, older_than_s=0.0)
             found = ckpt.latest(self.run_dir / "ckpt")
             resume = str(found) if found else None
-        resume = D.all_gather_object(resume)[0]
+        return D.all_gather_object(resume)[0]
 
-        impl = tcfg.resolved_attn_impl(info.device.type, self.cfg.swa or tcfg.intra_doc_mask)
+    def _build_model(self, info: D.DistInfo, resume: str | None) -> tuple[Decoder, dict[str, Any] | None]:
+        """The model on its device, with the resumed (or initial) weights, and the resumed train state."""
+        impl = self.tcfg.resolved_attn_impl(info.device.type, self.cfg.swa or self.tcfg.intra_doc_mask)
         model = Decoder(self.cfg, seed=self.init_seed, attn_impl=impl)
         state = None
         if resume:
@@ -201,6 +232,11 @@ class Trainer:
         elif self.init_state is not None:
             model.load_state_dict(self.init_state)
         model.to(info.device)
+        return model, state
+
+    def _prepare(self, model: Decoder, info: D.DistInfo) -> _Run:
+        """Precision, parallel wrapping, optimizer and LR schedule of a fresh run state."""
+        tcfg = self.tcfg
         dtype = resolve_dtype(tcfg.dtype, info.device.type, self.cfg.d_model)
         self.metadata = {**self.metadata, "dtype": dtype}  # recorded with every checkpoint
         autocast, bf16 = self._autocast(dtype, info.device)
@@ -212,149 +248,111 @@ class Trainer:
         schedule = LRSchedule(
             tcfg.lr, tcfg.lr * tcfg.final_lr_ratio, tcfg.warmup_steps, self.total_steps, tcfg.schedule, tcfg.decay_fraction
         )
+        return _Run(wrapped, optimizer, schedule, autocast)
 
-        start_step, losses, data_state = 0, [], None
-        torch.manual_seed(tcfg.seed + info.rank)
-        random.seed(tcfg.seed + info.rank)
-        if state is not None:
-            D.load_full_optimizer_state(wrapped, optimizer, state["optimizer"])
-            start_step, losses = int(state["step"]), list(state["losses"])
-            _restore_rng(state["rng"], info)
-            data_state = state["data"]
+    def _restore(self, run: _Run, state: dict[str, Any] | None, info: D.DistInfo) -> dict[str, Any] | None:
+        """Seed every rank, then restore optimizer, step, losses and RNG from ``state``; returns the
+        saved data position (None for a fresh run)."""
+        torch.manual_seed(self.tcfg.seed + info.rank)
+        random.seed(self.tcfg.seed + info.rank)
+        if state is None:
+            return None
+        D.load_full_optimizer_state(run.wrapped, run.optimizer, state["optimizer"])
+        run.start_step, run.losses = int(state["step"]), list(state["losses"])
+        _restore_rng(state["rng"], info)
+        return state["data"]
+
+    def _resumed_past_end(self, run: _Run, resume: str | None, info: D.DistInfo) -> bool:
+        """Trim the metrics log to the resumed step; whether the resumed checkpoint is the last step
+        (the final milestone was damaged: rebuilt from it here)."""
+        past_end = bool(resume) and run.start_step >= self.total_steps
         if info.is_main:
-            _truncate_metrics(self.run_dir / METRICS, start_step)
-            if start_step:
-                print(f"[archpool] resuming {self.run_dir} from step {start_step} ({resume})", flush=True)
-            if resume and start_step >= self.total_steps:  # the final milestone was damaged: rebuild it
+            _truncate_metrics(self.run_dir / METRICS, run.start_step)
+            if run.start_step:
+                print(f"[archpool] resuming {self.run_dir} from step {run.start_step} ({resume})", flush=True)
+            if past_end:
                 _link_copy(Path(resume), run_dir_final(self.run_dir))
-                warnings.warn(f"{run_dir_final(self.run_dir)}: rebuilt from {resume}", stacklevel=2)
-        if resume and start_step >= self.total_steps:
-            D.barrier()
-            return self._complete_result()
+                warnings.warn(f"{run_dir_final(self.run_dir)}: rebuilt from {resume}", stacklevel=3)
+        return past_end
 
-        if self.initial_milestone and start_step == 0 and info.is_main:
-            self._save_initial(model)
-        stage_idx, stage_start = self._stage_at(start_step)
-        stream = self._stream(self.stages[stage_idx], info)
-        if data_state is not None and data_state["stage"] == stage_idx:
+    def _open_stream(self, run: _Run, data_state: dict[str, Any] | None, info: D.DistInfo) -> None:
+        """The batch stream of the stage holding the first step, at its saved position when resumed."""
+        run.stage_idx, _ = self._stage_at(run.start_step)
+        run.stream = self._stream(self.stages[run.stage_idx], info)
+        if data_state is not None and data_state["stage"] == run.stage_idx:
             streams = data_state["streams"]
-            stream.load_state_dict(streams[info.rank] if len(streams) == info.world_size else streams[0])
+            run.stream.load_state_dict(streams[info.rank] if len(streams) == info.world_size else streams[0])
 
-        writer = _tensorboard(self.run_dir) if tcfg.tensorboard and info.is_main else None
-        bar = None
-        if tcfg.progress and info.is_main:
-            from tqdm.auto import tqdm
+    # ------------------------------------------------------------------ the loop
+    def _loop(self, run: _Run, log: _TrainLog, info: D.DistInfo) -> None:
+        """Every step from the resumed one to the last: update, log, checkpoint when due."""
+        for step in range(run.start_step, self.total_steps):
+            s = self._step(run, step, info)
+            run.losses.append(s.loss)
+            done = step + 1
+            log.step(done, s)
+            self._save_if_due(run, done, info)
 
-            bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
-        metrics_file = open_append_text(self.run_dir / METRICS) if info.is_main else None
-        t_log, tok_log, interval_losses = time.perf_counter(), 0, []
-        gbt = tcfg.global_batch_tokens
-        try:
-            for step in range(start_step, self.total_steps):
-                idx, first = self._stage_at(step)
-                if idx != stage_idx:
-                    _flush_generated(stream, info)
-                    stage_idx, stream = idx, self._stream(self.stages[idx], info)
-                stage = self.stages[stage_idx]
-                accum = tcfg.accumulation_steps(stage.seq_len, info.world_size)
-                lr = schedule(step)
-                set_lr(optimizer, lr)
-                micro = [stream.next_batch() for _ in range(accum)]
-                n_local = sum(int((mb.targets != -100).sum()) for mb in micro)
-                n_global = D.all_reduce_sum(torch.tensor(float(n_local), dtype=torch.float64, device=info.device)).item()
-                scale = info.world_size / max(n_global, 1.0)
-                loss_sum = torch.zeros((), dtype=torch.float64, device=info.device)
-                for i, mb in enumerate(micro):
-                    inputs = mb.inputs.to(info.device, non_blocking=True)
-                    targets = mb.targets.to(info.device, non_blocking=True)
-                    doc_ids = mb.doc_ids.to(info.device) if (tcfg.intra_doc_mask and mb.doc_ids is not None) else None
-                    with D.grad_sync(wrapped, i == accum - 1):
-                        with autocast():
-                            loss = wrapped(inputs, doc_ids=doc_ids, targets=targets)
-                        (loss * scale).backward()
-                    loss_sum += loss.detach().double()
-                grad_norm = float(D.total_grad_norm(wrapped, tcfg.grad_clip))
-                skipped = not math.isfinite(grad_norm)
-                if skipped:
-                    warnings.warn(f"step {step + 1}: non-finite gradient norm, update skipped", stacklevel=1)
-                else:
-                    optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                loss_value = D.all_reduce_sum(loss_sum).item() / max(n_global, 1.0)
-                losses.append(loss_value)
-                interval_losses.append(loss_value)
-                tok_log += gbt
-                done = step + 1
-                if info.is_main and (done % tcfg.log_every == 0 or done == self.total_steps):
-                    now = time.perf_counter()
-                    row = {
-                        "step": done,
-                        "stage": stage.name,
-                        "seq_len": stage.seq_len,
-                        "loss": loss_value,
-                        "loss_avg": sum(interval_losses) / len(interval_losses),
-                        "grad_norm": grad_norm,
-                        "lr": lr,
-                        "tokens": done * gbt,
-                        "tokens_per_s": tok_log / max(now - t_log, 1e-9),
-                        "skipped": skipped,
-                    }
-                    _write_row(metrics_file, self.run_dir / METRICS, row)
-                    if writer is not None:
-                        for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
-                            writer.add_scalar(f"train/{k}", row[k], done)
-                    t_log, tok_log, interval_losses = now, 0, []
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}")
-                is_last = done == self.total_steps
-                milestone = done in tcfg.milestones
-                if is_last or milestone or done % tcfg.ckpt_every == 0:
-                    _flush_generated(stream, info)
-                    self._save(
-                        wrapped, optimizer, done, losses, stage_idx, stream.state_dict(), info, milestone=milestone, final=is_last
-                    )
-        finally:
-            if bar is not None:
-                bar.close()
-            if metrics_file is not None:
-                metrics_file.close()
-            if writer is not None:
-                writer.close()
-        return TrainResult(
-            self.run_dir,
-            self.total_steps,
-            self.total_steps * gbt,
-            losses[-1] if losses else float("nan"),
-            losses,
-            stability_score(losses),
-            resumed_from=start_step,
-        )
+    def _step(self, run: _Run, step: int, info: D.DistInfo) -> _StepResult:
+        """One optimizer step over the global batch (micro-batches with gradient accumulation); a
+        non-finite gradient norm skips the update."""
+        tcfg = self.tcfg
+        idx, _ = self._stage_at(step)
+        if idx != run.stage_idx:
+            _flush_generated(run.stream, info)
+            run.stage_idx, run.stream = idx, self._stream(self.stages[idx], info)
+        stage = self.stages[run.stage_idx]
+        accum = tcfg.accumulation_steps(stage.seq_len, info.world_size)
+        lr = run.schedule(step)
+        set_lr(run.optimizer, lr)
+        micro = [run.stream.next_batch() for _ in range(accum)]
+        n_local = sum(int((mb.targets != -100).sum()) for mb in micro)
+        n_global = D.all_reduce_sum(torch.tensor(float(n_local), dtype=torch.float64, device=info.device)).item()
+        scale = info.world_size / max(n_global, 1.0)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=info.device)
+        for i, mb in enumerate(micro):
+            inputs = mb.inputs.to(info.device, non_blocking=True)
+            targets = mb.targets.to(info.device, non_blocking=True)
+            doc_ids = mb.doc_ids.to(info.device) if (tcfg.intra_doc_mask and mb.doc_ids is not None) else None
+            with D.grad_sync(run.wrapped, i == accum - 1):
+                with run.autocast():
+                    loss = run.wrapped(inputs, doc_ids=doc_ids, targets=targets)
+                (loss * scale).backward()
+            loss_sum += loss.detach().double()
+        grad_norm = float(D.total_grad_norm(run.wrapped, tcfg.grad_clip))
+        skipped = not math.isfinite(grad_norm)
+        if skipped:
+            warnings.warn(f"step {step + 1}: non-finite gradient norm, update skipped", stacklevel=1)
+        else:
+            run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        loss_value = D.all_reduce_sum(loss_sum).item() / max(n_global, 1.0)
+        return _StepResult(stage, loss_value, grad_norm, lr, skipped)
+
+    def _save_if_due(self, run: _Run, done: int, info: D.DistInfo) -> None:
+        """A checkpoint after the last step, a milestone step, and every ``ckpt_every`` steps."""
+        is_last = done == self.total_steps
+        milestone = done in self.tcfg.milestones
+        if is_last or milestone or done % self.tcfg.ckpt_every == 0:
+            _flush_generated(run.stream, info)
+            self._save(run, done, info, milestone=milestone, final=is_last)
 
     # ------------------------------------------------------------------ checkpoints
-    def _save(
-        self,
-        wrapped,
-        optimizer,
-        step: int,
-        losses: list[float],
-        stage_idx: int,
-        stream_state: dict,
-        info: D.DistInfo,
-        milestone: bool,
-        final: bool,
-    ) -> None:
-        model_state = D.full_model_state(wrapped)
-        optim_state = D.full_optimizer_state(wrapped, optimizer)
+    def _save(self, run: _Run, step: int, info: D.DistInfo, *, milestone: bool, final: bool) -> None:
+        """Checkpoint ``run`` after ``step``: weights, optimizer, RNG and data position of every rank;
+        a milestone and the final milestone are hard-linked copies."""
+        stream_state = run.stream.state_dict()
+        model_state = D.full_model_state(run.wrapped)
+        optim_state = D.full_optimizer_state(run.wrapped, run.optimizer)
         rng = D.all_gather_object(_rng_state(info))
         streams = D.all_gather_object(stream_state)
         if info.is_main:
             train_state = {
                 "step": step,
-                "losses": losses,
+                "losses": run.losses,
                 "optimizer": optim_state,
                 "rng": rng,
-                "data": {"stage": stage_idx, "streams": streams},
+                "data": {"stage": run.stage_idx, "streams": streams},
                 "schedule": LRSchedule(
                     self.tcfg.lr,
                     self.tcfg.lr * self.tcfg.final_lr_ratio,
@@ -371,7 +369,7 @@ class Trainer:
             path = ckpt.write_checkpoint(root / ckpt.step_name(step), model_state, self.cfg, train_state, meta)
             if milestone:
                 _link_copy(path, self.run_dir / "milestones" / ckpt.step_name(step))
-            atomic_write_json(self.run_dir / STABILITY, stability_score(losses))
+            atomic_write_json(self.run_dir / STABILITY, stability_score(run.losses))
             if final:
                 _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
             ckpt.prune(root, self.tcfg.keep_last)
@@ -396,6 +394,84 @@ class Trainer:
             resumed_from=int(state["step"]),
             already_complete=True,
         )
+
+
+@dataclass
+class _Run:
+    """The state of a run in progress: the wrapped model, its optimizer and schedule, the position."""
+
+    wrapped: Any
+    optimizer: torch.optim.Optimizer
+    schedule: LRSchedule
+    autocast: Any  # a context-manager factory: bf16 autocast, or nothing
+    start_step: int = 0
+    losses: list[float] = field(default_factory=list)
+    stage_idx: int = 0
+    stream: Any = None
+
+
+@dataclass
+class _StepResult:
+    stage: Stage
+    loss: float
+    grad_norm: float
+    lr: float
+    skipped: bool
+
+
+class _TrainLog:
+    """The main rank's metrics rows (``metrics.jsonl``, TensorBoard) and progress bar."""
+
+    def __init__(self, trainer: Trainer, start_step: int, info: D.DistInfo):
+        tcfg = trainer.tcfg
+        self.run_dir, self.total_steps, self.is_main = trainer.run_dir, trainer.total_steps, info.is_main
+        self.log_every, self.gbt = tcfg.log_every, tcfg.global_batch_tokens
+        self.writer = _tensorboard(self.run_dir) if tcfg.tensorboard and info.is_main else None
+        self.bar = None
+        if tcfg.progress and info.is_main:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
+        self.metrics_file = open_append_text(self.run_dir / METRICS) if info.is_main else None
+        self.t_log, self.tok_log, self.interval_losses = time.perf_counter(), 0, []
+
+    def step(self, done: int, s: _StepResult) -> None:
+        """Count step ``done``; a row every ``log_every`` steps and at the last."""
+        self.interval_losses.append(s.loss)
+        self.tok_log += self.gbt
+        if self.is_main and (done % self.log_every == 0 or done == self.total_steps):
+            self._row(done, s)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{s.loss:.4f}", lr=f"{s.lr:.2e}")
+
+    def _row(self, done: int, s: _StepResult) -> None:
+        now = time.perf_counter()
+        row = {
+            "step": done,
+            "stage": s.stage.name,
+            "seq_len": s.stage.seq_len,
+            "loss": s.loss,
+            "loss_avg": sum(self.interval_losses) / len(self.interval_losses),
+            "grad_norm": s.grad_norm,
+            "lr": s.lr,
+            "tokens": done * self.gbt,
+            "tokens_per_s": self.tok_log / max(now - self.t_log, 1e-9),
+            "skipped": s.skipped,
+        }
+        _write_row(self.metrics_file, self.run_dir / METRICS, row)
+        if self.writer is not None:
+            for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
+                self.writer.add_scalar(f"train/{k}", row[k], done)
+        self.t_log, self.tok_log, self.interval_losses = now, 0, []
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.metrics_file is not None:
+            self.metrics_file.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 # ---------------------------------------------------------------------- helpers

@@ -14,11 +14,11 @@ from archpool.pool.graph import StageContext
 from archpool.pool.sections import EvalSettings
 from archpool.pool.stages import checkpoint, data
 
+STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds of an evaluation, in this order
+
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from archpool.eval.api import evaluate, store_haystack
-    from archpool.eval.lm import stop_token_ids
-    from archpool.eval.runner import TaskRunConfig, aggregate, run_tasks
+    from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.target import load_target
 
     c = ctx.config
@@ -32,46 +32,19 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
         model = rung_dir(model, int(c["rung"]))
     target = load_target(model, tokenizer=tok)
-    modes = list(e.modes or ["ll"])
-    n, seed, params = e.n_samples, e.seed, dict(e.task_params)
-    out_dir = ctx.out_dir / "eval"
+    request = EvalRequest(
+        suites=e.suite_list(),
+        tasks=e.tasks or (),
+        lengths=at,
+        modes=e.modes or ["ll"],
+        n_samples=e.n_samples,
+        seed=e.seed,
+        task_params=e.task_params,
+        out_dir=ctx.out_dir / "eval",
+    )
     result: dict[str, Any] = {}
-    tasks = e.tasks
-    if tasks:
-        haystack = store_haystack(store) if store is not None else None
-        cfg = TaskRunConfig(list(tasks), at, modes, n, seed, params, haystack)
-        stop = stop_token_ids(target.tokenizer, target.lm.backend.vocab_size)
-        rs = run_tasks(
-            target.lm,
-            target.tokenizer,
-            cfg,
-            model_hash=target.model_hash,
-            tokenizer_hash=target.tokenizer_hash,
-            out_dir=out_dir,
-            progress=False,
-            stop_ids=stop,
-        )
-        result["tasks"] = [{k: v for k, v in r.items() if k != "samples"} for r in rs]
-        result["aggregate"] = aggregate(rs)
-    suites = e.suite_list()
-    if suites:
-        more = evaluate(
-            target,
-            suites=suites,
-            lengths=at,
-            modes=modes,
-            n_samples=n,
-            seed=seed,
-            out_dir=out_dir,
-            store=store,
-            task_params=params,
-            short_tasks=not tasks,
-            progress=False,
-        )
-        result["tasks"] = result.get("tasks", []) + more.get("tasks", [])
-        result["aggregate"] = {**more.get("aggregate", {}), **result.get("aggregate", {})}
-        for k in ("longppl", "short"):
-            if k in more:
-                result[k] = more[k]
+    if request.tasks or request.suites:
+        res = evaluate(target, request, store=store, progress=False)
+        result = {k: res[k] for k in STAGE_KEYS if k in res}
     atomic_write_json(ctx.out_dir / "eval.json", result)
     return {"metrics": eval_columns(result), "lengths": at}

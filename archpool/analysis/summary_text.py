@@ -1,0 +1,302 @@
+"""Readable text of the analysis: the tables ``archpool analyze`` prints and the report embeds, from
+an :func:`archpool.analysis.summary.analyze` (or ``design_summary``) result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from archpool.analysis.extension import NOT_FACTORIAL
+from archpool.columns import RUNG_SEP, split_rung
+from archpool.study import FEATURES
+
+
+def _n(v: Any, fmt: str = "{:+.3f}") -> str:
+    return "—" if v is None else fmt.format(v)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
+    return [line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]]
+
+
+def _ci(ci: list | None) -> str:
+    return "—" if not ci or ci[0] is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def _eff(s: dict[str, Any] | None) -> list[str]:
+    """mean, 95% CI, sd, n of a per-seed summary."""
+    s = s or {}
+    return [_n(s.get("mean")), _ci(s.get("ci95")), _n(s.get("sd"), "{:.3f}"), str(s.get("n", 0))]
+
+
+def format_design(r: dict[str, Any]) -> str:
+    """The feature counts of a :func:`~archpool.analysis.summary.design_summary` result."""
+    rows = [[x["run"], *(str(x[k]) for k in (*FEATURES, "feature_count")), f"{x['kv_ratio']:.3g}"] for x in r["runs"]]
+    return "\n".join(
+        [
+            f"{r['n']} runs (short context ≤ {r['short_ctx']})",
+            *_table(["run", *FEATURES, "count", "kv_ratio"], rows),
+            *(f"note: {n}" for n in r["notes"]),
+        ]
+    )
+
+
+def format_text(r: dict[str, Any]) -> str:
+    """Readable tables of an :func:`~archpool.analysis.summary.analyze` result."""
+    out = [f"target {r['target']!r}: {r['n']} runs (short context ≤ {r['short_ctx']})"]
+    if r["excluded"]:
+        out.append("excluded: " + "; ".join(f"{e['run']} ({e['reason']})" for e in r["excluded"]))
+    out += _runs(r)
+    out += _predictors(r)
+    out += _pre_extension(r)
+    out += _axis_coefficients(r)
+    out += _spread(r)
+    out += _axis_effects(r)
+    out += _interactions(r)
+    out += _confounds(r)
+    out += _attention(r)
+    out += format_extension(r)
+    if r["failed"]:
+        out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
+    out += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(out)
+
+
+def _runs(r: dict[str, Any]) -> list[str]:
+    out = ["", "Runs by target (feature count; count model's fit and leave-one-out prediction)"]
+    out += _table(
+        ["run", "count", r["target"], "fit", "LOO"],
+        [
+            [
+                x["run"],
+                str(x["feature_count"]),
+                _n(x["target"], "{:.3f}"),
+                _n(x["fit_count"], "{:.3f}"),
+                _n(x["loo_count"], "{:.3f}"),
+            ]
+            for x in sorted(r["runs"], key=lambda x: -x["target"])
+        ],
+    )
+    return out
+
+
+def _predictors(r: dict[str, Any]) -> list[str]:
+    out = ["", "Predictors of the target (sorted by R²)"]
+    rows = []
+    for name, p in r["predictors"].items():
+        coef = p.get("coef") if p["kind"] != "axes" else None
+        rows.append(
+            [
+                name,
+                p["kind"] + (f"/{p['phase']}" if p.get("phase") else ""),
+                str(p["n"]),
+                _n(p.get("r2"), "{:.3f}"),
+                _n(p.get("loo_r2"), "{:.3f}"),
+                _n(coef),
+                _ci(p.get("ci95")),
+                _n(p.get("p"), "{:.2g}"),
+            ]
+        )
+    out += _table(["predictor", "kind", "n", "R²", "LOO R²", "coef", "95% CI", "p"], rows)
+    return out
+
+
+def _pre_extension(r: dict[str, Any]) -> list[str]:
+    if not r.get("pre_extension"):
+        return []
+    out = [
+        "",
+        "Before extension: how well each pre-extension measurement predicts the post-extension target "
+        "(best leave-one-out R² first)",
+    ]
+    out += _table(
+        ["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
+        [
+            [x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]), _ci(x["ci95"])]
+            for x in r["pre_extension"]
+        ],
+    )
+    return out
+
+
+def _axis_coefficients(r: dict[str, Any]) -> list[str]:
+    """The four-axis models' coefficients (not shown when the design is not factorial)."""
+    out: list[str] = []
+    for name in ("four_axes", "four_axes_kv_ratio"):
+        p = r["predictors"][name]
+        if p.get("coefs") and not r.get("factorial", True):
+            out += ["", f"{name}: {NOT_FACTORIAL} (coefficients not shown)"]
+        elif p.get("coefs"):
+            out += ["", f"{name}: coefficients (intercept {_n(p['intercept'])})"]
+            out += _table(
+                ["term", "coef", "se", "95% CI", "p"],
+                [[t, _n(v["coef"]), _n(v["se"], "{:.3f}"), _ci(v["ci95"]), _n(v["p"], "{:.2g}")] for t, v in p["coefs"].items()],
+            )
+    return out
+
+
+def _spread(r: dict[str, Any]) -> list[str]:
+    s = r["spread"]
+    return [
+        "",
+        f"Seed sd: {_n(s['seed_sd'], '{:.3f}')} (df {s['seed_df']}, {s['replicated_configs']} replicated configs)"
+        + (f"; init sd: {_n(s.get('init_sd'), '{:.3f}')} (df {s.get('init_df')})" if "init_sd" in s else ""),
+    ]
+
+
+def _axis_effects(r: dict[str, Any]) -> list[str]:
+    if not r["axis_effects"]:
+        return []
+    out = ["", "Matched-pair effects by axis (flag * = |effect| < seed sd)"]
+    out += _table(
+        ["axis", "from → to", "n", "mean", "sd", "min", "max", "flag"],
+        [
+            [
+                e["axis"],
+                f"{e['from']} → {e['to']}",
+                str(e["n"]),
+                _n(e["mean"]),
+                _n(e["sd"], "{:.3f}"),
+                _n(e["min"]),
+                _n(e["max"]),
+                "*" if e["below_seed_sd"] else "",
+            ]
+            for e in r["axis_effects"]
+        ],
+    )
+    return out
+
+
+def _interactions(r: dict[str, Any]) -> list[str]:
+    """Matched-pair interactions, and the regression's swa×gqa term."""
+    out: list[str] = []
+    if r["interactions"]:
+        out += ["", "Interactions: effect of A with vs without B (from matched pairs)"]
+        out += _table(
+            ["A", "B", "with B", "n", "without B", "n", "difference", "flag"],
+            [
+                [
+                    i["effect_of"] + (" (paper)" if i["stressed"] else ""),
+                    i["given"],
+                    _n(i["with"]),
+                    str(i["n_with"]),
+                    _n(i["without"]),
+                    str(i["n_without"]),
+                    _n(i["difference"]),
+                    "*" if i["below_seed_sd"] else "",
+                ]
+                for i in r["interactions"]
+            ],
+        )
+    reg = (r["interaction_model"].get("coefs") or {}).get("swa_x_gqa")
+    if reg:
+        out.append(f"regression swa×gqa term: {_n(reg['coef'])} {_ci(reg['ci95'])} p={_n(reg['p'], '{:.2g}')}")
+    return out
+
+
+def _confounds(r: dict[str, Any]) -> list[str]:
+    c = r["confounds"]
+    if not c:
+        return []
+    out = ["", f"Confounds ({', '.join(c['covariates'])}): does the count effect survive?"]
+    out += _table(
+        ["model", "coef", "95% CI", "p", "R²"],
+        [
+            [k, _n(c[k]["coef"]), _ci(c[k]["ci95"]), _n(c[k]["p"], "{:.2g}"), _n(c[k]["r2"], "{:.3f}")]
+            for k in ("without", "with")
+        ],
+    )
+    out.append(
+        f"survives: {'yes' if c['survives'] else 'no'}; R² of count on the residualised target: {_n(c['residualised_r2'], '{:.3f}')}"
+    )
+    return out
+
+
+def _attention(r: dict[str, Any]) -> list[str]:
+    a = r["attention"]
+    if not a:
+        return []
+    out = [""]
+    if a.get("sink_vs_target"):
+        out.append(f"attention sink ({a['sink_column']}) vs target: R² {_n(a['sink_vs_target'].get('r2'), '{:.3f}')}")
+    if a.get("entropy_vs_target"):
+        out.append(f"attention entropy ({a['entropy_column']}) vs target: R² {_n(a['entropy_vs_target'].get('r2'), '{:.3f}')}")
+    return out
+
+
+def format_extension(r: dict[str, Any]) -> list[str]:
+    """The "Extension-only effects", "Did not master before extension" and "Remedy" sections (empty when
+    the table has no mastery or recipe columns)."""
+    return [*_mastery(r.get("mastery")), *_extension_effects(r.get("extension_effects")), *_remedy(r)]
+
+
+def _mastery(m: dict[str, Any] | None) -> list[str]:
+    if not m:
+        return []
+    out = ["", f"Mastery before extension ({m['metric']} ≥ {m['threshold']} at each arm's own pretraining length)"]
+    out += _table(
+        ["arm", "n", "mastery_acc", "95% CI", "mastered", "95% CI (Wilson)"],
+        [
+            [
+                a["arm"],
+                str(a["n"]),
+                _n(a["mean"], "{:.3f}"),
+                _ci(a["ci95"]),
+                f"{a['n_mastered']}/{a['n_judged']}",
+                _ci(a["mastered_ci95"]),
+            ]
+            for a in m["arms"]
+        ],
+    )
+    return out
+
+
+def _extension_effects(e: dict[str, Any] | None) -> list[str]:
+    if not e:
+        return []
+    out = [
+        "",
+        f"Extension-only effects on {e['target']} (per axis, paired by seed; pre = mastery_acc at each arm's own "
+        "length; DiD = post − pre per seed)",
+    ]
+    rows = []
+    rung = split_rung(e["target"])[1]  # the text shows the target's rung (or ladder mean); the csv has all
+    for a in e["axes"]:
+        name = f"{a['axis']} {a['from']} → {a['to']}" + (f" ({a['arm']})" if a.get("arm") else "")
+        pre = _eff(a["pre"])
+        rows.append([name, "own length, before", pre[0], pre[1], "", "", pre[2], pre[3]])
+        for x in a["effects"]:
+            if x["rung"] != rung:
+                continue
+            where = f"@{x['length']}" + (f"{RUNG_SEP}{x['rung']}" if x["rung"] else "") + (" *" if x["is_target"] else "")
+            post, did = _eff(x["post"]), _eff(x["did"])
+            rows.append([name, where, post[0], post[1], did[0], did[1], did[2], did[3]])
+        if a["dropped_seeds"]:
+            rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", "", ""])
+    out += _table(["axis", "at", "effect", "95% CI", "extension-only (DiD)", "95% CI", "seed sd", "n"], rows)
+    out.append("(* the target column; every rung of the ladder: tables/extension_effects.csv in the report)")
+    if e["not_mastered"]:
+        out += ["", "Did not master before extension: their long-context numbers measure pretraining, not extension"]
+        out += _table(
+            ["run", "arm", "mastery_acc", "min bucket"],
+            [
+                [x["run"], x["arm"], _n(x["mastery_acc"], "{:.3f}"), _n(x["mastery_min_bucket"], "{:.3f}")]
+                for x in e["not_mastered"]
+            ],
+        )
+    return out
+
+
+def _remedy(r: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for rec in r.get("remedy") or []:
+        out += ["", f"Remedy: recipe {rec['recipe']!r} ({rec['column']} − {r['target']}, paired by run)"]
+        rows = []
+        for a in rec["arms"]:
+            rows.append([a["arm"], "remedy − primary", *_eff(a["paired"])])
+            if "gap_primary" in a:
+                rows.append([a["arm"], "gap to baseline (primary)", *_eff(a["gap_primary"])])
+                rows.append([a["arm"], "gap to baseline (remedy)", *_eff(a["gap_recipe"])])
+        out += _table(["arm", "difference", "mean", "95% CI", "seed sd", "n"], rows)
+    return out
