@@ -9,7 +9,16 @@ class ConfigError(ValueError):
     def __init__(self, field: object, message: str):
         # a YAML key may be null, a number or carry control characters: name it on one line all the same
         self.field = field if isinstance(field, str) and field.isprintable() else repr(field)
+        self.message = message
         super().__init__(f"{self.field}: {message}")
+
+    def under(self, prefix: str) -> ConfigError:
+        """The same error with its field named under ``prefix`` (``lr`` under ``train`` is ``train.lr``;
+        ``[1].lr`` under ``extension`` is ``extension[1].lr``)."""
+        if not prefix:
+            return ConfigError(self.field, self.message)
+        sep = "" if self.field.startswith("[") else "."
+        return ConfigError(f"{prefix}{sep}{self.field}", self.message)
 
 
 class DataError(ValueError):

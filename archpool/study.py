@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from archpool.errors import ConfigError
 
 # ---------------------------------------------------------------------------------------------- axes
-NORMS = ("pre", "post")
-QK_NORMS = ("none", "layerwise", "headwise")
+Norm = Literal["pre", "post"]
+QkNorm = Literal["none", "layerwise", "headwise"]
+NORMS: tuple[str, ...] = get_args(Norm)
+QK_NORMS: tuple[str, ...] = get_args(QkNorm)
 # the paper's and the families' spellings of the QK-norm axis
 QK_NORM_ALIASES = {"hw": "headwise", "hqk": "headwise", "lqk": "layerwise", "lw": "layerwise", "off": "none"}
 SWA_PATTERNS = ("none", "olmo3", "all")
@@ -121,7 +123,8 @@ def scaled_d_ff(d_model: int, ratio: float, base_d_ff: int | None = None) -> int
 
 
 # ---------------------------------------------------------------------------------------------- recipes
-RECIPES = ("ntk", "abf", "yarn", "pi")  # context-extension recipes (docs/paper.md §3)
+Recipe = Literal["ntk", "abf", "yarn", "pi"]  # context-extension recipes (docs/paper.md §3)
+RECIPES: tuple[str, ...] = get_args(Recipe)
 THETA_RECIPES = ("ntk", "abf")  # recipes that raise RoPE theta rather than scale positions
 DEFAULT_RECIPE = "ntk"
 

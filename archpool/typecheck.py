@@ -4,7 +4,8 @@ No truthy strings for booleans (``tie_embeddings: "no"`` is an error, not ``True
 booleans for integers, no numbers for strings. One deliberate acceptance: a float field takes a
 numeric string such as ``"3e-4"``, because YAML 1.1 (PyYAML) reads ``3e-4`` without a dot as a string.
 Numbers are bounded: a float field refuses NaN and infinity (``1e309`` overflows to infinity), an
-integer field refuses values outside the signed 64-bit range.
+integer field refuses values outside the signed 64-bit range. A ``Literal[...]`` field takes exactly one
+of its values.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def describe(tp: Any) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(describe(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
     names = {
         bool: "true/false",
         int: "an integer",
@@ -72,10 +75,21 @@ def _fail(value: Any, tp: Any, name: str) -> typing.NoReturn:
     raise ConfigError(name, f"expected {describe(tp)}, got {value!r} ({type(value).__name__})")
 
 
+def _choice(value: Any, choices: tuple[Any, ...], name: str) -> Any:
+    """``value`` if it is one of the ``Literal`` choices (``True`` is not ``1``), else an error that
+    lists them: ``schedule: unknown schedule 'step'; allowed: cosine, linear, wsd, constant``."""
+    if any(type(value) is type(c) and value == c for c in choices):
+        return value
+    noun = re.sub(r"\[\d+\]$", "", name).rsplit(".", 1)[-1] or "value"
+    raise ConfigError(name, f"unknown {noun} {value!r}; allowed: {', '.join(str(c) for c in choices)}")
+
+
 def _check(value: Any, tp: Any, name: str) -> Any:
     if tp is Any:
         return value
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return _choice(value, args, name)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from archpool.errors import ConfigError
-from archpool.typecheck import check_types
+from archpool.config import Config
 
 SINK_EPS = 0.3  # a head is a sink head when its mean attention to the first token exceeds this
 
 
 @dataclass
-class Settings:
+class Settings(Config):
+    """The attention stage's settings (``attention:`` of a pool); lists become tuples."""
+
+    PATH = "attention"
+    KEY = "setting"
+
     seq_len: int | None = None  # pretraining context; default: the model's max_seq_len
     multiples: tuple[int, ...] = (1, 2, 4)
     lengths: tuple[int, ...] | None = None  # explicit long lengths (override seq_len × multiples)
@@ -33,15 +36,6 @@ class Settings:
     seed: int = 0
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Settings:
-        d = dict(d or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known, key=str)
-        if unknown:
-            raise ConfigError(f"attention.{unknown[0]}", f"unknown setting; allowed: {', '.join(sorted(known))}")
-        settings = cls(**d)
-        check_types(settings, "attention")  # lists become tuples; no strings for numbers
-        return settings
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def from_dict(cls, d: Any, path: str | None = None) -> Settings:
+        """The settings of a mapping (empty or null: every default)."""
+        return super().from_dict(d or {}, path)

@@ -9,16 +9,19 @@ makes a new store, and a change that does not (the cache location, the progress 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+from archpool.config import Config, check_mapping
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
 from archpool.typecheck import check_types
 
-SOURCE_KINDS = ("default", "files", "hf")
-SOURCE_SPLITS = ("auto", "pretrain", "extension", "validation")
+SourceKind = Literal["default", "files", "hf"]
+SourceSplit = Literal["auto", "pretrain", "extension", "validation"]
+SOURCE_KINDS: tuple[str, ...] = get_args(SourceKind)
+SOURCE_SPLITS: tuple[str, ...] = get_args(SourceSplit)
 
 
 def default_cache_root() -> Path:
@@ -27,7 +30,7 @@ def default_cache_root() -> Path:
 
 
 @dataclass
-class SourceConfig:
+class SourceConfig(Config):
     """One input. ``kind``: ``default`` (the embedded corpus), ``files`` (txt/jsonl/json/parquet
     files, directories or globs), ``hf`` (a ``datasets`` save_to_disk/parquet directory or a hub name).
 
@@ -35,33 +38,35 @@ class SourceConfig:
     ``extension`` feeds only the long-document extension mix; ``validation`` is held out entirely.
     """
 
-    kind: str = "default"
+    PATH = "sources"
+
+    kind: SourceKind = "default"
     path: str | list[str] | None = None  # files: path/dir/glob (or a list); hf: directory or hub name
     name: str | None = None  # label in manifests; defaults from kind/path
     text_field: str = "text"
     hf_split: str | None = None  # hf: which split of a DatasetDict (default: "train" or the only one)
-    split: str = "auto"
+    split: SourceSplit = "auto"
     root: str | None = None  # default corpus: where the installed files live (default: auto-detect)
 
     def __post_init__(self) -> None:
-        check_types(self, "sources")
-        if self.kind not in SOURCE_KINDS:
-            raise ConfigError("sources.kind", f"unknown source kind {self.kind!r}; allowed: {', '.join(SOURCE_KINDS)}")
-        if self.split not in SOURCE_SPLITS:
-            raise ConfigError("sources.split", f"unknown split {self.split!r}; allowed: {', '.join(SOURCE_SPLITS)}")
-        if self.kind in ("files", "hf") and not self.path:
-            raise ConfigError("sources.path", f"a {self.kind!r} source needs a path")
-        if not isinstance(self.text_field, str) or not self.text_field:
-            raise ConfigError("sources.text_field", f"must be a non-empty string, got {self.text_field!r}")
+        super().__post_init__()
         if self.name is None:
             p = self.path if isinstance(self.path, str) or self.path is None else ",".join(self.path)
             self.name = "default" if self.kind == "default" else f"{self.kind}:{p}"
 
+    def validate(self) -> None:
+        if self.kind in ("files", "hf") and not self.path:
+            raise ConfigError("sources.path", f"a {self.kind!r} source needs a path")
+        if not isinstance(self.text_field, str) or not self.text_field:
+            raise ConfigError("sources.text_field", f"must be a non-empty string, got {self.text_field!r}")
+
 
 @dataclass
-class DataConfig:
+class DataConfig(Config):
     """What a pool trains and evaluates on. Defaults: the embedded corpus, capped so that a 2-core
     laptop prepares it in well under a minute (``DataConfig.preset("full")`` lifts the caps)."""
+
+    KEY = "data field"
 
     sources: list[SourceConfig] = field(default_factory=lambda: [SourceConfig()])
     # tokenizer: train a byte-level BPE of vocab_size, or load an existing tokenizer.json / HF dir
@@ -93,10 +98,7 @@ class DataConfig:
         srcs = []
         for i, s in enumerate(self.sources):
             if isinstance(s, dict):
-                unknown = set(s) - {f.name for f in fields(SourceConfig)}
-                if unknown:
-                    raise ConfigError(f"sources[{i}]", f"unknown field(s) {', '.join(sorted(unknown))}")
-                s = SourceConfig(**s)
+                s = SourceConfig.from_dict(s, f"sources[{i}]")
             elif isinstance(s, str):
                 s = SourceConfig(kind="default") if s == "default" else SourceConfig(kind="files", path=s)
             if not isinstance(s, SourceConfig):
@@ -150,17 +152,12 @@ class DataConfig:
 
     # -- construction -----------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DataConfig:
-        if not isinstance(d, dict):
-            raise ConfigError("data", f"expected a mapping, got {type(d).__name__}")
-        d = dict(d)
+    def from_dict(cls, d: Any, path: str | None = None) -> DataConfig:
+        """The data fields of a mapping, over ``preset``'s when it names one."""
+        d = dict(check_mapping(d, path or "data"))
         preset = d.pop("preset", None)
         base = cls.preset(preset).to_dict() if preset else {}
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(sorted(unknown)[0], f"unknown data field; allowed: {', '.join(f.name for f in fields(cls))}")
-        base.update(d)
-        return cls(**base)
+        return super().from_dict({**base, **d}, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> DataConfig:
@@ -213,9 +210,6 @@ class DataConfig:
         if name not in presets:
             raise ConfigError("preset", f"unknown data preset {name!r}; allowed: {', '.join(presets)}")
         return cls(**{**presets[name], **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def content_dict(self) -> dict[str, Any]:
         """The fields that determine the stored tokens (the store key, with the input hashes)."""

@@ -24,17 +24,17 @@ records and stage keys hash it). Training-side keys:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from archpool.config import Config, check_keys, check_mapping
 from archpool.data.config import DataConfig
 from archpool.data.store import store_path
 from archpool.errors import ConfigError
 from archpool.tasks import get_task
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
-SYNTHETIC_KEYS = ("seed", "mean_doc_len", "noise", "vocab_size")
 
 
 def _int(value: Any, name: str, minimum: int = 0, optional: bool = True) -> int | None:
@@ -65,7 +65,7 @@ def _range(value: Any, name: str) -> tuple[int, int] | None:
 
 
 @dataclass(frozen=True)
-class TaskMix:
+class TaskMix(Config):
     """Synthetic task documents mixed into the training streams (``data.tasks``)."""
 
     names: tuple[str, ...]
@@ -78,14 +78,15 @@ class TaskMix:
     extension_mix_unit: int | None = None  # default: ``mix_unit``
     fit_context: bool = False  # pretraining task documents fill exactly one sequence of the run
 
+    PATH = "data.tasks"
+    KEY = "key"
+
     @classmethod
-    def from_dict(cls, d: Any, prefix: str = "data.tasks") -> TaskMix:
-        if not isinstance(d, dict):
-            raise ConfigError(prefix, "must be a mapping with names, share, length_range, ...")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(d) - set(known), key=str)
-        if unknown:
-            raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown key; allowed: {', '.join(known)}")
+    def from_dict(cls, d: Any, path: str | None = None) -> TaskMix:
+        """The ``tasks:`` mapping, every value checked and normalised (ranges to tuples, fractions to floats)."""
+        prefix = cls.PATH if path is None else path
+        check_mapping(d, prefix, "a mapping with names, share, length_range, ...")
+        check_keys(d, cls.keys(), prefix, cls.KEY)
         names = d.get("names")
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             raise ConfigError(f"{prefix}.names", f"list at least one task name (e.g. [mqar]), got {names!r}")
@@ -93,7 +94,7 @@ class TaskMix:
             try:
                 get_task(name)
             except ConfigError as e:
-                raise ConfigError(f"{prefix}.names", str(e).split(": ", 1)[-1]) from None
+                raise ConfigError(f"{prefix}.names", e.message) from None
         fit = d.get("fit_context", False)
         if not isinstance(fit, bool):
             raise ConfigError(f"{prefix}.fit_context", f"true or false, got {fit!r}")
@@ -130,7 +131,7 @@ class TaskMix:
 
 
 @dataclass(frozen=True)
-class SyntheticData:
+class SyntheticData(Config):
     """The trainer's built-in synthetic stream (``data.synthetic``)."""
 
     seed: int | None = None
@@ -138,14 +139,15 @@ class SyntheticData:
     noise: float = 0.1
     vocab_size: int | None = None
 
+    PATH = "data.synthetic"
+
     @classmethod
-    def from_dict(cls, d: Any, prefix: str = "data.synthetic") -> SyntheticData:
+    def from_dict(cls, d: Any, path: str | None = None) -> SyntheticData:
+        """The ``synthetic:`` mapping (empty or null: every default)."""
+        prefix = cls.PATH if path is None else path
         d = d or {}
-        if not isinstance(d, dict):
-            raise ConfigError(prefix, "a mapping (seed, mean_doc_len, noise, vocab_size) or empty")
-        unknown = sorted(set(d) - set(SYNTHETIC_KEYS), key=str)
-        if unknown:
-            raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(SYNTHETIC_KEYS)}")
+        check_mapping(d, prefix, "a mapping (seed, mean_doc_len, noise, vocab_size) or empty")
+        check_keys(d, cls.keys(), prefix)
         return cls(
             seed=_int(d.get("seed"), f"{prefix}.seed"),
             mean_doc_len=_int(d.get("mean_doc_len"), f"{prefix}.mean_doc_len", 1),
@@ -183,10 +185,7 @@ class DataSection:
                 seed=_int(d.get("seed"), f"{prefix}.seed"),
                 raw=raw,
             )
-        try:
-            data = DataConfig.from_dict({k: v for k, v in d.items() if k not in TRAIN_KEYS})
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}.{e.field}", str(e).split(": ", 1)[-1]) from None
+        data = DataConfig.from_dict({k: v for k, v in d.items() if k not in TRAIN_KEYS}, prefix)
         store = d.get("store")
         if store is not None and (not isinstance(store, str) or not store):
             raise ConfigError(f"{prefix}.store", f"a path of a prepared store, got {store!r}")

@@ -13,21 +13,23 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+from archpool.config import Config
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
-from archpool.study import LAYER_TYPES, NORMS, QK_NORMS, SWA_PATTERNS, canonical_qk_norm, default_d_ff, layer_types
+from archpool.study import LAYER_TYPES, SWA_PATTERNS, Norm, QkNorm, canonical_qk_norm, default_d_ff, layer_types
 from archpool.typecheck import check_types
 
-ROPE_TYPES = ("default", "linear", "ntk", "yarn")
+RopeType = Literal["default", "linear", "ntk", "yarn"]
+ROPE_TYPES: tuple[str, ...] = get_args(RopeType)
 MAX_PARAMS = 200_000_000_000  # the largest model accepted: well above the paper's 7B, far below a MemoryError
 MAX_DIM = 1 << 20  # any single width, head count, layer count or vocabulary
 MAX_SEQ_LEN = 1 << 22  # 4M tokens: the longest context a config or an evaluation length may name
 
 
 @dataclass
-class RopeConfig:
+class RopeConfig(Config):
     """Rotary position embedding: base ``theta`` plus an optional context-extension scaling.
 
     - ``default``: plain RoPE at ``theta`` (an ABF / "NTK 1-stage" extension just raises ``theta``);
@@ -41,8 +43,11 @@ class RopeConfig:
     sliding layers as ``sliding_theta``.
     """
 
+    PATH = "rope"
+    KEY = "RoPE field"
+
     theta: float = 10_000.0
-    type: str = "default"
+    type: RopeType = "default"
     factor: float = 1.0
     original_max_seq_len: int | None = None
     beta_fast: float = 32.0
@@ -52,8 +57,6 @@ class RopeConfig:
     sliding_theta: float | None = None  # theta of sliding layers under full_layers_only (None: theta)
 
     def validate(self, prefix: str = "rope") -> None:
-        if self.type not in ROPE_TYPES:
-            raise ConfigError(f"{prefix}.type", f"unknown RoPE type {self.type!r}; allowed: {', '.join(ROPE_TYPES)}")
         if not self.theta > 0:
             raise ConfigError(f"{prefix}.theta", f"must be > 0, got {self.theta}")
         if self.type != "default" and not self.factor >= 1.0:
@@ -80,8 +83,10 @@ class RopeConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Config):
     """A decoder-only transformer. ``None`` sizes are derived in ``__post_init__``."""
+
+    KEY = "model config field"
 
     vocab_size: int = 4096
     d_model: int = 128
@@ -94,8 +99,8 @@ class ModelConfig:
     tie_embeddings: bool = False
     max_seq_len: int = 256
     # the axes
-    norm: str = "pre"
-    qk_norm: str = "none"
+    norm: Norm = "pre"
+    qk_norm: QkNorm = "none"
     window: int | None = None
     swa_pattern: str | list[str] = "none"
     match_params: bool = False
@@ -108,11 +113,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.rope, dict):
-            known = [f.name for f in dataclasses.fields(RopeConfig)]
-            unknown = sorted(set(self.rope) - set(known), key=str)
-            if unknown:
-                raise ConfigError(f"rope.{unknown[0]}", f"unknown RoPE field; allowed: {', '.join(known)}")
-            self.rope = RopeConfig(**self.rope)
+            self.rope = RopeConfig.from_dict(self.rope)
         if isinstance(self.qk_norm, str):
             self.qk_norm = canonical_qk_norm(self.qk_norm)
         if self.qk_norm is None or self.qk_norm is False:
@@ -141,10 +142,6 @@ class ModelConfig:
         self._validate_size()
         if self.head_dim % 2:
             raise ConfigError("head_dim", f"must be even for RoPE, got {self.head_dim}")
-        if self.norm not in NORMS:
-            raise ConfigError("norm", f"unknown norm {self.norm!r}; allowed: {', '.join(NORMS)}")
-        if self.qk_norm not in QK_NORMS:
-            raise ConfigError("qk_norm", f"unknown qk_norm {self.qk_norm!r}; allowed: {', '.join(QK_NORMS)}")
         if self.n_kv_heads > self.n_heads:
             raise ConfigError("n_kv_heads", f"must be between 1 and n_heads={self.n_heads}, got {self.n_kv_heads}")
         if self.n_heads % self.n_kv_heads:
@@ -245,17 +242,17 @@ class ModelConfig:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        data = dict(data)
-        if "preset" in data:
+    def from_dict(cls, data: Any, path: str | None = None) -> ModelConfig:
+        """A model from its fields, or from ``{preset: family, size: ..., <overrides>}``."""
+        if isinstance(data, dict) and "preset" in data:
+            data = dict(data)
             name = data.pop("preset")
             size = data.pop("size", "tiny")
-            return cls.preset(name, size=size, **data)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known, key=str)
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown model config field; allowed: {', '.join(sorted(known))}")
-        return cls(**data)
+            try:
+                return cls.preset(name, size=size, **data)
+            except ConfigError as e:
+                raise e.under(path or "") from None
+        return super().from_dict(data, path)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ModelConfig:

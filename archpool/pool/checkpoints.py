@@ -297,7 +297,7 @@ def _local_design(path: str, where: str) -> dict[str, Any]:
     try:
         return local_design(path)
     except ConfigError as e:
-        raise ConfigError(where, f"{path}: {str(e).split(': ', 1)[-1]}") from None
+        raise ConfigError(where, f"{path}: {e.message}") from None
 
 
 def _check_design(d: dict[str, Any], label: str) -> None:

@@ -7,30 +7,25 @@ mapping as written (stage keys hash it); the stage adapters read it back through
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
+from archpool.config import Config, check_keys, rerooted
 from archpool.errors import ConfigError
 from archpool.eval.runner import MODES
 from archpool.model.config import MAX_SEQ_LEN
 from archpool.names import SUITE_NAMES, check_name
 from archpool.tasks import get_task
 from archpool.train.config import ExtensionConfig
-from archpool.typecheck import check_types
 
 RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
 DEFAULT_EXTENSION_RATIO = 8  # the paper extends 8K models to 64K
+DEFAULT_LENGTH_RATIO = ExtensionConfig.length_ratio  # the extend stage's default, recorded once a length is set
 MAX_SAMPLES = 100_000  # evaluation samples per task and length
 MAX_LENGTH_RATIO = 1024  # an evaluation length as a multiple of the pool's long context
-
-
-def _known_keys(cls: type, d: dict[str, Any], prefix: str) -> None:
-    known = [f.name for f in fields(cls)]
-    unknown = sorted(set(d) - set(known))
-    if unknown:
-        raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown setting; allowed: {', '.join(known)}")
 
 
 # ---------------------------------------------------------------------------------------------- extension
@@ -56,29 +51,31 @@ def recipe_budgets(recipe: dict[str, Any]) -> list[int]:
 
 def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final") -> ExtensionConfig:
     """The extend stage's config for one pool recipe (its ``name``; ``recipe`` defaults to the name
-    when that is a recipe, else ntk), extending to the pool's length from ``source``."""
+    when that is a recipe, else ntk), extending to the pool's length from ``source``: the recipe as
+    written, its ``length_ratio`` resolved to a ``length``."""
     recipe = dict(recipe)
     name = recipe["name"]
     recipe.setdefault("recipe", name if name in study.RECIPES else study.DEFAULT_RECIPE)
     for key in POOL_RECIPE_KEYS:
         recipe.pop(key, None)
     recipe.update(name=name, source=source)
-    prefix = f"extension[{name}]"
-    written = ExtensionConfig.from_dict(recipe, prefix=prefix)  # types checked before any arithmetic
-    recipe["length"] = written.length or written.length_ratio * long_ctx
-    recipe.pop("length_ratio", None)
-    return ExtensionConfig.from_dict(recipe, prefix=prefix)
+    written = ExtensionConfig.from_dict(recipe, f"extension[{name}]")  # types checked before any arithmetic
+    length = written.length or written.length_ratio * long_ctx
+    try:
+        return dataclasses.replace(written, length=length, length_ratio=DEFAULT_LENGTH_RATIO)
+    except ConfigError as e:
+        raise rerooted(e, ExtensionConfig.PATH, f"extension[{name}]") from None
 
 
-def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[dict[str, Any]]:
-    """The pool's recipes as written (each named; names unique, plain and not reserved), every one
-    validated as the extend stage will read it (only for the real backend: others define their own).
-    ``archs: [names]`` limits a recipe to those architectures (a remedy for one arm); the first
-    recipe, the primary one, extends every run."""
+def parse_extensions(value: Any, long_ctx: int, backend: str) -> tuple[list[dict[str, Any]], dict[str, ExtensionConfig]]:
+    """The pool's recipes as written (each named; names unique, plain and not reserved), and the extend
+    stage's config of each by name, every one validated as the extend stage will read it (only for the
+    real backend, whose configs these are: others define their own). ``archs: [names]`` limits a recipe
+    to those architectures (a remedy for one arm); the first recipe, the primary one, extends every run."""
     if value is None:
         value = [dict(name=study.DEFAULT_RECIPE)]
     recipes = value if isinstance(value, list) else [value]
-    out, names = [], set()
+    out, configs, names = [], {}, set()
     for i, r in enumerate(recipes):
         if not isinstance(r, dict):
             raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
@@ -94,15 +91,18 @@ def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[dict[str, 
         if archs is not None and i == 0:
             raise ConfigError(f"extension[{i}].archs", "the first (primary) recipe extends every run; limit a later one")
         if backend == "real":
-            extension_config(r, long_ctx)
+            configs[r["name"]] = extension_config(r, long_ctx)
         out.append(r)
-    return out
+    return out, configs
 
 
 # ---------------------------------------------------------------------------------------------- eval
 @dataclass(frozen=True)
-class EvalSettings:
+class EvalSettings(Config):
     """``eval:`` — what the eval stage measures, before extension (``base_`` lengths) and after."""
+
+    PATH = "eval"
+    KEY = "setting"
 
     enabled: bool = True
     base: bool = True  # also evaluate (and analyse attention of) the pretrained model
@@ -118,20 +118,16 @@ class EvalSettings:
     base_length_ratios: list[float] | None = None  # before extension (default 1)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, prefix: str = "eval") -> EvalSettings:
-        d = dict(d or {})
-        _known_keys(cls, d, prefix)
-        s = cls(**d)
-        check_types(s, prefix)
-        s.validate(prefix)
-        return s
+    def from_dict(cls, d: Any, path: str | None = None) -> EvalSettings:
+        """The ``eval:`` mapping (empty or null: every default)."""
+        return super().from_dict(d or {}, path)
 
     def validate(self, prefix: str = "eval") -> None:
         for name in self.tasks or []:
             try:
                 get_task(name)
             except ConfigError as e:
-                raise ConfigError(f"{prefix}.tasks", str(e).split(": ", 1)[-1]) from None
+                raise ConfigError(f"{prefix}.tasks", e.message) from None
         for suite in self.suites or []:
             if suite not in SUITE_NAMES:
                 raise ConfigError(f"{prefix}.suites", f"unknown suite {suite!r}; allowed: {', '.join(SUITE_NAMES)}")
@@ -176,39 +172,24 @@ class EvalSettings:
 def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> None:
     """Every ``task_params`` entry names a registered task (did-you-mean otherwise) and only parameters
     that task has, with values its generator accepts: a typo fails at validation, not after training."""
-    import difflib
-
     from archpool.tasks import DENSE_SCORING_KEYS, dense_params, is_dense, resolve_params, task_names
 
+    check_keys(task_params, task_names(), prefix, "task")
     for name, params in task_params.items():
-        if name not in task_names():
-            close = difflib.get_close_matches(str(name), task_names(), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"{prefix}.{name}", f"unknown task; {hint}tasks: {', '.join(task_names())}")
         if not isinstance(params, dict):
             raise ConfigError(f"{prefix}.{name}", f"a mapping of task parameters, got {params!r}")
         try:
             if is_dense(name):
                 _check_buckets(params.get("buckets"), f"{prefix}.{name}.buckets")
                 known = set(dense_params(name, None)) | set(DENSE_SCORING_KEYS)
-                _unknown_param(params, known, f"{prefix}.{name}")
+                check_keys(params, sorted(known), f"{prefix}.{name}", "task parameter")
                 dense_params(name, params)
             else:
                 resolve_params(get_task(name), params)
         except ConfigError as e:
             if e.field.startswith(prefix):
                 raise
-            raise ConfigError(f"{prefix}.{name}.{e.field.rsplit('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
-
-
-def _unknown_param(params: dict[str, Any], known: set[str], prefix: str) -> None:
-    import difflib
-
-    for key in params:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), sorted(known), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"{prefix}.{key}", f"unknown task parameter; {hint}allowed: {', '.join(sorted(known))}")
+            raise ConfigError(f"{prefix}.{name}.{e.field.rsplit('.', 1)[-1]}", e.message) from None
 
 
 def _check_buckets(value: Any, field_name: str) -> None:
@@ -229,13 +210,16 @@ def attention_settings(d: dict[str, Any] | None, prefix: str = "attention") -> t
     enabled = d.pop("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"{prefix}.enabled", f"expected true/false, got {enabled!r}")
-    return enabled, AttentionSettings.from_dict(d)
+    return enabled, AttentionSettings.from_dict(d, prefix)
 
 
 # ---------------------------------------------------------------------------------------------- report
 @dataclass(frozen=True)
-class ReportSettings:
+class ReportSettings(Config):
     """``report:`` — the metric the analysis explains, the short-context threshold, covariates, findings."""
+
+    PATH = "report"
+    KEY = "setting"
 
     target: str | None = None
     short_ctx: int | None = None  # default: half the pool's long context
@@ -243,15 +227,14 @@ class ReportSettings:
     findings: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, prefix: str = "report") -> ReportSettings:
-        d = dict(d or {})
-        _known_keys(cls, d, prefix)
-        s = cls(**d)
-        check_types(s, prefix)
-        if s.short_ctx is not None and s.short_ctx < 1:
-            raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {s.short_ctx}")
-        if s.target is not None and not s.target.strip():
+    def from_dict(cls, d: Any, path: str | None = None) -> ReportSettings:
+        """The ``report:`` mapping (empty or null: every default)."""
+        return super().from_dict(d or {}, path)
+
+    def validate(self, prefix: str = "report") -> None:
+        if self.short_ctx is not None and self.short_ctx < 1:
+            raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {self.short_ctx}")
+        if self.target is not None and not self.target.strip():
             raise ConfigError(f"{prefix}.target", "an empty metric name")
-        if s.target is not None and s.target in s.covariates:
-            raise ConfigError(f"{prefix}.covariates", f"{s.target!r} is the target; a metric cannot explain itself")
-        return s
+        if self.target is not None and self.target in self.covariates:
+            raise ConfigError(f"{prefix}.covariates", f"{self.target!r} is the target; a metric cannot explain itself")

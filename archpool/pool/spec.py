@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.config import check_keys
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
@@ -39,11 +40,10 @@ from archpool.pool.sections import (
     EvalSettings,
     ReportSettings,
     attention_settings,
-    extension_config,
     parse_extensions,
     recipe_applies,
 )
-from archpool.train.config import TrainConfig
+from archpool.train.config import ExtensionConfig, TrainConfig
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
@@ -177,9 +177,7 @@ def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int]
 
 
 def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
-    unknown = sorted(set(data) - TOP_LEVEL_KEYS, key=str)
-    if unknown:
-        raise ConfigError(unknown[0], f"unknown pool field; allowed: {', '.join(sorted(TOP_LEVEL_KEYS))}")
+    check_keys(data, sorted(TOP_LEVEL_KEYS), what="pool field")
     name = check_name("name", data.get("name"))  # the pool's directory under out/
     size = size or data.get("size", "tiny")
     if not isinstance(size, str) or size not in SIZES:
@@ -203,7 +201,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     EvalSettings.from_dict(sections["eval"])
     attention_settings(sections["attention"])
     ReportSettings.from_dict(sections["report"])
-    extension = parse_extensions(data.get("extension"), long_ctx, backend)
+    extension, ext_configs = parse_extensions(data.get("extension"), long_ctx, backend)
     milestones = data.get("milestones") or []
     if not isinstance(milestones, list) or not all(
         isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 for m in milestones
@@ -238,7 +236,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     if backend == "real" and trained:
         _check_training(sections["train"], trained)
         _check_packing(section, sections["train"], runs)
-    check_before_work(runs, section, sections, extension, long_ctx, backend)
+    check_before_work(runs, section, sections, extension, ext_configs, long_ctx, backend)
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
         unknown = sorted(set(recipe.get("archs") or []) - archs)
@@ -320,7 +318,7 @@ def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
             cfg = TrainConfig.from_dict({**train, "seq_len": ctx, "seed": 0, "milestones": []})
             cfg.accumulation_steps(ctx, world_size=1)
         except ConfigError as e:
-            raise ConfigError(e.field, f"{str(e).split(': ', 1)[-1]} (runs pretrained at {ctx} tokens)") from None
+            raise ConfigError(e.field, f"{e.message} (runs pretrained at {ctx} tokens)") from None
 
 
 def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSpec]) -> None:
@@ -342,9 +340,7 @@ def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSp
 def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
     if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict) or not spec["axes"]:
         raise ConfigError("factorial.axes", "a mapping of axis name -> list of values")
-    unknown = sorted(set(spec) - {"axes", "base", "name"})
-    if unknown:
-        raise ConfigError(f"factorial.{unknown[0]}", "unknown field; allowed: axes, base, name")
+    check_keys(spec, ("axes", "base", "name"), "factorial")
     axes = spec["axes"]
     for k, v in axes.items():
         if k not in AXES:
@@ -388,9 +384,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
         if isinstance(entry.get("columns"), dict):
             check_columns(entry["columns"], f"{label}.columns")
         return [parse_checkpoint_run(entry, label, ctx.base_dir)]
-    unknown = sorted(set(entry) - RUN_KEYS)
-    if unknown:
-        raise ConfigError(f"{label}.{unknown[0]}", f"unknown run field; allowed: {', '.join(sorted(RUN_KEYS))}")
+    check_keys(entry, sorted(RUN_KEYS), label, "run field")
 
     size = entry.get("size", ctx.size)
     if size not in SIZES:
@@ -404,7 +398,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     try:
         model = preset_dict(preset, size) if preset else plain_size(size)
     except ConfigError as e:
-        raise ConfigError(f"{label}.{'preset' if e.field == 'preset' else e.field}", str(e).split(": ", 1)[-1]) from None
+        raise e.under(label) from None
     if preset and base.get("rope"):
         base["rope"] = {**model.get("rope", {}), **base["rope"]}
     model.update(base)
@@ -448,9 +442,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
-            cfg = ModelConfig.from_dict(model)
-    except ConfigError as e:
-        raise ConfigError(f"{label}.model.{e.field}", str(e).split(": ", 1)[-1]) from None
+            cfg = ModelConfig.from_dict(model, f"{label}.model")
     except TypeError as e:
         raise ConfigError(f"{label}.model", str(e)) from None
 
@@ -529,6 +521,7 @@ def check_before_work(
     section: DataSection,
     sections: dict[str, dict[str, Any]],
     extension: list[dict[str, Any]],
+    ext_configs: dict[str, ExtensionConfig],
     long_ctx: int,
     backend: str,
 ) -> None:
@@ -538,7 +531,7 @@ def check_before_work(
     _check_run_names(runs)
     trained = [r for r in runs if isinstance(r, RunSpec)]  # checkpoint runs are neither trained nor extended
     if backend == "real":
-        _check_extensions(trained, sections["train"], extension, long_ctx)
+        _check_extensions(trained, sections["train"], extension, ext_configs)
         _check_vocab(trained, section)
         _check_report_target(sections["report"], sections["eval"], long_ctx)
 
@@ -555,14 +548,17 @@ def _check_run_names(runs: list[Any]) -> None:
             )
 
 
-def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[dict[str, Any]], long_ctx: int) -> None:
-    """Plan every recipe for every distinct (model, pretraining context) it applies to, as the extend
-    stage will: a length within the pretraining context or more warmup than steps fails here."""
+def _check_extensions(
+    runs: list[RunSpec], train: dict[str, Any], extension: list[dict[str, Any]], configs: dict[str, ExtensionConfig]
+) -> None:
+    """Plan every recipe (its extend-stage config in ``configs``) for every distinct (model, pretraining
+    context) it applies to, as the extend stage will: a length within the pretraining context or more
+    warmup than steps fails here."""
     from archpool.train.extension_plan import plan_extension
 
     seen: set[tuple[str, str]] = set()
     for recipe in extension:
-        ext = extension_config(recipe, long_ctx)
+        ext = configs[recipe["name"]]
         for r in runs:
             if not recipe_applies(recipe, r.arch):
                 continue
@@ -575,9 +571,7 @@ def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: lis
                 plan_extension(r.model, pre, ext, "final")
             except ConfigError as e:
                 field_name = e.field.replace("extension.", f"extension[{recipe['name']}].", 1)
-                raise ConfigError(
-                    field_name, f"{str(e).split(': ', 1)[-1]} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)"
-                ) from None
+                raise ConfigError(field_name, f"{e.message} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)") from None
 
 
 def _check_vocab(runs: list[RunSpec], section: DataSection) -> None:

@@ -26,7 +26,7 @@ def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
     try:
         return mqar.resolve({**task.defaults, **overrides})
     except ConfigError as e:
-        raise ConfigError(f"tasks.{name}.{e.field.split('.', 1)[-1]}", str(e).split(": ", 1)[-1]) from None
+        raise ConfigError(f"tasks.{name}.{e.field.split('.', 1)[-1]}", e.message) from None
 
 
 def dense_documents(

@@ -10,37 +10,24 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+from archpool.config import Config, check_keys, check_mapping
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
 from archpool.model.kernels import ATTENTION_FUNCTIONS
-from archpool.study import DEFAULT_RECIPE, RECIPES
-from archpool.typecheck import check_types
+from archpool.study import DEFAULT_RECIPE, Recipe
 
-SCHEDULES = ("cosine", "linear", "wsd", "constant")
-DTYPES = ("auto", "float32", "bfloat16")
-PARALLEL = ("auto", "none", "ddp", "fsdp")
-ATTN_IMPLS = ("auto", *ATTENTION_FUNCTIONS.training())  # auto: see TrainConfig.resolved_attn_impl
-
-
-def _check_fields(cls: type, data: dict[str, Any], prefix: str) -> None:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known, key=str)
-    if unknown:
-        raise ConfigError(f"{prefix}.{unknown[0]}", f"unknown field; allowed: {', '.join(sorted(known))}")
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str, default_prefix: str):
-    """``cls(**data)`` with every error named under ``prefix`` (the dataclass validates under its default)."""
-    _check_fields(cls, data, prefix)
-    try:
-        return cls(**data)
-    except ConfigError as e:
-        if prefix == default_prefix or not e.field.startswith(default_prefix):
-            raise
-        raise ConfigError(prefix + e.field[len(default_prefix) :], str(e).split(": ", 1)[-1]) from None
+Schedule = Literal["cosine", "linear", "wsd", "constant"]
+Dtype = Literal["auto", "float32", "bfloat16"]
+Parallel = Literal["auto", "none", "ddp", "fsdp"]
+AttnImpl = Literal[("auto", *ATTENTION_FUNCTIONS.training())]  # auto: see TrainConfig.resolved_attn_impl
+SCHEDULES: tuple[str, ...] = get_args(Schedule)
+DTYPES: tuple[str, ...] = get_args(Dtype)
+PARALLEL: tuple[str, ...] = get_args(Parallel)
+ATTN_IMPLS: tuple[str, ...] = get_args(AttnImpl)
+RUN_SECTIONS = ("model", "data", "train", "extension", "name", "description")
 
 
 MAX_MICRO_BATCH = 1 << 16  # sequences in one forward pass
@@ -77,7 +64,7 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Config):
     """Pretraining: optimizer, schedule, batch geometry, budget, logging and checkpointing.
 
     The global batch is ``global_batch_tokens`` tokens = ``global_batch_tokens / seq_len`` sequences,
@@ -85,10 +72,12 @@ class TrainConfig:
     makes up the rest). The budget is ``max_steps`` or ``max_tokens`` (rounded up to whole steps).
     """
 
+    PATH = "train"
+
     lr: float = 3e-3
     final_lr_ratio: float = 0.1  # final LR = lr * final_lr_ratio
     warmup_steps: int = 10
-    schedule: str = "cosine"  # cosine | linear | wsd | constant
+    schedule: Schedule = "cosine"  # cosine | linear | wsd | constant
     decay_fraction: float = 0.2  # wsd: fraction of steps spent in the final decay
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
@@ -105,12 +94,12 @@ class TrainConfig:
     milestones: list[int] = field(default_factory=list)  # steps kept forever (early-extension diagnostic)
     seed: int = 0
     compile: bool = False
-    attn_impl: str = "auto"  # auto: flex on CUDA when attention is masked (SWA, intra-doc), else sdpa
-    dtype: str = "auto"  # auto: bfloat16 autocast on CUDA, and on a bf16 CPU at d_model >= 256 (train/precision.py)
+    attn_impl: AttnImpl = "auto"  # auto: flex on CUDA when attention is masked (SWA, intra-doc), else sdpa
+    dtype: Dtype = "auto"  # auto: bfloat16 autocast on CUDA, and on a bf16 CPU at d_model >= 256 (train/precision.py)
     decay_embeddings: bool = False
     decay_norms: bool = False
     intra_doc_mask: bool = False
-    parallel: str = "auto"  # auto: ddp under torchrun, none otherwise; fsdp = FSDP2 fully_shard
+    parallel: Parallel = "auto"  # auto: ddp under torchrun, none otherwise; fsdp = FSDP2 fully_shard
     tensorboard: bool = False
     progress: bool = True
 
@@ -119,8 +108,7 @@ class TrainConfig:
             self.betas = tuple(self.betas)  # type: ignore[assignment]
         if isinstance(self.milestones, tuple):
             self.milestones = list(self.milestones)
-        check_types(self, "train")
-        self.validate()
+        super().__post_init__()
 
     def validate(self, prefix: str = "train") -> None:
         if not self.lr > 0:
@@ -129,8 +117,6 @@ class TrainConfig:
             raise ConfigError(f"{prefix}.final_lr_ratio", f"must be in [0, 1], got {self.final_lr_ratio}")
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ConfigError(f"{prefix}.warmup_steps", f"must be a non-negative integer, got {self.warmup_steps!r}")
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(f"{prefix}.schedule", f"unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
         if not 0 < self.decay_fraction <= 1:
             raise ConfigError(f"{prefix}.decay_fraction", f"must be in (0, 1], got {self.decay_fraction}")
         if self.weight_decay < 0:
@@ -155,14 +141,6 @@ class TrainConfig:
             isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in self.milestones
         ):
             raise ConfigError(f"{prefix}.milestones", f"a list of positive step numbers, got {self.milestones!r}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"{prefix}.dtype", f"unknown dtype {self.dtype!r}; allowed: {', '.join(DTYPES)}")
-        if self.attn_impl not in ATTN_IMPLS:
-            raise ConfigError(
-                f"{prefix}.attn_impl", f"unknown attention kernel {self.attn_impl!r}; allowed: {', '.join(ATTN_IMPLS)}"
-            )
-        if self.parallel not in PARALLEL:
-            raise ConfigError(f"{prefix}.parallel", f"unknown mode {self.parallel!r}; allowed: {', '.join(PARALLEL)}")
 
     # ------------------------------------------------------------------ derived geometry
     def resolved_seq_len(self, model_max_seq_len: int) -> int:
@@ -206,12 +184,13 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], prefix: str = "train") -> TrainConfig:
-        return _build(cls, dict(data or {}), prefix, "train")
+    def from_dict(cls, data: Any, path: str | None = None) -> TrainConfig:
+        """A ``train:`` section; empty or null is every default."""
+        return super().from_dict(data or {}, path)
 
 
 @dataclass
-class ExtensionConfig:
+class ExtensionConfig(Config):
     """Context extension from a saved checkpoint (docs/extensibility.md).
 
     - ``ntk`` / ``abf``: one stage; RoPE theta × ``theta_ratio`` (500,000 → 8,000,000 is ×16) or
@@ -240,7 +219,9 @@ class ExtensionConfig:
     ``1 + qk_gain_alpha · ln(length / pretraining context)`` (log-length scaling).
     """
 
-    recipe: str = DEFAULT_RECIPE
+    PATH = "extension"
+
+    recipe: Recipe = DEFAULT_RECIPE
     name: str | None = None  # the run's name under RUN/extend/ (default: the recipe)
     source: str = "final"  # checkpoint to extend: final | a milestone name | step_000100 | a path
     theta_ratio: float = 16.0
@@ -270,13 +251,10 @@ class ExtensionConfig:
     def __post_init__(self) -> None:
         if isinstance(self.budgets, tuple):
             self.budgets = list(self.budgets)
-        check_types(self, "extension")
-        self.validate()
+        super().__post_init__()
 
     def validate(self, prefix: str = "extension") -> None:
         _check_counts(self, prefix)
-        if self.recipe not in RECIPES:
-            raise ConfigError(f"{prefix}.recipe", f"unknown recipe {self.recipe!r}; allowed: {', '.join(RECIPES)}")
         if not self.theta_ratio > 0:
             raise ConfigError(f"{prefix}.theta_ratio", f"must be > 0, got {self.theta_ratio}")
         if self.new_theta is not None and not self.new_theta > 0:
@@ -328,12 +306,10 @@ class ExtensionConfig:
             return self.name
         return self.recipe if self.source == "final" else f"{self.recipe}_from_{Path(self.source).name}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any], prefix: str = "extension") -> ExtensionConfig:
-        return _build(cls, dict(data or {}), prefix, "extension")
+    def from_dict(cls, data: Any, path: str | None = None) -> ExtensionConfig:
+        """An extension recipe; empty or null is every default."""
+        return super().from_dict(data or {}, path)
 
 
 @dataclass
@@ -360,26 +336,20 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
-        if not isinstance(data, dict):
-            raise ConfigError("run", "expected a mapping with sections model, data, train, extension")
-        unknown = sorted(set(data) - {"model", "data", "train", "extension", "name", "description"}, key=str)
-        if unknown:
-            raise ConfigError(unknown[0], "unknown section; allowed: model, data, train, extension")
+        check_mapping(data, "run", "a mapping with sections model, data, train, extension")
+        check_keys(data, RUN_SECTIONS, what="section")
         if not isinstance(data.get("model"), dict):
             raise ConfigError("model", "a mapping of ModelConfig fields (or {preset: ..., size: ...})")
         from archpool.model.config import ModelConfig
 
-        try:
-            ModelConfig.from_dict(data["model"])  # validate early; errors name the field
-        except ConfigError as e:
-            raise ConfigError(f"model.{e.field}", str(e).split(": ", 1)[-1]) from None
+        ModelConfig.from_dict(data["model"], "model")  # validate early; errors name the field
         ext = data.get("extension") or []
         ext = ext if isinstance(ext, list) else [ext]
         extensions = []
         for i, e in enumerate(ext):
             if not isinstance(e, dict):
                 raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
-            extensions.append(ExtensionConfig.from_dict(e, prefix=f"extension[{i}]" if len(ext) > 1 else "extension"))
+            extensions.append(ExtensionConfig.from_dict(e, f"extension[{i}]" if len(ext) > 1 else "extension"))
         names = [e.run_name for e in extensions]
         if len(set(names)) != len(names):
             raise ConfigError("extension", f"duplicate extension names {names}; give each a name")

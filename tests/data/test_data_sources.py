@@ -111,9 +111,9 @@ def test_source_with_no_documents_is_an_error_not_an_empty_stream(tmp_path):
 def test_bad_config_values_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="^vocab_size"):
         DataConfig(vocab_size=10)
-    with pytest.raises(ConfigError, match="^sources.kind"):
+    with pytest.raises(ConfigError, match=r"^sources\[0\]\.kind"):
         DataConfig(sources=[{"kind": "ftp"}])
-    with pytest.raises(ConfigError, match="^sources.path"):
+    with pytest.raises(ConfigError, match=r"^sources\[0\]\.path"):
         DataConfig(sources=[{"kind": "files"}])
     with pytest.raises(ConfigError, match="^holdout_fraction"):
         DataConfig(holdout_fraction=1.5)
