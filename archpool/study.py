@@ -1,4 +1,4 @@
-"""The study's definitions, each in one place (docs/docs/paper.md §1–§3): every stage imports them, none copies them.
+"""The study's definitions, each in one place (docs/paper.md §1–§3): every stage imports them, none copies them.
 
 - the paper's four features and their count: [any QK-norm] + [GQA] + [any sliding-window layer] +
   [pretrained at a short context];

@@ -1,6 +1,6 @@
 """What a CPU step could reach at best: the matmul peak against the tiny step, and the whole-model
-forward with attention made free against full causal attention. Issue 16's CPU targets are read
-against these ceilings.
+forward with attention made free against full causal attention: the most any CPU kernel work
+could give, against which the measured speed-ups are read.
 
     nice -n 10 .venv/bin/python bench/bench_cpu_ceilings.py --json bench/results/cpu_ceilings.json
 

@@ -1,5 +1,6 @@
-"""The demo's pretraining step, end to end through ``archpool train``: this tree against the code
-before issue 16's work, in alternating processes on the same run config.
+"""The demo's pretraining step, end to end through ``archpool train``: this tree against commit
+c0344f3 (before blockwise CPU attention, the task-document cache and the scored-rows LM head), in
+alternating processes on the same run config.
 
     .venv/bin/python bench/bench_demo_step.py --json bench/results/demo_step.json
 
@@ -30,7 +31,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE_REF = "c0344f3"  # the last commit before issue 16's work (blockwise attention, caches, fused head rows)
+BASE_REF = "c0344f3"  # the demo's first code: dense-mask attention, no task-document cache, full-vocabulary head
 
 
 def run_config(steps: int) -> tuple[dict, Path]:

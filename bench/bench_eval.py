@@ -1,4 +1,4 @@
-"""Eval bench + tiny-model signal check (issue 5).
+"""Eval bench + tiny-model signal check: evaluation time against training time, and whether a tiny model learns kv_recall.
 
 1. Pretrain a demo-size decoder on CPU at context L0 with a synthetic share (kv_recall training
    documents from the ``train`` seed space) mixed into text, with a minimal loop (this script only).

@@ -1,5 +1,5 @@
 """How fast a tiny decoder learns MQAR, by binding format: two-token ``k v`` bindings vs composite
-``[k=v]`` tokens (signal.md: the demo's baseline must master retrieval before anything is compared).
+``[k=v]`` tokens (docs/tiny-scale.md: the demo's baseline must master retrieval before anything is compared).
 
 Pure MQAR sequences (no text), loss on the answers only, AdamW (0.9, 0.95, wd 0.1), warmup + cosine;
 accuracy = argmax over the vocabulary at every answer of 64 held-out documents, every ``--every``
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.format == "composite":  # 32 keys x 8 values, as the demo
         vocab = TaskVocab.composite_from_ids(list(range(600, 969)), list(range(100, 228)), n_keys=32, n_values=8)
         params = dict(n_keys=32, n_values=8, pair_every=a.pair_every)
-    else:  # two-token bindings: 64 keys, 64 values (signal.md's probes)
+    else:  # two-token bindings: 64 keys, 64 values (the two-token format docs/tiny-scale.md describes)
         vocab = TaskVocab.from_ids(list(range(100, 1000)), n_keys=64, n_values=64, n_hops=64, n_filler=128)
         params = dict(n_keys=64, n_values=64, pair_every=a.pair_every)
     cfg = ModelConfig(

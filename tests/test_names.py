@@ -1,4 +1,4 @@
-"""Names that become path components, and extension names that would write outside the run (issue 13)."""
+"""Names that become path components, and extension names that would write outside the run."""
 
 import argparse
 

@@ -1,4 +1,4 @@
-"""``analyze``: every statistic of the study (docs/docs/paper.md §4) and those its critics asked for (§5), as one dict.
+"""``analyze``: every statistic of the study (docs/paper.md §4) and those its critics asked for (§5), as one dict.
 
 Models (all OLS with an intercept, 95% CIs from statsmodels, LOO R² from scikit-learn):
 

@@ -52,7 +52,7 @@ NORMS = ("pre", "post")
 # Columns that describe a run rather than measure it; never used as single predictors.
 DESIGN = {*DESIGN_COLUMNS, "name", "params_b", "d_ff_ratio", "stage", "node"}
 TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
-# Confounds that must match for two runs to count as a matched pair (critique §5: init, fp8, depth).
+# Confounds that must match for two runs to count as a matched pair (docs/paper.md §5: init, fp8, depth).
 MATCH_CONFOUNDS = ("init", "fp8", "n_layers")
 SINK_COLUMNS = ("attn_sink_rate", "attn_first_token_mass", "sink_strength", "sink_rate", "first_token_mass")
 ENTROPY_COLUMNS = ("attn_entropy", "entropy")

@@ -176,7 +176,7 @@ def run_longppl(
     """LongPPL and PPL at every length: documents at least that long, truncated to it. Lengths at
     most K have no key tokens by definition (only PPL is reported there). When the evaluator is the
     model itself, each document's full NLL is computed once and serves both the key choice and the
-    LongPPL (the same per-document forwards as before, so the same numbers)."""
+    LongPPL (the same per-document forwards as a separate evaluator pass, so the same numbers)."""
     d = d or max(1, K // 4)
     out = []
     for L in lengths:

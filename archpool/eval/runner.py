@@ -23,7 +23,7 @@ from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
-# 3: model hashes are verified sha256 of the weights on disk; earlier keys took the manifest's word (could be poisoned)
+# 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
 MODES = ("gen", "ll")
 DENSE_MODE = "dense"  # dense tasks (MQAR) are scored once, whatever the modes
 

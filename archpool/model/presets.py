@@ -1,4 +1,4 @@
-"""Presets: the real families as the paper replicated them (docs/docs/paper.md §1–2), at any size.
+"""Presets: the real families as the paper replicated them (docs/paper.md §1–2), at any size.
 
 A preset is family (the axes) × size (the shapes). Scaled sizes keep the paper's ratios: the long
 pretraining context is the size's ``ctx``; families pretrained at 4K in the paper get ``ctx / 2``;

@@ -37,6 +37,6 @@ def test_self_evaluator_reuses_document_nll_with_identical_numbers():
     separate = run_longppl(target, other, docs, **kw)
     assert reused == separate
     assert reused[0]["n_key_token"] > 0
-    # before: perplexity (3 rows) + key choice (3) + LongPPL (3); now the per-document pass is shared
+    # separate models: perplexity (3 rows) + key choice (3) + LongPPL (3); one model shares its per-document pass
     assert target.full_calls + other.full_calls == 9
     assert own.full_calls == 6

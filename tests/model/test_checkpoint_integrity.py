@@ -1,4 +1,4 @@
-"""Checkpoints are verified by their bytes before use, and caches are keyed by the verified hash (issue 13).
+"""Checkpoints are verified by their bytes before use, and caches are keyed by the verified hash.
 
 The regression: a milestone copy with flipped bytes in model.safetensors was evaluated silently, and the
 eval cache (keyed by the sha256 *written in* the manifest) then served its result for the intact copy.

@@ -1,5 +1,5 @@
 """``archpool features``: the paper's four features and their count, for presets, archpool configs and
-checkpoints, and Hugging Face configs of the real families (study.md §1)."""
+checkpoints, and Hugging Face configs of the real families (docs/paper.md §1)."""
 
 import json
 
@@ -10,7 +10,7 @@ from archpool.errors import ConfigError
 from archpool.model import ModelConfig
 from archpool.model.features import features, features_from_config, features_from_hf_config
 
-# study.md "Real model families" table, as (qk_norm, heads, kv heads, any SWA, pretraining ctx). Where the
+# docs/paper.md "Real model families" table, as (qk_norm, heads, kv heads, any SWA, pretraining ctx). Where the
 # table says "—" (Mistral, Gemma 3) or a staged context the config cannot show (Qwen 3, "4096 in its first
 # stages"), the context is what the config states: max_position_embeddings.
 TABLE = {
@@ -26,7 +26,7 @@ TABLE = {
 
 
 def rule(qk_norm, heads, kv, swa, ctx, short=4096):
-    """study.md §1: [any QK-norm] + [n_kv_heads < n_heads] + [any SWA layer] + [short pretraining context]."""
+    """docs/paper.md §1: [any QK-norm] + [n_kv_heads < n_heads] + [any SWA layer] + [short pretraining context]."""
     return (qk_norm != "none") + (kv < heads) + swa + (ctx <= short)
 
 

@@ -1,4 +1,4 @@
-"""Every bad pool input is a one-line named error before any work (issue 13's campaign, kept as
+"""Every bad pool input is a one-line named error before any work (scripts/input_campaign.sh's cases, kept as
 regression cases), and random mutations of the shipped pools give a valid plan or a ConfigError,
 never another exception or a hang (hypothesis)."""
 

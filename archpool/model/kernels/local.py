@@ -324,8 +324,8 @@ def local_attention_probs(
     """The eager math, one tile of query rows at a time over only the keys it can reach.
 
     Returns the output (B, H, T, D) and, if ``return_probs``, the probabilities (B, H, T, S) (zeros
-    outside each row's reach). Scores are in the input dtype and the softmax in float32, as in
-    ``eager_attention``. Peak memory beyond the output is one tile's scores, not T×S."""
+    outside each row's reach). Scores are in the input dtype and the softmax in float32, as in the dense path.
+    Peak memory beyond the output is one tile's scores, not T×S."""
     mask = mask or LocalMask()
     B, H, T, D = q.shape
     KV, S = k.shape[1], k.shape[2]
