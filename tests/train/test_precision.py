@@ -9,8 +9,9 @@ import pytest
 from trainhelpers import tiny_run
 
 import archpool.train.precision as precision
+from archpool.rundir import run_dir_final
 from archpool.train.config import RunConfig
-from archpool.train.trainer import pretrain, run_dir_final
+from archpool.train.trainer import pretrain
 
 
 @pytest.mark.parametrize(
