@@ -19,20 +19,13 @@ def load(path: str | Path, device: str = "cpu") -> Decoder:
     run has one, as ``archpool export-hf``), an archpool checkpoint or milestone, or a Hugging Face model
     directory (llama, mistral, ministral, qwen2, qwen3, olmo2, olmo3; needs ``archpool[hf]``).
     ``load(path)(input_ids)`` returns logits (B, T, vocab)."""
-    from archpool.errors import CheckpointError
-    from archpool.model.checkpoint import is_archpool_checkpoint, load_checkpoint
+    from archpool.cli.model import pool_run_lookup
+    from archpool.model.checkpoint import load_checkpoint
+    from archpool.rundir import resolve_target
 
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such run, checkpoint or model directory")
-    if not is_archpool_checkpoint(path) and (path / "config.json").is_file():
+    target = resolve_target(path, extended=True, pool_run=pool_run_lookup())
+    if target.kind == "hf":
         from archpool.model.hf import import_hf
 
-        return import_hf(path).to(device)
-    from archpool.cli.model import resolve_export_source
-
-    try:
-        source = resolve_export_source(path, require_tokenizer=False)
-    except CheckpointError as e:
-        raise CheckpointError(f"{e} (nor a Hugging Face model directory: no config.json)") from None
-    return load_checkpoint(source.checkpoint, device=device)
+        return import_hf(target.checkpoint).to(device)
+    return load_checkpoint(target.checkpoint, device=device)

@@ -6,14 +6,13 @@ directory, or a Hugging Face model directory.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from archpool.errors import CheckpointError, DataError
+from archpool.errors import DataError
 
 
 @dataclass
@@ -26,36 +25,13 @@ class Target:
 
 
 def resolve_target(path: str | Path) -> Target:
-    """A run directory, an archpool checkpoint, or a Hugging Face model directory."""
-    from archpool.model.checkpoint import is_archpool_checkpoint
+    """A run directory (its final checkpoint), an archpool checkpoint, or a Hugging Face model directory."""
+    from archpool.rundir import resolve_target as resolve_path
 
-    p = Path(path)
-    if not p.exists():
-        raise CheckpointError(f"{p}: no such run, checkpoint or model directory")
-    name = p.name if p.name not in ("final",) else p.parent.parent.name
-    run_cfg = p / "run_config.json"
-    final = p / "milestones" / "final"
-    if run_cfg.is_file() and final.is_dir():
-        return Target(p, "run", final, _read_data_cfg(run_cfg), name=p.name)
-    if is_archpool_checkpoint(p):
-        data = None
-        for parent in list(p.parents)[:3]:
-            if (parent / "run_config.json").is_file():
-                data = _read_data_cfg(parent / "run_config.json")
-                break
-        return Target(p, "checkpoint", p, data, name=name)
-    if (p / "config.json").is_file():
-        return Target(p, "hf", p, None, name=p.name)
-    raise CheckpointError(
-        f"{p}: not a run directory (run_config.json + milestones/final), an archpool checkpoint or an HF model directory"
-    )
-
-
-def _read_data_cfg(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text()).get("data") or None
-    except (OSError, json.JSONDecodeError):
-        return None
+    found = resolve_path(path)
+    p = found.path
+    name = p.parent.parent.name if found.kind == "checkpoint" and p.name == "final" else p.name
+    return Target(p, found.kind, found.checkpoint, found.data_cfg, name=name)
 
 
 def store_for(target: Target, store: str | Path | None) -> Path | None:

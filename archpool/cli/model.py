@@ -184,56 +184,13 @@ class ExportSource:
         return f"ExportSource({self.checkpoint}, {self.what!r}, tokenizer from {self.tokenizer_from!r})"
 
 
-def _record(directory) -> dict[str, Any] | None:
-    from pathlib import Path
-
-    f = Path(directory) / "run_config.json"
-    if not f.is_file():
-        return None
-    try:
-        return json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        from archpool.errors import CheckpointError
-
-        raise CheckpointError(f"{f}: unreadable run record ({e})") from None
-
-
-def _final(run_dir):
-    from archpool.errors import CheckpointError
-    from archpool.model.checkpoint import is_archpool_checkpoint
-    from archpool.train.trainer import run_dir_final
-
-    ckpt = run_dir_final(run_dir)
-    if not is_archpool_checkpoint(ckpt):
-        raise CheckpointError(f"{run_dir}: run has no final checkpoint yet ({ckpt})")
-    return ckpt
-
-
-def _pick(candidates: dict[str, Any], extension: str | None, where) -> tuple[str, Any] | None:
-    """One of several extensions: the one named, the only one, or an error listing them."""
-    from archpool.errors import CheckpointError
-
-    if extension is not None:
-        hits = [k for k in candidates if k == extension or k.endswith(f":{extension}") or k.endswith(f"/{extension}")]
-        if len(hits) != 1:
-            raise CheckpointError(f"{where}: no single extension {extension!r} (has: {', '.join(candidates) or 'none'})")
-        return hits[0], candidates[hits[0]]
-    if not candidates:
-        return None
-    if len(candidates) > 1:
-        raise CheckpointError(
-            f"{where}: several extended models ({', '.join(candidates)}); choose one with "
-            "--extension NAME, or --pretrained for the pretraining checkpoint"
-        )
-    return next(iter(candidates.items()))
-
-
 def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     """A pool's ``runs/<run>/``: the stage directory of its extended model (or its pretraining)."""
     from archpool.errors import CheckpointError
     from archpool.pool.graph import is_done, node_dir
     from archpool.pool.job import run_nodes
     from archpool.pool.plan import read_plan
+    from archpool.rundir import pick_extension
 
     out, run = run_dir.parent.parent, run_dir.name
     _, nodes = read_plan(out)
@@ -242,7 +199,7 @@ def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     ext = {n.id: n for n in mine if n.stage == "extend" and is_done(out, n)}
     if not pretrained:
         full = {k: n for k, n in ext.items() if float(n.config.get("milestone", 1.0)) >= 1.0}
-        chosen = _pick(full if extension is None and full else ext, extension, run_dir)
+        chosen = pick_extension(full if extension is None and full else ext, extension, run_dir)
         if chosen is not None:
             return node_dir(out, chosen[1]), f"pool run {run!r}, extended model (node {chosen[0]})"
     if not pre:
@@ -252,6 +209,14 @@ def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
     )
 
 
+def pool_run_lookup(pretrained: bool = False, extension: str | None = None):
+    """``resolve_target``'s lookup of a pool run's model: its extended model, or with ``pretrained`` its
+    pretraining stage."""
+    from functools import partial
+
+    return partial(_pool_run_stage, pretrained=pretrained, extension=extension)
+
+
 def resolve_export_source(
     path, tokenizer=None, pretrained: bool = False, extension: str | None = None, require_tokenizer: bool = True
 ) -> ExportSource:
@@ -259,68 +224,33 @@ def resolve_export_source(
 
     ``path`` is a run directory (``archpool train``: the newest-format layout with ``extend/<name>/``; a
     pool's ``runs/<run>/`` or ``stages/<stage>/<key>/``), an extension run, an archpool checkpoint or a
-    milestone. Runs export their extended model when they have one (``--pretrained`` for the pretraining
-    checkpoint). The tokenizer: ``tokenizer`` if given; else a tokenizer.json beside the checkpoint or in the
-    run directory; else the run record's data store (``archpool.eval.target`` helpers). None found and
-    ``require_tokenizer``: :class:`archpool.model.hf.TokenizerNotFoundError` saying why.
+    milestone (:func:`archpool.rundir.resolve_target`). Runs export their extended model when they have
+    one (``--pretrained`` for the pretraining checkpoint). The tokenizer: ``tokenizer`` if given; else a
+    tokenizer.json beside the checkpoint or in the run directory; else the run record's data store
+    (``archpool.eval.target`` helpers). None found and ``require_tokenizer``:
+    :class:`archpool.model.hf.TokenizerNotFoundError` saying why.
     """
     from pathlib import Path
 
     from archpool.errors import CheckpointError
-    from archpool.model.checkpoint import is_archpool_checkpoint
     from archpool.model.hf import TokenizerNotFoundError
+    from archpool.rundir import resolve_target
 
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such run, checkpoint or milestone")
-    what = None
-    if _record(path) is None and path.parent.name == "runs" and (path.parent.parent / "plan.json").is_file():
-        stage_dir, what = _pool_run_stage(path, pretrained, extension)
-        path = stage_dir
-    record, run_dir = _record(path), None
-    if record is not None:
-        run_dir = path
-        if record.get("kind") == "extension" or pretrained:
-            ckpt = _final(path)
-            what = what or ("extended model" if record.get("kind") == "extension" else "final pretraining milestone")
-        else:
-            exts = {
-                d.name: d
-                for d in sorted((path / "extend").glob("*"))
-                if (d / "run_config.json").is_file() and is_archpool_checkpoint(d / "milestones" / "final")
-            }
-            chosen = _pick(exts, extension, path)
-            if chosen is not None:
-                run_dir = chosen[1]
-                ckpt, record = _final(run_dir), _record(run_dir)
-                what = "extended model"
-            else:
-                ckpt, what = _final(path), what or "final pretraining milestone (no extension found)"
-        ext = (record.get("extension") or {}) if isinstance(record.get("extension"), dict) else {}
-        if ext.get("recipe"):
-            what += f" [{ext['recipe']}" + (f" to {ext['length']} tokens]" if ext.get("length") else "]")
-    elif is_archpool_checkpoint(path):
-        ckpt = path
-        for d in (path.parent, path.parent.parent):  # RUN/milestones/<name> or RUN/ckpt/<step>
-            record = _record(d)
-            if record is not None:
-                run_dir = d
-                break
-        what = f"checkpoint {path.name}" + (f" of run {run_dir}" if run_dir else "")
-    else:
+    lookup = pool_run_lookup(pretrained, extension)
+    target = resolve_target(path, extended=not pretrained, extension=extension, pool_run=lookup)
+    if target.kind == "hf":
         raise CheckpointError(
-            f"{path}: neither a run directory (run_config.json), a pool run (runs/<run>/) "
+            f"{target.path}: neither a run directory (run_config.json), a pool run (runs/<run>/) "
             "nor an archpool checkpoint (config.json with archpool_format)"
         )
+    ckpt, what = target.checkpoint, target.description
     if tokenizer is not None:
         return ExportSource(ckpt, what, Path(tokenizer), f"--tokenizer {tokenizer}")
-    for d in filter(None, (ckpt, run_dir)):
-        if (d / "tokenizer.json").is_file():
-            return ExportSource(ckpt, what, d / "tokenizer.json", str(d / "tokenizer.json"))
+    if target.tokenizer_file is not None:
+        return ExportSource(ckpt, what, target.tokenizer_file, str(target.tokenizer_file))
     reason = "no run record (run_config.json) to find the data store through"
-    if record is not None:
-        data = record.get("data") or {}
-        tok, reason = _record_tokenizer(data)
+    if target.record is not None:
+        tok, reason = _record_tokenizer(target.record.data or {})
         if tok is not None:
             return ExportSource(ckpt, what, tok, reason)
     if require_tokenizer:
@@ -329,7 +259,7 @@ def resolve_export_source(
 
         hf_family_for(load_config(ckpt))  # an unexportable architecture is the first thing to say
         raise TokenizerNotFoundError(
-            f"{path}: cannot find the tokenizer the model was trained with ({reason}); "
+            f"{target.path}: cannot find the tokenizer the model was trained with ({reason}); "
             "pass --tokenizer TOKENIZER_JSON (or --no-tokenizer for weights only)"
         )
     return ExportSource(ckpt, what, None, reason)
@@ -399,9 +329,10 @@ def resolve_config(target: str, size: str | None = None, overrides: dict[str, An
     from pathlib import Path
 
     from archpool.errors import ConfigError
-    from archpool.model.checkpoint import is_archpool_checkpoint, load_config
+    from archpool.model.checkpoint import load_config
     from archpool.model.config import ModelConfig
     from archpool.model.presets import FAMILIES
+    from archpool.rundir import is_archpool_checkpoint
 
     overrides = dict(overrides or {})
     path = Path(target)

@@ -26,7 +26,7 @@ def final_loss(checkpoint: Path) -> float | None:
 
 def training_losses(target) -> dict[str, Any]:
     """``pretrain_loss`` and ``extension_loss`` (per extension) of a run / checkpoint target."""
-    from archpool.train.trainer import run_dir_final
+    from archpool.rundir import run_dir_final
 
     out: dict[str, Any] = {}
     rec = target.record or {}

@@ -62,34 +62,16 @@ def load_target(
     path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512, max_batch: int = 16
 ) -> Target:
     from archpool.eval.lm import lm_from_decoder, lm_from_hf
+    from archpool.rundir import resolve_target
 
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such run, checkpoint or model directory")
-    record = None
-    if (path / "run_config.json").is_file():
-        from archpool.train.trainer import run_dir_final
-
-        try:
-            record = json.loads((path / "run_config.json").read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{path / 'run_config.json'}: unreadable run record ({e})") from None
-        ckpt_dir, kind = run_dir_final(path), "run"
-        if not (ckpt_dir / "config.json").is_file():
-            raise CheckpointError(f"{path}: run has no final checkpoint yet ({ckpt_dir})")
-    else:
-        ckpt_dir, kind = path, None
-    cfg_path = ckpt_dir / "config.json"
-    if not cfg_path.is_file():
-        raise CheckpointError(
-            f"{ckpt_dir}: no config.json (expected a run directory, an archpool checkpoint or a HF model directory)"
-        )
-    from archpool.model.checkpoint import is_archpool_checkpoint
-
+    found = resolve_target(path)  # a run directory is evaluated at its final checkpoint
+    path, ckpt_dir, kind = found.path, found.checkpoint, found.kind
+    run = found.record if kind == "run" else None  # a checkpoint's own run is not consulted
+    record = None if run is None else run.raw
     tok = find_tokenizer(ckpt_dir, tokenizer) or (find_tokenizer(path) if kind == "run" else None)
     if tok is None and record is not None:
         tok = _run_tokenizer(record)
-    if is_archpool_checkpoint(ckpt_dir):
+    if kind != "hf":
         from archpool.model.checkpoint import WEIGHTS_NAME, load_checkpoint, verify_checkpoint
 
         model_hash = verify_checkpoint(ckpt_dir)[WEIGHTS_NAME]
@@ -97,10 +79,9 @@ def load_target(
         cfg = model.cfg
         vocab = cfg.vocab_size
         pre = (cfg.extension or {}).get("pretrain_seq_len")
-        if pre is None and record is not None:
-            pre = (record.get("train") or {}).get("seq_len")
+        if pre is None and run is not None:
+            pre = run.train_seq_len
         lm = lm_from_decoder(model, name=path.name, prefill_chunk=prefill_chunk, max_batch=max_batch)
-        kind = kind or "checkpoint"
         pretrain_len = int(pre or cfg.max_seq_len)
     else:
         from archpool.model.hf import read_hf_config, weight_files, weights_sha256
@@ -123,7 +104,6 @@ def load_target(
             pre = json.loads(ours.read_text()).get("max_seq_len")
         pretrain_len = int(pre or hf.max_position_embeddings)
         lm = lm_from_hf(model, name=path.name, prefill_chunk=prefill_chunk, max_batch=max_batch)
-        kind = "hf"
     if tok is None:
         raise ConfigError("tokenizer", f"{path}: no tokenizer.json beside the model or in its run; pass --tokenizer")
     check_vocab(tok, vocab, path)

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_path, atomic_write_json, sha256_cached
 from archpool.model.config import ModelConfig
+from archpool.rundir import CONFIG_NAME, FORMAT_KEY
+from archpool.rundir import is_archpool_checkpoint as is_archpool_checkpoint  # the checkpoint format's test
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading a config stays cheap
     import torch
 
     from archpool.model.model import Decoder
 
-CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-FORMAT_KEY = "archpool_format"
 MANIFEST_NAME = "MANIFEST.json"
 
 
@@ -51,17 +51,6 @@ def save_state_dict(
 
 def save_checkpoint(model: Decoder, directory: str | Path, metadata: dict | None = None) -> Path:
     return save_state_dict(model.state_dict(), model.cfg, directory, metadata)
-
-
-def is_archpool_checkpoint(directory: str | Path) -> bool:
-    path = Path(directory) / CONFIG_NAME
-    if not path.is_file():
-        return False
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and FORMAT_KEY in data
 
 
 def read_manifest(directory: str | Path) -> dict[str, dict] | None:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archpool.errors import ConfigError
+from archpool.errors import CheckpointError, ConfigError
 from archpool.io import read_config_file
+from archpool.rundir import CONFIG_NAME, FORMAT_KEY, resolve_target
 from archpool.study import PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3_layer_types, pool_short_ctx
 
 # model_type -> how its config.json expresses the axes.
@@ -274,24 +275,23 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
 
 
 # ---------------------------------------------------------------------------------------------- any target
+def _model_config_file(directory: Path) -> Path:
+    """The config.json of a run directory's final checkpoint, a checkpoint or a Hugging Face model directory."""
+    try:
+        return resolve_target(directory).checkpoint / CONFIG_NAME
+    except CheckpointError as e:
+        raise ConfigError("target", str(e)) from None
+
+
 def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
     """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file, checkpoint or run dir, or a
     Hugging Face ``config.json`` / model dir. ``short_ctx=None`` means 4096, except for presets, where it
     is the short context of the preset's size (half its long context; 4096 at 7b), so scaled presets
     count like the paper's."""
-    from archpool.model.checkpoint import CONFIG_NAME, FORMAT_KEY
-
     threshold = PAPER_SHORT_CTX if short_ctx is None else int(short_ctx)
     path = Path(target)
-    if path.is_dir() and (path / "run_config.json").is_file():  # a run directory: its final checkpoint
-        path = path / "milestones" / "final"
     if path.is_dir():
-        cfg_path = path / CONFIG_NAME
-        if not cfg_path.is_file():
-            raise ConfigError(
-                str(path), f"directory has no {CONFIG_NAME} (neither an archpool checkpoint nor a Hugging Face model)"
-            )
-        path = cfg_path
+        path = _model_config_file(path)
     if path.is_file():
         if path.suffix in (".yaml", ".yml"):
             from archpool.model.config import ModelConfig

@@ -26,6 +26,7 @@ from typing import Any
 from archpool import study
 from archpool.errors import ConfigError
 from archpool.io import read_config_file, sha256_file, sha256_json
+from archpool.rundir import RUN_RECORD, run_dir_final
 
 CHECKPOINT_KEYS = {"name", "checkpoint", "pretrained", "design", "published", "columns", "init", "fp8", "hub"}
 DESIGN_KEYS = (
@@ -83,9 +84,7 @@ def parse_ref(value: Any, base_dir: Path, where: str) -> ModelRef:
 def model_dir(path: str | Path) -> Path:
     """The directory holding a reference's weights: a run directory's final checkpoint, else itself."""
     path = Path(path)
-    if (path / "run_config.json").is_file():
-        return path / "milestones" / "final"  # archpool.train.trainer.run_dir_final
-    return path
+    return run_dir_final(path) if (path / RUN_RECORD).is_file() else path
 
 
 def _weight_names(directory: Path) -> list[str]:

@@ -13,7 +13,6 @@ The extended model's config records the new ``rope`` and an ``extension`` dict w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import torch
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import sha256_file
 from archpool.model.config import ModelConfig
+from archpool.rundir import RUN_RECORD, checkpoint_candidates, extension_run_dir, read_run_record
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig
 from archpool.train.extension_plan import (  # the plan is config arithmetic, importable without torch
@@ -33,7 +33,7 @@ from archpool.train.extension_plan import (  # the plan is config arithmetic, im
     plan_extension,
     qk_gain,
 )
-from archpool.train.trainer import RUN_RECORD, Trainer, TrainResult, run_dir_final
+from archpool.train.trainer import Trainer, TrainResult
 
 __all__ = [
     "RESERVED_NAMES",
@@ -71,16 +71,7 @@ def raise_qk_gain(cfg: ModelConfig, weights: dict[str, torch.Tensor], gain: floa
 def resolve_source(run_dir: str | Path, source: str) -> Path:
     """``final``, a milestone name (``step_000050``), a ``ckpt/`` step, or a checkpoint path."""
     run_dir = Path(run_dir)
-    candidates = (
-        [run_dir_final(run_dir)]
-        if source == "final"
-        else [
-            run_dir / "milestones" / source,
-            run_dir / "ckpt" / source,
-            Path(source),
-            run_dir / source,
-        ]
-    )
+    candidates = checkpoint_candidates(run_dir, source)
     for c in candidates:
         if c.is_dir():
             ckpt.validate(c)
@@ -117,7 +108,7 @@ def extend(
     gain = plan.model.extension.get("qk_gain", 1.0)
     if gain != 1.0:
         weights = raise_qk_gain(source_cfg, weights, gain, ext.full_layers_only)
-    out_dir = Path(out) if out is not None else run_dir / "extend" / ext.run_name
+    out_dir = Path(out) if out is not None else extension_run_dir(run_dir, ext.run_name)
     metadata = {"stage": "extension", "recipe": ext.recipe}
     trainer = Trainer(
         out_dir,
@@ -139,17 +130,13 @@ def rung_dir(extension_dir: str | Path, budget: int) -> Path:
 
 
 def load_run_config(run_dir: str | Path) -> RunConfig:
-    path = Path(run_dir) / RUN_RECORD
-    if not path.is_file():
+    """The config a pretraining run was trained with, from its run record."""
+    record = read_run_record(run_dir)
+    if record is None:
         raise CheckpointError(f"{run_dir}: not a pretraining run directory (no {RUN_RECORD})")
-    try:
-        data = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: unreadable run record ({e})") from None
-    if not isinstance(data, dict) or data.get("kind") != "pretrain":
-        kind = data.get("kind") if isinstance(data, dict) else None
-        raise CheckpointError(f"{path}: not a pretraining run (kind={kind!r})")
-    return RunConfig.from_dict({k: data[k] for k in ("model", "data", "train", "extension") if k in data})
+    if record.kind != "pretrain":
+        raise CheckpointError(f"{Path(run_dir) / RUN_RECORD}: not a pretraining run (kind={record.kind!r})")
+    return RunConfig.from_dict(record.config_sections)
 
 
 def extension_configs(run_cfg: RunConfig, overrides: dict[str, Any] | None = None) -> list[ExtensionConfig]:

@@ -39,6 +39,7 @@ from archpool.io import (
 )
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
+from archpool.rundir import RUN_RECORD, run_dir_final
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
 from archpool.train.config import Stage, TrainConfig
@@ -48,10 +49,8 @@ from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.precision import resolve_dtype
 from archpool.train.stability import stability_score
 
-RUN_RECORD = "run_config.json"
 METRICS = "metrics.jsonl"
 STABILITY = "stability.json"
-FINAL = "final"
 # Settings that may change between a run and its resumption without changing what is computed.
 RESUME_TOLERANT = {
     "progress",
@@ -78,11 +77,6 @@ class TrainResult:
     stability: dict = field(default_factory=dict)
     resumed_from: int = 0
     already_complete: bool = False
-
-
-def run_dir_final(run_dir: str | Path) -> Path:
-    """Where a finished run's model lives (a full checkpoint, loadable with ``load_checkpoint``)."""
-    return Path(run_dir) / "milestones" / FINAL
 
 
 def is_complete(run_dir: str | Path) -> bool:

@@ -98,7 +98,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert {x["run"]: x["feature_count"] for x in json.loads(c.stdout)["runs"]} == counts
     # one definition of a run's final loss: the pool's column and `archpool eval`'s short metrics agree
     from archpool.eval.short import final_loss
-    from archpool.train.trainer import run_dir_final
+    from archpool.rundir import run_dir_final
 
     by_run = {
         json.loads((d / "node.json").read_text())["run"]: d

@@ -8,8 +8,9 @@ import json
 import pytest
 
 import archpool.train.precision as precision
+from archpool.rundir import run_dir_final
 from archpool.train.config import RunConfig
-from archpool.train.trainer import pretrain, run_dir_final
+from archpool.train.trainer import pretrain
 from tests.helpers.train import tiny_run
 
 
