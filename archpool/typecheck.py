@@ -85,55 +85,94 @@ def _choice(value: Any, choices: tuple[Any, ...], name: str) -> Any:
 
 
 def _check(value: Any, tp: Any, name: str) -> Any:
+    """``value`` checked against ``tp`` by the checker of its kind (``Literal``, union, scalar,
+    container); a dataclass value is checked field by field, any other type is taken as it is."""
     if tp is Any:
         return value
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Literal:
-        return _choice(value, args, name)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check(value, arg, name)
-            except ConfigError:
-                continue
-        _fail(value, tp, name)
-    if tp is bool:
-        return value if isinstance(value, bool) else _fail(value, tp, name)
-    if tp is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            _fail(value, tp, name)
-        if abs(value) > MAX_INT:
-            raise ConfigError(name, f"{value} is outside the 64-bit integer range (|value| <= {MAX_INT})")
-        return value
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return _finite(value, name)
-        if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
-            return _finite(float(value), name)
-        _fail(value, tp, name)
-    if tp is str:
-        return value if isinstance(value, str) else _fail(value, tp, name)
-    if origin is list or tp is list:
-        if not isinstance(value, list):
-            _fail(value, tp, name)
-        return [_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)] if args else value
-    if origin is tuple or tp is tuple:
-        if not isinstance(value, (list, tuple)) or (args and args[-1] is not Ellipsis and len(value) != len(args)):
-            _fail(value, tp, name)
-        if args and args[-1] is Ellipsis:
-            return tuple(_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value))
-        if args:
-            return tuple(_check(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-        return tuple(value)
-    if origin is dict or tp is dict:
-        return value if isinstance(value, dict) else _fail(value, tp, name)
+    checker = _CHECKERS.get(origin if origin is not None else tp)
+    if checker is not None:
+        return checker(value, tp, args, name)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, tp):
             _fail(value, tp, name)
         check_types(value, name)
-        return value
     return value
+
+
+def _check_literal(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    return _choice(value, args, name)
+
+
+def _check_union(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    """The first member type ``value`` passes; null only where the union has ``None``."""
+    if value is None and type(None) in args:
+        return None
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _check(value, arg, name)
+        except ConfigError:
+            continue
+    _fail(value, tp, name)
+
+
+def _check_bool(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    return value if isinstance(value, bool) else _fail(value, tp, name)
+
+
+def _check_int(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    if not isinstance(value, int) or isinstance(value, bool):
+        _fail(value, tp, name)
+    if abs(value) > MAX_INT:
+        raise ConfigError(name, f"{value} is outside the 64-bit integer range (|value| <= {MAX_INT})")
+    return value
+
+
+def _check_float(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _finite(value, name)
+    if isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+        return _finite(float(value), name)
+    _fail(value, tp, name)
+
+
+def _check_str(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    return value if isinstance(value, str) else _fail(value, tp, name)
+
+
+def _check_list(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    if not isinstance(value, list):
+        _fail(value, tp, name)
+    return [_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)] if args else value
+
+
+def _check_tuple(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    """A list or tuple, returned as a tuple: ``tuple[int, ...]`` of any length, ``tuple[int, str]`` of exactly two."""
+    if not isinstance(value, (list, tuple)) or (args and args[-1] is not Ellipsis and len(value) != len(args)):
+        _fail(value, tp, name)
+    if args and args[-1] is Ellipsis:
+        return tuple(_check(v, args[0], f"{name}[{i}]") for i, v in enumerate(value))
+    if args:
+        return tuple(_check(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    return tuple(value)
+
+
+def _check_dict(value: Any, tp: Any, args: tuple[Any, ...], name: str) -> Any:
+    return value if isinstance(value, dict) else _fail(value, tp, name)
+
+
+# a type's checker, by its origin (``list[int]`` -> list) or, for a plain type, by the type itself
+_CHECKERS: dict[Any, typing.Callable[[Any, Any, tuple[Any, ...], str], Any]] = {
+    typing.Literal: _check_literal,
+    typing.Union: _check_union,
+    types.UnionType: _check_union,
+    bool: _check_bool,
+    int: _check_int,
+    float: _check_float,
+    str: _check_str,
+    list: _check_list,
+    tuple: _check_tuple,
+    dict: _check_dict,
+}

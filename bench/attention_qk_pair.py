@@ -93,11 +93,12 @@ def main(argv=None) -> int:
     print(table)
     if args.write:
         cmd = "bench/attention_qk_pair.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_report(Path(args.write), cmd, args, base, train, store, results, table, timings, losses)
+        write_report(cmd, args, base, train, store, table, timings, losses)
     return 0
 
 
-def write_report(path, cmd, args, base, train, store, results, table, timings, losses) -> None:
+def write_report(cmd, args, base, train, store, table, timings, losses) -> None:
+    """The markdown report at ``args.write``: the setup, the summaries table and the timings."""
     lines = [
         "# Attention: two tiny models differing only in QK-norm",
         "",
@@ -120,6 +121,7 @@ def write_report(path, cmd, args, base, train, store, results, table, timings, l
         "Timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()),
         "",
     ]
+    path = Path(args.write)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
 

@@ -122,6 +122,29 @@ def load_results(source: str | Path) -> pd.DataFrame:
 
 def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     """Typed, validated copy of a string table; raises TableError naming the column and row."""
+    raw = _columns(raw, label)
+    runs = _run_names(raw, label)
+    df = pd.DataFrame({"run": runs})
+    df["swa"] = [_flag(v, "swa", i, runs[i], label) for i, v in enumerate(raw["swa"])]
+    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_NORM_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
+    df["norm"] = [_choice(v, "norm", NORMS, {}, i, runs[i], label) for i, v in enumerate(raw["norm"])]
+    df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
+    df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
+    df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
+    _check_kv_heads(df, runs, label)
+    more = _other_columns(raw, df.columns, runs, label)
+    if more:
+        df = pd.concat([df, pd.DataFrame(more, index=df.index)], axis=1)
+    if "state" not in df.columns:
+        df["state"] = "done"
+    df["state"] = df["state"].replace("", "done")
+    if "error" not in df.columns:
+        df["error"] = ""
+    return df
+
+
+def _columns(raw: pd.DataFrame, label: str) -> pd.DataFrame:
+    """A copy with stripped column names (``name`` read as ``run``), every required column once."""
     raw = raw.copy()
     raw.columns = [str(c).strip() for c in raw.columns]
     if "run" not in raw.columns and "name" in raw.columns:
@@ -134,6 +157,11 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     dup = [c for c in raw.columns if list(raw.columns).count(c) > 1]
     if dup:
         raise TableError(f"{label}: column {dup[0]!r} appears twice", column=dup[0])
+    return raw
+
+
+def _run_names(raw: pd.DataFrame, label: str) -> pd.Series:
+    """The stripped ``run`` column: every name non-empty and unique."""
     runs = raw["run"].str.strip()
     for i, r in enumerate(runs):
         if not r:
@@ -143,13 +171,11 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
         if r in seen:
             raise TableError(f"{label}: {_where('run', i, r)}: duplicate of row {seen[r] + 1}", column="run", row=i + 1)
         seen[r] = i
-    df = pd.DataFrame({"run": runs})
-    df["swa"] = [_flag(v, "swa", i, runs[i], label) for i, v in enumerate(raw["swa"])]
-    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_NORM_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
-    df["norm"] = [_choice(v, "norm", NORMS, {}, i, runs[i], label) for i, v in enumerate(raw["norm"])]
-    df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
-    df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
-    df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
+    return runs
+
+
+def _check_kv_heads(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
+    """Every row's KV heads in [1, query heads] and evenly sharing them."""
     kv, heads = df["n_kv_heads"], df["n_heads"]
     for i in np.flatnonzero((kv < 1) | (kv > heads) | (heads % kv.clip(lower=1) != 0)):
         rule = ">" if kv[i] > heads[i] else "do not evenly share"
@@ -158,9 +184,15 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
             column="n_kv_heads",
             row=int(i) + 1,
         )
-    more: dict[str, object] = {}  # built apart and joined once (a wide pool table has hundreds of metrics)
+
+
+def _other_columns(raw: pd.DataFrame, typed: pd.Index, runs: pd.Series, label: str) -> dict[str, object]:
+    """The columns beyond ``typed``: ``fp8`` a 0/1 flag (empty = 0), text columns as text (``paper_*``
+    numeric where every filled cell is a number), every other column numbers. Built apart and joined
+    once (a wide pool table has hundreds of metrics)."""
+    more: dict[str, object] = {}
     for c in raw.columns:
-        if c in df.columns:
+        if c in typed:
             continue
         col = raw[c].str.strip()
         if c in ("fp8",):
@@ -170,14 +202,7 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
             more[c] = num if c not in TEXT_OK and num.notna().sum() == (col != "").sum() else col
         else:
             more[c] = _numbers(col, c, runs, label)
-    if more:
-        df = pd.concat([df, pd.DataFrame(more, index=df.index)], axis=1)
-    if "state" not in df.columns:
-        df["state"] = "done"
-    df["state"] = df["state"].replace("", "done")
-    if "error" not in df.columns:
-        df["error"] = ""
-    return df
+    return more
 
 
 def _flag(v: str, column: str, i: int, run: str, label: str) -> int:

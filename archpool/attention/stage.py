@@ -44,7 +44,7 @@ def cache_dir() -> Path:
     return default_cache_root() / "attention"
 
 
-def analyze_target(
+def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool attention` flag
     path: str | Path,
     settings: Settings | dict | None = None,
     *,

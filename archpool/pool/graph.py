@@ -165,7 +165,7 @@ def is_running(out: Path, node: Node | dict) -> bool:
         return not got
 
 
-def execute_node(
+def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and the run settings its stage context carries
     out: Path,
     node: Node,
     nodes_by_id: dict[str, Node],

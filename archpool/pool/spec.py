@@ -189,61 +189,30 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     long_ctx = data.get("long_ctx") or SIZES[size]["ctx"]
     if not isinstance(long_ctx, int) or isinstance(long_ctx, bool) or long_ctx <= 0:
         raise ConfigError("long_ctx", f"must be a positive integer, got {long_ctx!r}")
-    sections = {}
-    for key in ("data", "train", "eval", "attention", "report"):
-        value = data.get(key) or {}
-        if not isinstance(value, dict):
-            raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
-        sections[key] = value
-    if sections["data"].get("cache_dir") is not None:
-        raise ConfigError("data.cache_dir", "a pool file cannot choose where caches go; set $ARCHPOOL_CACHE or pass --cache")
+    sections = _sections(data)
     section = DataSection.from_dict(sections["data"])
     EvalSettings.from_dict(sections["eval"])
     attention_settings(sections["attention"])
     ReportSettings.from_dict(sections["report"])
     extension, ext_configs = parse_extensions(data.get("extension"), long_ctx, backend)
-    milestones = data.get("milestones") or []
-    if not isinstance(milestones, list) or not all(
-        isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 for m in milestones
-    ):
-        raise ConfigError("milestones", f"a list of fractions of pretraining strictly between 0 and 1, got {milestones!r}")
+    milestones = _milestones(data.get("milestones") or [])
     base_model = data.get("model") or {}
     if not isinstance(base_model, dict):
         raise ConfigError("model", "the pool's base model must be a mapping (preset / overrides)")
 
-    if not isinstance(data.get("runs") or [], list):
-        raise ConfigError("runs", f"must be a list of runs, got {data.get('runs')!r}")
-    entries = list(data.get("runs") or [])
-    if data.get("factorial"):
-        entries += _expand_factorial(data["factorial"])
-    if not entries:
-        raise ConfigError("runs", "the pool has no runs (give `runs:` or `factorial:`)")
+    entries = _run_entries(data)
 
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
     data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
     base_dir = Path(source).parent if source and Path(source).is_file() else Path.cwd()
     ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab, base_dir=base_dir)
-    runs: list[RunSpec] = []
-    seen: dict[str, int] = {}
-    for i, entry in enumerate(entries):
-        for run in _parse_run(entry, i, ctx):
-            _check_run_count(len(runs) + 1)
-            if run.name in seen:
-                raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
-            seen[run.name] = i
-            runs.append(run)
+    runs = _parse_runs(entries, ctx)
     trained = [r for r in runs if isinstance(r, RunSpec)]
     if backend == "real" and trained:
         _check_training(sections["train"], trained)
         _check_packing(section, sections["train"], runs)
     check_before_work(runs, section, sections, extension, ext_configs, long_ctx, backend)
-    archs = {r.arch for r in runs}
-    for i, recipe in enumerate(extension):
-        unknown = sorted(set(recipe.get("archs") or []) - archs)
-        if unknown:
-            raise ConfigError(
-                f"extension[{i}].archs", f"no architecture {unknown[0]!r} in the pool; it has {', '.join(sorted(archs))}"
-            )
+    _check_extension_archs(extension, runs)
 
     return PoolSpec(
         name=name,
@@ -270,6 +239,65 @@ class _Ctx:
     seeds: list[int]
     data_vocab: int | None = None
     base_dir: Path = field(default_factory=Path.cwd)
+
+
+def _sections(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The pool's ``data``, ``train``, ``eval``, ``attention`` and ``report`` mappings (empty where absent)."""
+    sections = {}
+    for key in ("data", "train", "eval", "attention", "report"):
+        value = data.get(key) or {}
+        if not isinstance(value, dict):
+            raise ConfigError(key, f"must be a mapping, got {type(value).__name__}")
+        sections[key] = value
+    if sections["data"].get("cache_dir") is not None:
+        raise ConfigError("data.cache_dir", "a pool file cannot choose where caches go; set $ARCHPOOL_CACHE or pass --cache")
+    return sections
+
+
+def _milestones(milestones: Any) -> list[float]:
+    """``milestones:`` fractions of pretraining, each strictly between 0 and 1."""
+    if not isinstance(milestones, list) or not all(
+        isinstance(m, (int, float)) and not isinstance(m, bool) and 0 < m < 1 for m in milestones
+    ):
+        raise ConfigError("milestones", f"a list of fractions of pretraining strictly between 0 and 1, got {milestones!r}")
+    return milestones
+
+
+def _run_entries(data: dict[str, Any]) -> list[Any]:
+    """The ``runs:`` entries, then the ``factorial:`` cells; at least one."""
+    if not isinstance(data.get("runs") or [], list):
+        raise ConfigError("runs", f"must be a list of runs, got {data.get('runs')!r}")
+    entries = list(data.get("runs") or [])
+    if data.get("factorial"):
+        entries += _expand_factorial(data["factorial"])
+    if not entries:
+        raise ConfigError("runs", "the pool has no runs (give `runs:` or `factorial:`)")
+    return entries
+
+
+def _parse_runs(entries: list[Any], ctx: _Ctx) -> list[RunSpec]:
+    """Every entry's runs (one per seed), within the run limit and uniquely named."""
+    runs: list[RunSpec] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        for run in _parse_run(entry, i, ctx):
+            _check_run_count(len(runs) + 1)
+            if run.name in seen:
+                raise ConfigError(f"runs[{run.name}].name", f"duplicate run name (entries {seen[run.name]} and {i})")
+            seen[run.name] = i
+            runs.append(run)
+    return runs
+
+
+def _check_extension_archs(extension: list[dict[str, Any]], runs: list[RunSpec]) -> None:
+    """Every architecture an extension recipe names (``archs:``) is one of the pool's."""
+    archs = {r.arch for r in runs}
+    for i, recipe in enumerate(extension):
+        unknown = sorted(set(recipe.get("archs") or []) - archs)
+        if unknown:
+            raise ConfigError(
+                f"extension[{i}].archs", f"no architecture {unknown[0]!r} in the pool; it has {', '.join(sorted(archs))}"
+            )
 
 
 def _texts(value: Any, base_dir: Path) -> list[str]:
@@ -372,14 +400,8 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
 
 
 def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
-    if not isinstance(entry, dict):
-        raise ConfigError(f"runs[{index}]", "a run is a mapping with at least a name")
-    name = entry.get("name")
-    plain = isinstance(name, str) and name != "" and all(c.isalnum() or c in "-_." for c in name)
-    label = f"runs[{name}]" if plain else f"runs[{index}]"
-    if not plain:
-        raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
-    check_name(f"{label}.name", name)
+    label = _run_label(entry, index)
+    name = entry["name"]
     if is_checkpoint_entry(entry):
         if isinstance(entry.get("columns"), dict):
             check_columns(entry["columns"], f"{label}.columns")
@@ -392,16 +414,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     long_ctx = ctx.long_ctx if size == ctx.size else SIZES[size]["ctx"]
 
     # 1. the base model: pool `model:` section, then the run's preset, then raw overrides
-    base = dict(ctx.base_model)
-    preset = entry.get("preset", base.pop("preset", None))
-    base.pop("size", None)
-    try:
-        model = preset_dict(preset, size) if preset else plain_size(size)
-    except ConfigError as e:
-        raise e.under(label) from None
-    if preset and base.get("rope"):
-        base["rope"] = {**model.get("rope", {}), **base["rope"]}
-    model.update(base)
+    model = _base_model(entry, size, ctx, label)
     pretrain_ctx = model.get("max_seq_len", long_ctx)
     columns: dict[str, Any] = {}
 
@@ -411,32 +424,10 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
         model, pretrain_ctx, columns = scale_paper_row(paper, model, size, long_ctx, f"{label}.paper")
 
     # 3. axes in pool units
-    axes = entry.get("axes") or {}
-    if not isinstance(axes, dict):
-        raise ConfigError(f"{label}.axes", "a mapping of axis -> value")
-    for k in axes:
-        if k not in AXES:
-            raise ConfigError(f"{label}.axes.{k}", f"unknown axis; allowed: {', '.join(AXES)}")
-    if "norm" in axes:
-        model["norm"] = axes["norm"]
-    if "qk_norm" in axes:
-        model["qk_norm"] = study.canonical_qk_norm(axes["qk_norm"])
-    if "n_kv_heads" in axes:
-        model["n_kv_heads"] = kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
-    if "pretrain_ctx" in axes:
-        pretrain_ctx = context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
-    if "swa" in axes:
-        model.update(swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
+    pretrain_ctx = _apply_axes(entry.get("axes") or {}, model, pretrain_ctx, long_ctx, label)
 
     # 4. raw model overrides win over everything
-    overrides = entry.get("model") or {}
-    if not isinstance(overrides, dict):
-        raise ConfigError(f"{label}.model", "a mapping of ModelConfig fields")
-    model.update(overrides)
-    if ctx.data_vocab and "vocab_size" not in overrides and "vocab_size" not in ctx.base_model:
-        model["vocab_size"] = ctx.data_vocab
-    if "max_seq_len" in overrides:
-        pretrain_ctx = overrides["max_seq_len"]
+    pretrain_ctx = _apply_overrides(entry.get("model") or {}, model, pretrain_ctx, ctx, label)
     model["max_seq_len"] = model_ctx(pretrain_ctx, model, long_ctx)
 
     try:
@@ -472,6 +463,68 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
         )
         for seed in seeds
     ]
+
+
+def _run_label(entry: Any, index: int) -> str:
+    """``runs[NAME]`` for an entry with a valid name; an entry without one is an error at ``runs[INDEX]``."""
+    if not isinstance(entry, dict):
+        raise ConfigError(f"runs[{index}]", "a run is a mapping with at least a name")
+    name = entry.get("name")
+    plain = isinstance(name, str) and name != "" and all(c.isalnum() or c in "-_." for c in name)
+    label = f"runs[{name}]" if plain else f"runs[{index}]"
+    if not plain:
+        raise ConfigError(f"{label}.name", f"a run needs a name of letters, digits, '-', '_', '.', got {name!r}")
+    check_name(f"{label}.name", name)
+    return label
+
+
+def _base_model(entry: dict[str, Any], size: str, ctx: _Ctx, label: str) -> dict[str, Any]:
+    """The run's preset (or the plain size) under the pool's ``model:`` section; a pool ``rope:``
+    section extends the preset's."""
+    base = dict(ctx.base_model)
+    preset = entry.get("preset", base.pop("preset", None))
+    base.pop("size", None)
+    try:
+        model = preset_dict(preset, size) if preset else plain_size(size)
+    except ConfigError as e:
+        raise e.under(label) from None
+    if preset and base.get("rope"):
+        base["rope"] = {**model.get("rope", {}), **base["rope"]}
+    model.update(base)
+    return model
+
+
+def _apply_axes(axes: Any, model: dict[str, Any], pretrain_ctx: int, long_ctx: int, label: str) -> int:
+    """Set the run's ``axes:`` (pool units) in ``model``; returns the pretraining context."""
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{label}.axes", "a mapping of axis -> value")
+    for k in axes:
+        if k not in AXES:
+            raise ConfigError(f"{label}.axes.{k}", f"unknown axis; allowed: {', '.join(AXES)}")
+    if "norm" in axes:
+        model["norm"] = axes["norm"]
+    if "qk_norm" in axes:
+        model["qk_norm"] = study.canonical_qk_norm(axes["qk_norm"])
+    if "n_kv_heads" in axes:
+        model["n_kv_heads"] = kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
+    if "pretrain_ctx" in axes:
+        pretrain_ctx = context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
+    if "swa" in axes:
+        model.update(swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
+    return pretrain_ctx
+
+
+def _apply_overrides(overrides: Any, model: dict[str, Any], pretrain_ctx: int, ctx: _Ctx, label: str) -> int:
+    """Set the run's raw ``model:`` fields in ``model`` (the data's vocabulary unless a model section
+    pins ``vocab_size``); returns the pretraining context (``max_seq_len`` when given)."""
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{label}.model", "a mapping of ModelConfig fields")
+    model.update(overrides)
+    if ctx.data_vocab and "vocab_size" not in overrides and "vocab_size" not in ctx.base_model:
+        model["vocab_size"] = ctx.data_vocab
+    if "max_seq_len" in overrides:
+        pretrain_ctx = overrides["max_seq_len"]
+    return pretrain_ctx
 
 
 def init_seed(group: str, seed: int) -> int:

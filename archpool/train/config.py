@@ -255,6 +255,16 @@ class ExtensionConfig(Config):
 
     def validate(self, prefix: str = "extension") -> None:
         _check_counts(self, prefix)
+        self._check_rope(prefix)
+        self._check_length_and_tokens(prefix)
+        self._check_schedule(prefix)
+        self._check_budgets(prefix)
+        self._check_qk_gain(prefix)
+        if self.recipe == "yarn" and self.length is not None and self.length % 2:
+            raise ConfigError(f"{prefix}.length", f"yarn's first stage runs at length / 2; use an even length, got {self.length}")
+
+    def _check_rope(self, prefix: str) -> None:
+        """The RoPE change: theta ratio or new theta, scaling factor, YaRN's ramp bounds."""
         if not self.theta_ratio > 0:
             raise ConfigError(f"{prefix}.theta_ratio", f"must be > 0, got {self.theta_ratio}")
         if self.new_theta is not None and not self.new_theta > 0:
@@ -263,11 +273,17 @@ class ExtensionConfig(Config):
             raise ConfigError(f"{prefix}.factor", f"must be >= 1, got {self.factor}")
         if not self.beta_fast > self.beta_slow > 0:
             raise ConfigError(f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}")
+
+    def _check_length_and_tokens(self, prefix: str) -> None:
+        """The extended length and the token budget."""
         _positive_int(self.length, f"{prefix}.length", allow_none=True)
         _positive_int(self.length_ratio, f"{prefix}.length_ratio")
         _positive_int(self.tokens, f"{prefix}.tokens", allow_none=True)
         if not 0 < self.token_fraction <= 10:
             raise ConfigError(f"{prefix}.token_fraction", f"must be in (0, 10], got {self.token_fraction}")
+
+    def _check_schedule(self, prefix: str) -> None:
+        """The learning rate and its schedule, the batch, and the checkpoint and log intervals."""
         if self.lr is not None and not self.lr > 0:
             raise ConfigError(f"{prefix}.lr", f"must be > 0, got {self.lr}")
         if not 0 <= self.final_lr_ratio <= 1:
@@ -280,24 +296,29 @@ class ExtensionConfig(Config):
         _positive_int(self.log_every, f"{prefix}.log_every", allow_none=True)
         if not 0 < self.lr_ratio <= 10:
             raise ConfigError(f"{prefix}.lr_ratio", f"must be in (0, 10], got {self.lr_ratio}")
-        if self.budgets is not None:
-            b = self.budgets
-            if not b or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in b):
-                raise ConfigError(f"{prefix}.budgets", f"a non-empty list of step counts >= 0, got {b!r}")
-            if len(set(b)) != len(b) or max(b) < 1:
-                raise ConfigError(f"{prefix}.budgets", f"distinct step counts, at least one > 0, got {b!r}")
-            if self.tokens is not None:
-                raise ConfigError(f"{prefix}.budgets", "give budgets (steps) or tokens, not both")
-            if self.recipe == "yarn":
-                raise ConfigError(f"{prefix}.budgets", "yarn trains two stages under one anneal; a ladder needs one stage")
+
+    def _check_budgets(self, prefix: str) -> None:
+        """A ladder's step budgets: distinct, at least one > 0, instead of tokens, one-stage recipes only."""
+        if self.budgets is None:
+            return
+        b = self.budgets
+        if not b or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in b):
+            raise ConfigError(f"{prefix}.budgets", f"a non-empty list of step counts >= 0, got {b!r}")
+        if len(set(b)) != len(b) or max(b) < 1:
+            raise ConfigError(f"{prefix}.budgets", f"distinct step counts, at least one > 0, got {b!r}")
+        if self.tokens is not None:
+            raise ConfigError(f"{prefix}.budgets", "give budgets (steps) or tokens, not both")
+        if self.recipe == "yarn":
+            raise ConfigError(f"{prefix}.budgets", "yarn trains two stages under one anneal; a ladder needs one stage")
+
+    def _check_qk_gain(self, prefix: str) -> None:
+        """At most one of the QK-norm gain remedies, each in its range."""
         if self.qk_gain is not None and self.qk_gain_alpha is not None:
             raise ConfigError(f"{prefix}.qk_gain", "give qk_gain or qk_gain_alpha, not both")
         if self.qk_gain is not None and not 0 < self.qk_gain <= 100:
             raise ConfigError(f"{prefix}.qk_gain", f"must be in (0, 100], got {self.qk_gain}")
         if self.qk_gain_alpha is not None and not 0 < self.qk_gain_alpha <= 10:
             raise ConfigError(f"{prefix}.qk_gain_alpha", f"must be in (0, 10], got {self.qk_gain_alpha}")
-        if self.recipe == "yarn" and self.length is not None and self.length % 2:
-            raise ConfigError(f"{prefix}.length", f"yarn's first stage runs at length / 2; use an even length, got {self.length}")
 
     @property
     def run_name(self) -> str:

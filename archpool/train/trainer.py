@@ -89,7 +89,7 @@ def is_complete(run_dir: str | Path) -> bool:
 
 
 class Trainer:
-    def __init__(
+    def __init__(  # noqa: PLR0913 — the run's configs, then keyword-only options the pretrain and extension stages set
         self,
         run_dir: str | Path,
         model_cfg: ModelConfig,
