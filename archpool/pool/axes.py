@@ -11,8 +11,12 @@ import math
 from typing import Any
 
 from archpool import study
+from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.model.presets import SIZES
+
+PAPER_ROW_KEYS = ("swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name")
+"""The columns of one row of the paper's architecture table a ``paper:`` run may give."""
 
 AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
 
@@ -82,9 +86,7 @@ def swa(value: Any, long_ctx: int, fld: str) -> dict[str, Any]:
     if value == "all":
         return dict(swa_pattern="all", window=long_ctx // 2)
     if isinstance(value, dict):
-        unknown = sorted(set(value) - {"pattern", "window"})
-        if unknown:
-            raise ConfigError(f"{fld}.{unknown[0]}", "allowed: pattern, window")
+        check_keys(value, ("pattern", "window"), fld, "key of an swa mapping")
         return dict(swa_pattern=value.get("pattern", "olmo3"), window=value.get("window", long_ctx // 2))
     raise ConfigError(fld, f"true/false, 'all', or {{pattern, window}}, got {value!r}")
 
@@ -103,10 +105,7 @@ def scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int,
     """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio."""
     if not isinstance(paper, dict):
         raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
-    allowed = {"swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name"}
-    unknown = sorted(set(paper) - allowed)
-    if unknown:
-        raise ConfigError(f"{fld}.{unknown[0]}", f"unknown paper column; allowed: {', '.join(sorted(allowed))}")
+    check_keys(paper, sorted(PAPER_ROW_KEYS), fld, "paper column")
     for key in ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx"):
         if key not in paper:
             raise ConfigError(f"{fld}.{key}", "required in a paper row")

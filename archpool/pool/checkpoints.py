@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.io import read_config_file, sha256_file, sha256_json
 from archpool.rundir import RUN_RECORD, run_dir_final
@@ -234,11 +235,7 @@ def run_from_dict(d: dict[str, Any]):
 def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> CheckpointRunSpec:
     """One ``checkpoint:`` run entry, validated, with its design resolved (see the module docstring)."""
     name = entry["name"]
-    unknown = sorted(set(entry) - CHECKPOINT_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{label}.{unknown[0]}", f"unknown field of a checkpoint run; allowed: {', '.join(sorted(CHECKPOINT_KEYS))}"
-        )
+    check_keys(entry, sorted(CHECKPOINT_KEYS), label, "field of a checkpoint run")
     if "checkpoint" not in entry:
         raise ConfigError(f"{label}.checkpoint", "a checkpoint run names the model to study (`pretrained:` is its optional twin)")
     final = parse_ref(entry["checkpoint"], base_dir, f"{label}.checkpoint")
@@ -257,9 +254,7 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
     overrides = entry.get("design") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"{label}.design", "a mapping of design columns")
-    for k in overrides:
-        if k not in DESIGN_KEYS:
-            raise ConfigError(f"{label}.design.{k}", f"unknown design column; allowed: {', '.join(DESIGN_KEYS)}")
+    check_keys(overrides, DESIGN_KEYS, f"{label}.design", "design column")
     design.update(overrides)
     if "params_b" in design:
         design["params"] = int(round(float(design.pop("params_b")) * 1e9))

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from archpool.config import check_keys
 from archpool.errors import ConfigError
 
 DISTANCES = ("uniform", "powerlaw")
@@ -262,10 +263,8 @@ def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
 def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
     """Defaults + overrides, validated with the field named."""
     p = dict(DEFAULT_PARAMS)
-    for k, v in (params or {}).items():
-        if k not in p:
-            raise ConfigError(f"mqar.{k}", f"unknown parameter; allowed: {', '.join(DEFAULT_PARAMS)}")
-        p[k] = v
+    check_keys(params or {}, DEFAULT_PARAMS, "mqar", "parameter")
+    p.update(params or {})
     if p["distance"] not in DISTANCES:
         raise ConfigError("mqar.distance", f"unknown distribution {p['distance']!r}; allowed: {', '.join(DISTANCES)}")
     for k in ("n_keys", "n_values", "pair_every", "min_distance"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
 from archpool.tasks.base import Sample, TokenizerLike, fit_size, sample_seed
@@ -30,12 +31,8 @@ def resolve_params(task: TaskDef, params: dict[str, Any] | None) -> dict[str, An
     if task.metric == "dense":
         raise ConfigError("task", f"{task.name} is a dense task: make its documents with dense_documents")
     p = {**COMMON_DEFAULTS, **task.defaults}
-    for k, v in (params or {}).items():
-        if k not in p and k not in ("max_new_tokens", "step"):
-            raise ConfigError(
-                f"tasks.{task.name}.{k}", f"unknown task parameter; allowed: {', '.join(sorted(p))}, max_new_tokens"
-            )
-        p[k] = v
+    check_keys(params or {}, [*sorted(p), "max_new_tokens", "step"], f"tasks.{task.name}", "task parameter")
+    p.update(params or {})
     if p["n_choices"] < 2:
         raise ConfigError(f"tasks.{task.name}.n_choices", f"need at least 2 candidates, got {p['n_choices']}")
     return p
