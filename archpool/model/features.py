@@ -48,7 +48,7 @@ SANDWICH_NOTE = (
 )
 
 
-def _result(
+def _result(  # noqa: PLR0913 — one keyword per architecture feature of a results row
     *,
     source: str,
     qk_norm: str,
