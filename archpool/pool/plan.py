@@ -37,7 +37,7 @@ from archpool.errors import StateError
 from archpool.io import atomic_write_json, sha256_file
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
-from archpool.pool.sections import EvalSettings, extension_length, recipe_applies, recipe_budgets
+from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
 
 PLAN_FILE = "plan.json"
@@ -93,8 +93,8 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
             cost=pre_cost,
         )
         nodes.append(pre)
-        evaluate = pool.eval.get("enabled", True)
-        if evaluate and pool.eval.get("base", True):
+        evaluate = pool.eval_settings.enabled
+        if evaluate and pool.eval_settings.base:
             nodes.append(
                 Node(
                     id=f"eval:{run.name}:base",
@@ -105,7 +105,7 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                     cost=max(0.1, 0.05 * pre_cost),
                 )
             )
-        if evaluate and pool.eval.get("base", True) and pool.attention.get("enabled", True) and pool.extension:
+        if evaluate and pool.eval_settings.base and pool.attention_enabled and pool.extension:
             nodes.append(
                 Node(
                     id=f"attention:{run.name}:base",
@@ -153,7 +153,7 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                             cost=max(0.1, 0.1 * pre_cost / len(rungs)),
                         )
                     )
-                if primary and pool.attention.get("enabled", True):
+                if primary and pool.attention_enabled:
                     nodes.append(
                         Node(
                             id=f"attention:{tag}",
@@ -179,9 +179,9 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec) -> list[Node]:
     ``pretrained`` twin (``base_`` columns). Configs carry the models' content keys, not their paths
     (the stage finds the path in the run spec), so equal bytes are one cached result."""
     nodes: list[Node] = []
-    evaluate = pool.eval.get("enabled", True)
-    attend = pool.attention.get("enabled", True)
-    long_lengths = EvalSettings.from_dict(pool.eval).lengths_at(False, pool.long_ctx)
+    evaluate = pool.eval_settings.enabled
+    attend = pool.attention_enabled
+    long_lengths = pool.eval_settings.lengths_at(False, pool.long_ctx)
     texts = {Path(t).name: sha256_file(t) for t in pool.texts}
     for which, ref in run.refs.items():
         base = which == "pretrained"

@@ -23,6 +23,7 @@ import math
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -118,12 +119,27 @@ class PoolSpec:
     source: str = ""
     texts: list[str] = field(default_factory=list)  # held-out text files for checkpoint runs' attention
 
+    @cached_property
+    def eval_settings(self) -> EvalSettings:
+        """The ``eval:`` section, typed (the mapping as written stays in ``eval`` for the plan's hashes)."""
+        return EvalSettings.from_dict(self.eval)
+
+    @cached_property
+    def report_settings(self) -> ReportSettings:
+        """The ``report:`` section, typed."""
+        return ReportSettings.from_dict(self.report or {})
+
+    @cached_property
+    def attention_enabled(self) -> bool:
+        """Whether the pool runs the attention stage (``attention.enabled``)."""
+        return attention_settings(self.attention)[0]
+
     @property
     def short_ctx(self) -> int:
         """The pool's one definition of a short pretraining context (the paper's 4K of 8K): contexts
         ≤ this count as short. ``report.short_ctx`` if given, else half the pool's long context.
         results.csv records it in every row, so ``archpool analyze`` and the report count alike."""
-        return study.pool_short_ctx(self.long_ctx, (self.report or {}).get("short_ctx"))
+        return study.pool_short_ctx(self.long_ctx, self.report_settings.short_ctx)
 
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
