@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers.corpus import SENTENCES, sentence_section
+from tests.helpers.train import few_steps
 
 ARCHS = {
     # Llama-style: pre-norm, no QK-norm, GQA, full attention
@@ -26,17 +27,7 @@ def train_pair(root: Path, arch: str, steps: int = 40, seq_len: int = 32) -> tup
         {
             "model": model,
             "data": sentence_section(root / "data"),
-            "train": {
-                "lr": 1e-2,
-                "warmup_steps": 2,
-                "global_batch_tokens": 512,
-                "micro_batch_size": 4,
-                "max_steps": steps,
-                "log_every": steps,
-                "ckpt_every": steps,
-                "progress": False,
-                "seed": 0,
-            },
+            "train": few_steps(steps, log_every=steps),
         }
     )
     run = root / f"{arch}_run"

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from tests.helpers.corpus import sentence_section
+from tests.helpers.train import few_steps
 
 
 def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
@@ -32,16 +33,7 @@ def train_run(root: Path, steps: int = 60, ext_tokens: int = 1024) -> Path:
                 "family": "olmo3",
             },
             "data": sentence_section(root),
-            "train": {
-                "lr": 1e-2,
-                "warmup_steps": 2,
-                "global_batch_tokens": 512,
-                "micro_batch_size": 4,
-                "max_steps": steps,
-                "log_every": 1,
-                "ckpt_every": steps,
-                "progress": False,
-            },
+            "train": few_steps(steps, log_every=1),
         }
     )
     run = root / "run"

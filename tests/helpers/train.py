@@ -14,6 +14,21 @@ REPO = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
+def few_steps(steps: int, log_every: int) -> dict:
+    """A ``train:`` section for a tiny model trained ``steps`` steps on a word corpus (one checkpoint at the end)."""
+    return {
+        "lr": 1e-2,
+        "warmup_steps": 2,
+        "global_batch_tokens": 512,
+        "micro_batch_size": 4,
+        "max_steps": steps,
+        "log_every": log_every,
+        "ckpt_every": steps,
+        "progress": False,
+        "seed": 0,
+    }
+
+
 def tiny_run(**train) -> dict:
     return {
         "model": {"vocab_size": 64, "d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "max_seq_len": 32},
