@@ -350,7 +350,7 @@ def _notes(d: pd.DataFrame, f: pd.DataFrame, noise: dict[str, Any], ps: list[dic
                 "(different short-context threshold? see --short-ctx); the recomputed count is used"
             )
     if noise["seed_sd"] is None:
-        notes.append("no seed replicates: effects have no measured noise floor (critique §5)")
+        notes.append("no seed replicates: effects have no measured noise floor (give the pool two or more seeds)")
     if not ps:
         notes.append("no matched pairs: no two configurations differ in exactly one axis with equal confounds")
     return notes
