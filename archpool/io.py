@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
 import sys
@@ -127,6 +128,19 @@ def remove_stale_temporaries(directory: str | Path, older_than_s: float = 3600.0
             except OSError:
                 continue
     return removed
+
+
+def replace_directory(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Rename the finished directory ``tmp`` onto ``target``. A directory already there is renamed
+    aside first and deleted after, so a complete copy is missing for two renames at most."""
+    tmp, target = Path(tmp), Path(target)
+    if not target.exists():
+        os.replace(tmp, target)
+        return
+    old = target.parent / f".old_{target.name}.{os.getpid()}"
+    os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def same_or_nested(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_file
 
 from archpool.errors import CheckpointError
-from archpool.io import atomic_write_json, disk_error, sha256_file
+from archpool.io import atomic_write_json, disk_error, replace_directory, sha256_file
 from archpool.model.checkpoint import MANIFEST_NAME, WEIGHTS_NAME, save_state_dict, verify_files
 from archpool.model.config import ModelConfig
 
@@ -82,13 +82,7 @@ def _write_into(
         _fsync(tmp / n)
     atomic_write_json(tmp / MANIFEST_NAME, manifest)
     _fsync_dir(tmp)
-    if directory.exists():
-        trash = directory.parent / f".old_{directory.name}.{os.getpid()}"
-        os.replace(directory, trash)
-        os.replace(tmp, directory)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.replace(tmp, directory)
+    replace_directory(tmp, directory)
     _fsync_dir(directory.parent)
 
 

@@ -35,6 +35,7 @@ from archpool.io import (
     open_append_text,
     refuse_symlink,
     remove_stale_temporaries,
+    replace_directory,
     sha256_json,
 )
 from archpool.model.config import ModelConfig
@@ -585,13 +586,7 @@ def _link_copy(src: Path, dst: Path) -> None:
             shutil.copy2(s, d)
 
     shutil.copytree(src, tmp, symlinks=True, copy_function=link)  # a planted link stays a link (and fails validation)
-    if dst.exists():
-        old = dst.parent / f".old_{dst.name}.{os.getpid()}"
-        os.replace(dst, old)
-        os.replace(tmp, dst)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, dst)
+    replace_directory(tmp, dst)
 
 
 def _tensorboard(run_dir: Path):
