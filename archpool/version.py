@@ -17,6 +17,11 @@ def package_version() -> str:
         return "unknown"
 
 
+def _git(*args: str, cwd: Path) -> str:
+    """stdout of ``git args`` in ``cwd`` (raises on failure or after 5 s)."""
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True).stdout
+
+
 @functools.cache
 def git_commit() -> str | None:
     """The short commit of the archpool git checkout holding this package (``+dirty`` with uncommitted
@@ -24,24 +29,10 @@ def git_commit() -> str | None:
     or without git."""
     here = Path(__file__).resolve().parent
     try:
-        top, commit = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.split()
+        top, commit = _git("rev-parse", "--show-toplevel", "--short=12", "HEAD", cwd=here).split()
         if Path(top).resolve() / "archpool" != here:
             return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
+        dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", cwd=here).strip()
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return f"{commit}+dirty" if commit and dirty else commit or None
