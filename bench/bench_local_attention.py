@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 CASES = {  # name: (swa_pattern, blockwise local attention)
@@ -227,17 +228,34 @@ def op_step(q, k, v, mask, impl=None) -> None:
     y.sum().backward()
 
 
+def _git_show(rev: str, path: str) -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{path}"], capture_output=True, text=True)
+    return out.stdout if out.returncode == 0 else None
+
+
 def baseline_module(rev: str):
-    """The one-file local attention module, ``archpool/model/local_attention.py``, as of git revision
-    ``rev`` (a revision that has it), imported as its own module."""
+    """The local attention of git revision ``rev``, imported beside today's under other names: its
+    ``archpool/model/kernels/`` package (``dispatch``, with ``local_attention`` and ``LocalMask``) or,
+    for revisions before that package, its one file ``archpool/model/local_attention.py``."""
+    import importlib
     import importlib.util
     import tempfile
 
-    root = Path(__file__).resolve().parents[1]
-    src = subprocess.run(
-        ["git", "-C", str(root), "show", f"{rev}:archpool/model/local_attention.py"], capture_output=True, text=True, check=True
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "local_attention_baseline.py"
+    tmp = Path(tempfile.mkdtemp())
+    package = "kernels_baseline"
+    names = ("__init__", "local", "fused", "dispatch")
+    sources = {n: _git_show(rev, f"archpool/model/kernels/{n}.py") for n in names}
+    if all(sources.values()):
+        (tmp / package).mkdir()
+        for n, src in sources.items():
+            (tmp / package / f"{n}.py").write_text(src.replace("archpool.model.kernels", package))
+        sys.path.insert(0, str(tmp))
+        return importlib.import_module(f"{package}.dispatch")
+    src = _git_show(rev, "archpool/model/local_attention.py")
+    if src is None:
+        raise SystemExit(f"--baseline {rev}: has neither archpool/model/kernels/ nor archpool/model/local_attention.py")
+    path = tmp / "local_attention_baseline.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("local_attention_baseline", path)
     module = importlib.util.module_from_spec(spec)
@@ -246,17 +264,34 @@ def baseline_module(rev: str):
     return module
 
 
-def op_row(
-    T: int, window: int | None, doc_mean: int | None, heads: int, head_dim: int, dtype: str, repeats: int, baseline=None
-) -> dict:
+@dataclass(frozen=True)
+class OpInputs:
+    """The q, k, v of the op benchmark: B = 1, ``heads`` heads (K and V too) of ``head_dim``, in
+    ``dtype``; memory as (B, H, T, D) (``bhtd``) or as the model's projections give it (``bthd``)."""
+
+    heads: int
+    head_dim: int
+    dtype: str
+    layout: str = "bhtd"
+
+    def make(self, T: int):
+        import torch
+
+        g = torch.Generator().manual_seed(T)
+        shape = (1, T, self.heads, self.head_dim) if self.layout == "bthd" else (1, self.heads, T, self.head_dim)
+        xs = [torch.randn(*shape, generator=g).to(getattr(torch, self.dtype)) for _ in range(3)]
+        if self.layout == "bthd":
+            xs = [x.transpose(1, 2) for x in xs]
+        return [x.requires_grad_() for x in xs]
+
+
+def op_row(T: int, window: int | None, doc_mean: int | None, inputs: OpInputs, repeats: int, baseline=None) -> dict:
     """Best-of-n seconds of full causal, the local op (and the ``baseline`` module's), interleaved;
     per-round ratios; the ideal (pairs of full causal over pairs the mask allows)."""
-    import torch
 
     from archpool.model.kernels.local import LocalMask
 
-    g = torch.Generator().manual_seed(T)
-    q, k, v = (torch.randn(1, heads, T, head_dim, generator=g).to(getattr(torch, dtype)).requires_grad_() for _ in range(3))
+    q, k, v = inputs.make(T)
     doc_ids = document_ids(T, doc_mean) if doc_mean else None
     cases = {"full": (None, None), "local": (LocalMask(window, doc_ids), None)}
     if baseline is not None:
@@ -315,13 +350,14 @@ def op_main(args) -> dict:
     torch.set_num_threads(args.threads)
     res = {"threads": torch.get_num_threads(), "torch": torch.__version__, "window": args.window, "heads": args.heads}
     res.update(head_dim=args.head_dim, dtype=args.dtype, doc_mean=args.doc_mean, date=time.strftime("%Y-%m-%d"))
-    res["baseline"] = args.baseline
+    res.update(baseline=args.baseline, layout=args.layout)
     baseline = baseline_module(args.baseline) if args.baseline else None
+    inputs = OpInputs(args.heads, args.head_dim, args.dtype, args.layout)
     for key, window, doc_mean in (("window_rows", args.window, None), ("document_rows", None, args.doc_mean)):
         res[key] = []
         for T in args.lengths:
             reps = args.repeats if T <= 8192 else args.long_repeats
-            res[key].append(op_row(T, window, doc_mean, args.heads, args.head_dim, args.dtype, reps, baseline))
+            res[key].append(op_row(T, window, doc_mean, inputs, reps, baseline))
             print(f"op {key} T={T} done", file=sys.stderr, flush=True)
     return res
 
@@ -329,7 +365,7 @@ def op_main(args) -> dict:
 def op_report(res: dict) -> str:
     head = (
         f"attention op, forward + backward, B=1, {res['heads']} heads, head_dim {res['head_dim']}, {res['dtype']}, "
-        f"{res['threads']} thread(s), torch {res['torch']}"
+        f"{res['threads']} thread(s), torch {res['torch']}, q/k/v layout {res.get('layout', 'bhtd')}"
     )
     return "\n\n".join(
         [
@@ -420,6 +456,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--op", action="store_true", help="the attention op alone: window and document tables (OP_OUT)")
     ap.add_argument("--model", action="store_true", help="with --op: whole-model forwards beside free attention")
     ap.add_argument("--model-lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    ap.add_argument(
+        "--layout",
+        choices=["bhtd", "bthd"],
+        default="bhtd",
+        help="with --op: q/k/v memory as (B, H, T, D), or as the model's projections give it, (B, T, H, D)",
+    )
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])

@@ -197,41 +197,39 @@ def test_blockwise_probabilities_after_cached_keys(window):
     ],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("tiles_per_call", [None, 1, 3])  # None: all tiles in one kernel call
-def test_fused_backward_equals_autograd_through_the_tiles_bitwise(
-    B, H, KV, T, S, window, block, with_docs, dtype, tiles_per_call
-):
+def test_fused_tiles_equal_autograd_through_the_stacked_tiles(B, H, KV, T, S, window, block, with_docs, dtype):
+    # the CPU path (flash kernel per key tile, hand-written backward) against the other devices' path
+    # (equal-width tiles stacked into the batch, autograd through SDPA), in both training dtypes
     q, k, v = (x.detach().to(dtype).requires_grad_() for x in qkv(B, H, KV, T, S=S, seed=11))
     doc_ids = docs(B, T, seed=12) if with_docs else None
-    rows = 1 << 20 if tiles_per_call is None else tiles_per_call * B * block
-    tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=rows)
-    assert len(tiles.chunks(doc_ids, q.device)) == (1 if tiles_per_call is None else -(-tiles.n // tiles_per_call))
     assert fused.fused_backward_applies(q, k, v)
     w = torch.randn(B, H, T, q.shape[-1]).to(dtype)
-    got = fused.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
-    want = la.tiled_sdpa(q, k, v, tiles, doc_ids)
-    assert torch.equal(got, want)
+    got = fused.FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), la.window_key_tiles(T, S, window, block))
+    want = la.tiled_sdpa(q, k, v, la.WindowTiles(B, T, S, window, block), doc_ids)
+    tol = TOL if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got, want, **tol)
     for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v))):
-        assert torch.equal(a, b)
+        torch.testing.assert_close(a, b, **tol)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    T=st.integers(1, 40),
+    T=st.integers(1, 60),
     extra=st.integers(0, 12),
     window=st.integers(1, 20),
     block=st.integers(1, 12),
-    KV=st.sampled_from([1, 2]),
+    align=st.sampled_from([1, 8, 64]),
 )
-def test_fold_keys_is_the_adjoint_of_tiling(T, extra, window, block, KV):
-    # <keys(x), g> == <x, fold_keys(g)> for every x and g: fold_keys sums exactly the tiles each key is in
-    tiles = la.WindowTiles(2, T, T + extra, window, block)
-    g = torch.Generator().manual_seed(T * 1000 + extra)
-    x = torch.randn(2, KV, T + extra, 3, generator=g, dtype=torch.float64)
-    gt = torch.randn(tiles.n * 2, KV, tiles.width, 3, generator=g, dtype=torch.float64)
-    folded = tiles.fold_keys(gt)
-    assert folded.shape == x.shape
-    torch.testing.assert_close((tiles.keys(x) * gt).sum(), (x * folded).sum())
+def test_window_key_tiles_cover_every_query_once_and_every_key_it_may_see(T, extra, window, block, align):
+    S = T + extra
+    tiles = la.window_key_tiles(T, S, window, block, align)
+    assert [t.s for t in tiles] == list(range(0, T, block)) and tiles[-1].e == T
+    allowed = LocalMask(window).dense(T, S, torch.device("cpu"))
+    for t in tiles:
+        assert 0 <= t.lo < t.hi == S - T + t.e
+        assert (t.hi - t.lo) % align == 0 or t.lo == 0  # aligned widths unless cut at key 0
+        reach = allowed[t.s : t.e].nonzero()[:, 1]
+        assert int(reach.min()) >= t.lo and int(reach.max()) < t.hi
 
 
 def saved_bytes(fn) -> int:
@@ -285,18 +283,39 @@ def test_fused_document_backward_saves_no_more_than_full_causal_attention():
     with_docs=st.booleans(),
 )
 def test_aligned_tiles_match_dense_mask(B, T, extra, window, block, align, KV, with_docs):
-    # tile widths rounded up to `align` (extra keys masked), strided tile views per batch row: odd
-    # lengths, windows not dividing T, GQA, cached keys (S > T), documents, against the dense mask
+    # tile widths rounded up to `align` (extra keys masked), both paths (the CPU flash kernel per key
+    # tile, and the stacked tiles): odd lengths, windows not dividing T, GQA, cached keys (S > T),
+    # documents, against the dense mask
     S = T + (0 if with_docs else extra)
     q, k, v = qkv(B, 4, KV, T, S=S, seed=T * 31 + window)
     doc_ids = docs(B, T, seed=window) if with_docs else None
-    tiles = la.WindowTiles(B, T, S, window, block, chunk_rows=max(1, 3 * block), align=align)
-    assert tiles.width % align == 0 and tiles.width >= block + window - 1
-    got = fused.FusedTileAttention.apply(q, k, v, tiles, doc_ids)
-    want = dense_reference(q, k, v, LocalMask(window, doc_ids))
+    stacked = la.WindowTiles(B, T, S, window, block, align=align)
+    assert stacked.width % align == 0 and stacked.width >= block + window - 1
+    mask = LocalMask(window, doc_ids)
+    want = dense_reference(q, k, v, mask)
+    w = torch.randn_like(want)
+    g_want = torch.autograd.grad((want * w).sum(), (q, k, v))
+    for got in (
+        fused.FusedTiles.apply(q, k, v, mask, la.window_key_tiles(T, S, window, block, align)),
+        la.tiled_sdpa(q, k, v, stacked, doc_ids),
+    ):
+        torch.testing.assert_close(got, want, **TOL)
+        for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), g_want):
+            torch.testing.assert_close(a, b, **TOL)
+
+
+def test_fused_tiles_take_the_layout_the_model_feeds():
+    # q, k, v as the projections give them: (B, T, H, D) memory seen as (B, H, T, D), and a gradient
+    # that is a broadcast view (from a sum)
+    B, H, KV, T, D = 2, 4, 2, 70, 8
+    g = torch.Generator().manual_seed(23)
+    q = torch.randn(B, T, H, D, generator=g).transpose(1, 2).requires_grad_()
+    k, v = (torch.randn(B, T, KV, D, generator=g).transpose(1, 2).requires_grad_() for _ in range(2))
+    mask = LocalMask(9)
+    got = local_attention(q, k, v, mask, block=16)
+    want = dense_reference(q, k, v, mask)
     torch.testing.assert_close(got, want, **TOL)
-    w = torch.randn_like(got)
-    for a, b in zip(torch.autograd.grad((got * w).sum(), (q, k, v)), torch.autograd.grad((want * w).sum(), (q, k, v))):
+    for a, b in zip(torch.autograd.grad(got.sum(), (q, k, v)), torch.autograd.grad(want.sum(), (q, k, v))):
         torch.testing.assert_close(a, b, **TOL)
 
 
@@ -318,6 +337,6 @@ def test_bfloat16_tiles_match_the_float32_dense_mask(T, window):
 
 def test_document_tiles_take_aligned_key_ranges():
     doc_ids = docs(2, 700, seed=22)
-    for s, e, lo in la.document_tiles(doc_ids, 128):
-        assert lo == 0 or (e - lo) % la.KEY_ALIGN == 0
-        assert lo <= int(la.document_starts(doc_ids)[:, s].min())  # every row's document start is in reach
+    for t in la.document_tiles(doc_ids, 128):
+        assert t.hi == t.e and (t.lo == 0 or (t.e - t.lo) % la.KEY_ALIGN == 0)
+        assert t.lo <= int(la.document_starts(doc_ids)[:, t.s].min())  # every row's document start is in reach

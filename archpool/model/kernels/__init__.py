@@ -1,10 +1,10 @@
 """Attention kernels, kept apart from the model's math (``archpool.model.model``):
 
 - ``local``: what a layer may attend to (``LocalMask``) and the blockwise tiling of sliding windows
-  and documents (``WindowTiles``, document tiles), run through SDPA with autograd through the tiles;
+  and documents (``KeyTile``: queries over the keys they can reach; ``WindowTiles``, the windows
+  stacked into the batch), run through SDPA with autograd through the tiles;
   ``local_attention_probs``, the eager math tile by tile.
-- ``fused``: the same tiles through the CPU flash kernel with hand-written backwards
-  (``FusedTileAttention``, ``FusedDocumentAttention``).
+- ``fused``: the key tiles through the CPU flash kernel with a hand-written backward (``FusedTiles``).
 - ``dispatch``: the functions a layer calls: ``sdpa_attention`` (which tiles through
   ``local_attention`` when it pays), ``flex_attention_fn`` with ``flex_block_mask``, and
   ``eager_attention``.

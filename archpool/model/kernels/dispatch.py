@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from archpool.model.kernels.fused import FusedDocumentAttention, FusedTileAttention, fused_backward_applies
+from archpool.model.kernels.fused import FusedTiles, fused_backward_applies
 from archpool.model.kernels.local import (
     LocalMask,
     WindowTiles,
@@ -24,6 +24,7 @@ from archpool.model.kernels.local import (
     pays_off,
     tiled_document_sdpa,
     tiled_sdpa,
+    window_key_tiles,
 )
 
 
@@ -44,24 +45,25 @@ def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Loc
 def sliding_window_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, doc_ids: torch.Tensor | None = None, block: int = 128
 ) -> torch.Tensor:
-    """Query tiles stacked in the batch dimension, one fused SDPA call per mask (``WindowTiles``).
-    On CPU in float32/bfloat16 the backward is ``FusedTileAttention``'s: K and V are kept untiled."""
-    tiles = WindowTiles(q.shape[0], q.shape[2], k.shape[2], window, block)
+    """Sliding-window attention in tiles of ``block`` queries. On CPU in float32/bfloat16 each tile
+    runs through the flash kernel on slices of q, k and v (``FusedTiles``); elsewhere the tiles are
+    stacked into the batch dimension, one SDPA call per mask (``WindowTiles``)."""
+    T, S = q.shape[2], k.shape[2]
     if fused_backward_applies(q, k, v):
-        return FusedTileAttention.apply(q, k, v, tiles, doc_ids)
-    return tiled_sdpa(q, k, v, tiles, doc_ids)
+        return FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), window_key_tiles(T, S, window, block))
+    return tiled_sdpa(q, k, v, WindowTiles(q.shape[0], T, S, window, block), doc_ids)
 
 
 def document_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, block: int = 128
 ) -> torch.Tensor:
     """Causal attention within documents, tile by tile (``document_tiles``). On CPU in float32/bfloat16
-    the backward is ``FusedDocumentAttention``'s: no per-tile masks or key copies held for backward."""
+    the backward is ``FusedTiles``': no per-tile masks or key copies held for backward."""
     if k.shape[2] != q.shape[2]:
         raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
     tiles = document_tiles(doc_ids, block)
     if fused_backward_applies(q, k, v):
-        return FusedDocumentAttention.apply(q, k, v, doc_ids, tiles)
+        return FusedTiles.apply(q, k, v, LocalMask(None, doc_ids), tiles)
     return tiled_document_sdpa(q, k, v, doc_ids, tiles)
 
 

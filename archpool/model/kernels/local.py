@@ -3,22 +3,22 @@ document masks at O(T·W) cost on any device.
 
 SDPA given a dense (T, S) boolean mask computes every query against every key, so a sliding-window
 layer costs more than a full causal one (whose fused kernel skips the upper triangle). Here queries
-are cut into tiles of ``block`` rows and each tile attends only to the keys its rows can reach:
+are cut into tiles of ``block`` rows and each tile attends only to the keys its rows can reach
+(``KeyTile``: queries [s, e) over keys [lo, hi)):
 
 - sliding window ``W``: tile [s, s + block) needs keys [s - W + 1, s + block): ``block + W - 1``
   of them, rounded up to a multiple of ``KEY_ALIGN`` (the extra keys, in front, masked; the CPU
-  kernel runs aligned widths faster per pair). All tiles have the same width, so they are stacked
-  into the batch dimension (``unfold``) and run as one fused SDPA call with one small band mask
-  shared by the tiles (the first tiles, reaching before key 0, take their own).
+  kernel runs aligned widths faster per pair) (``window_key_tiles``).
 - documents only (full-attention layer, intra-document mask): tile [s, e) sees keys from the start
-  of the earliest document among its rows; tiles are run one by one.
+  of the earliest document among its rows (``document_tiles``).
 
 Queries are always the last ``T`` positions of the ``S`` keys (``S > T`` with a KV cache).
 The result is exact: each query sees the same keys with the same softmax as with the dense mask.
-``tiled_sdpa`` and ``tiled_document_sdpa`` run the tiles through SDPA with autograd through the
-tiling (any device); ``archpool.model.kernels.fused`` runs the same tiles through the CPU flash
-kernel with a hand-written backward, and ``archpool.model.kernels.dispatch.local_attention`` picks
-between them. ``local_attention_probs`` is the same tiling written out (the eager path), returning
+``tiled_sdpa`` (windows: equal-width tiles stacked into the batch dimension, one SDPA call per mask,
+``WindowTiles``) and ``tiled_document_sdpa`` run through SDPA with autograd through the tiling (any
+device); ``archpool.model.kernels.fused`` runs the key tiles one by one through the CPU flash kernel
+with a hand-written backward, and ``archpool.model.kernels.dispatch.local_attention`` picks between
+them. ``local_attention_probs`` is the same tiling written out (the eager path), returning
 probabilities for analysis without ever holding a T×S score matrix in flight.
 """
 
@@ -29,6 +29,17 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class KeyTile:
+    """One tile: the queries [s, e) (indices among the T queries) over the keys [lo, hi) (indices among
+    the S keys; query i is key ``S - T + i``)."""
+
+    s: int
+    e: int
+    lo: int
+    hi: int
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,18 @@ class LocalMask:
         allowed = diff >= 0
         if self.window is not None:
             allowed = allowed & (diff < self.window)
+        return allowed
+
+    def tile(self, tile: KeyTile, offset: int) -> torch.Tensor:
+        """What queries [tile.s, tile.e) (key positions ``offset + s`` ...) may attend to among keys
+        [tile.lo, tile.hi): (e - s, hi - lo) boolean, or (B, 1, e - s, hi - lo) with documents."""
+        device = self.doc_ids.device if self.doc_ids is not None else None
+        allowed = self.allows(
+            torch.arange(offset + tile.s, offset + tile.e, device=device), torch.arange(tile.lo, tile.hi, device=device)
+        )
+        if self.doc_ids is not None:
+            d = self.doc_ids
+            return (allowed & (d[:, tile.s : tile.e, None] == d[:, None, tile.lo : tile.hi]))[:, None]
         return allowed
 
     def dense(self, T: int, S: int, device: torch.device) -> torch.Tensor:
@@ -80,19 +103,32 @@ def pays_off(T: int, mask: LocalMask, block: int | None = None) -> bool:
     return 3 * (block or default_block(mask.window)) <= T
 
 
+def window_key_tiles(T: int, S: int, window: int, block: int, align: int = KEY_ALIGN) -> list[KeyTile]:
+    """The key tiles of a sliding window: tile [s, e) sees the ``e - s + window - 1`` keys ending at
+    its last query, rounded up to a multiple of ``align`` (the extra keys, in front, masked) and cut
+    at key 0."""
+    offset = S - T
+    tiles = []
+    for s in range(0, T, block):
+        e = min(T, s + block)
+        width = -(-(e - s + window - 1) // align) * align
+        tiles.append(KeyTile(s, e, max(0, offset + e - width), offset + e))
+    return tiles
+
+
 @dataclass(frozen=True)
 class WindowTiles:
-    """The geometry of ``sliding_window_attention``'s tiles: ``n`` tiles of ``block`` query rows, tile
-    ``i`` seeing the ``width`` keys that end at its last row: the ``block + window - 1`` it needs,
-    rounded up to a multiple of ``align`` (the extra keys, at the front, are masked)."""
+    """Equal-width sliding-window tiles stacked into the batch dimension (``tiled_sdpa``): ``n`` tiles
+    of ``block`` query rows, tile ``i`` seeing the ``width`` keys that end at its last row: the
+    ``block + window - 1`` it needs, rounded up to a multiple of ``align`` (the extra keys, at the
+    front, are masked, as are the padded keys before key 0)."""
 
     B: int
     T: int
     S: int
     window: int
     block: int
-    chunk_rows: int = 4096  # query rows per kernel call in the fused path (``chunks``)
-    align: int = KEY_ALIGN  # tile widths are rounded up to a multiple of this (extra keys masked)
+    align: int = KEY_ALIGN
 
     @property
     def n(self) -> int:
@@ -122,89 +158,17 @@ class WindowTiles:
     def first(self) -> int:  # index, in the padded keys, of tile 0's first key
         return self.offset - self.reach + self.front
 
-    def padded_queries(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, H, T, D) -> (B, H, n * block, D), contiguous (``x`` itself when it is and ``block`` divides T)."""
-        return F.pad(x, (0, 0, 0, self.tail)) if self.tail else x.contiguous()
-
-    def padded_keys(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, KV, S, D) -> the keys from tile 0's first, padded: (B, KV, (n - 1) * block + width, D)."""
-        return F.pad(x, (0, 0, self.front, self.tail))[:, :, self.first :]
-
-    def query_tiles(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """Tiles ``[t0, t1)`` of padded queries: ((t1 - t0) * B, H, block, D), tile-major."""
-        B, H, _, D = xp.shape
-        x = xp[:, :, t0 * self.block : t1 * self.block]
-        return x.reshape(B, H, t1 - t0, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
-
-    def key_tiles(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """Tiles ``[t0, t1)`` of padded keys: ((t1 - t0) * B, KV, width, D), tile-major."""
-        B, KV, _, D = xp.shape
-        x = xp[:, :, t0 * self.block : (t1 - 1) * self.block + self.width]
-        return x.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
-
-    def row_queries(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """Tiles ``[t0, t1)`` of one batch row's padded queries (H, n * block, D), as a strided view
-        (t1 - t0, H, block, D) the CPU flash kernel reads without a copy."""
-        H, _, D = xp.shape
-        return xp[:, t0 * self.block : t1 * self.block].view(H, t1 - t0, self.block, D).transpose(0, 1)
-
-    def row_keys(self, xp: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """Tiles ``[t0, t1)`` of one batch row's padded keys (KV, L, D): overlapping windows as a
-        strided view (t1 - t0, KV, width, D)."""
-        x = xp[:, t0 * self.block : (t1 - 1) * self.block + self.width]
-        return x.unfold(1, self.width, self.block).permute(1, 0, 3, 2)
-
-    def row_mask(self, mask: torch.Tensor, r: int) -> torch.Tensor:
-        """A ``chunks`` mask for batch row ``r``: the shared band, or row r's per-tile masks."""
-        if mask.dim() == 2:
-            return mask
-        return mask.view(-1, self.B, *mask.shape[1:])[:, r]
-
-    def fold_row(self, buf: torch.Tensor, g: torch.Tensor, t0: int, t1: int) -> None:
-        """Add one row's key-tile gradients ``g`` (t1 - t0, KV, width, D) of tiles ``[t0, t1)`` to its
-        ``fold_buffer`` row (KV, blocks, block, D): tile i's keys [j * block, (j + 1) * block) are
-        block i + j of the padded keys."""
-        block, width = self.block, self.width
-        g = g.transpose(0, 1)  # (KV, tiles, width, D)
-        for j in reversed(range(-(-width // block))):
-            w = min(block, width - j * block)
-            buf[:, t0 + j : t1 + j, :w] += g[:, :, j * block : j * block + w]
-
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
-        return self.query_tiles(self.padded_queries(x), 0, self.n)
+        B, H, _, D = x.shape
+        xp = F.pad(x, (0, 0, 0, self.tail))
+        return xp.reshape(B, H, self.n, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, KV, S, D) -> (n * B, KV, width, D), tile-major."""
-        return self.key_tiles(self.padded_keys(x), 0, self.n)
-
-    def fold_buffer(self, like: torch.Tensor) -> torch.Tensor:
-        """Zeros to ``fold_into``: the padded keys as (B, KV, blocks, block, D)."""
-        return like.new_zeros(self.B, like.shape[1], self.n + -(-self.width // self.block) - 1, self.block, like.shape[-1])
-
-    def fold_into(self, buf: torch.Tensor, g: torch.Tensor, t0: int, t1: int) -> None:
-        """Add the gradients ``g`` of key tiles ``[t0, t1)`` ((t1 - t0) * B, KV, width, D) to ``buf``.
-        Tile i's keys [j * block, (j + 1) * block) are block i + j of the padded keys; each key's
-        tiles are summed in ascending tile order, as ``unfold``'s backward sums them, so gradients
-        equal autograd's through the tiling bit for bit (chunks must come in ascending order)."""
-        block, width = self.block, self.width
-        KV, D = g.shape[1], g.shape[-1]
-        g = g.view(t1 - t0, self.B, KV, width, D).permute(1, 2, 0, 3, 4)  # (B, KV, tiles, width, D)
-        for j in reversed(range(-(-width // block))):
-            w = min(block, width - j * block)
-            buf[:, :, t0 + j : t1 + j, :w] += g[:, :, :, j * block : j * block + w]
-
-    def folded(self, buf: torch.Tensor) -> torch.Tensor:
-        """A ``fold_buffer`` -> (B, KV, S, D): the gradient of each key."""
-        flat = buf.view(self.B, buf.shape[1], -1, buf.shape[-1])  # the padded keys from `first`
-        shift = self.front - self.first  # key s is flat[s + shift]
-        return F.pad(flat, (0, 0, -shift, self.S - flat.shape[2] + shift))
-
-    def fold_keys(self, g: torch.Tensor) -> torch.Tensor:
-        """(n * B, KV, width, D) -> (B, KV, S, D), the adjoint of ``keys``: sums each key's tiles."""
-        buf = self.fold_buffer(g)
-        self.fold_into(buf, g, 0, self.n)
-        return self.folded(buf)
+        """(B, KV, S, D) -> (n * B, KV, width, D), tile-major: the overlapping key windows."""
+        B, KV, _, D = x.shape
+        xp = F.pad(x, (0, 0, self.front, self.tail))[:, :, self.first :]
+        return xp.unfold(2, self.width, self.block).permute(2, 0, 1, 4, 3).reshape(-1, KV, self.width, D)
 
     def untile(self, y: torch.Tensor) -> torch.Tensor:
         """(n * B, H, block, D) -> (B, H, T, D)."""
@@ -234,23 +198,6 @@ class WindowTiles:
             parts.append((slice(edge, n * B), band))
         return parts
 
-    def chunks(self, doc_ids: torch.Tensor | None, device: torch.device) -> list[list[tuple[int, int, torch.Tensor]]]:
-        """Runs of tiles of at most ``chunk_rows`` query rows (all of the batch), in ascending order:
-        what the fused path holds in flight, whatever T. Each run is its ``(t0, t1, mask)`` kernel
-        calls (``masks`` cut to the run: edge tiles and band tiles take different masks)."""
-        per = max(1, self.chunk_rows // (self.B * self.block))
-        parts = [(rows.start // self.B, rows.stop // self.B, mask) for rows, mask in self.masks(doc_ids, device)]
-        out = []
-        for c0 in range(0, self.n, per):
-            c1 = min(self.n, c0 + per)
-            run = []
-            for first, last, mask in parts:
-                t0, t1 = max(c0, first), min(c1, last)
-                if t0 < t1:
-                    run.append((t0, t1, mask if mask.dim() == 2 else mask[(t0 - first) * self.B : (t1 - first) * self.B]))
-            out.append(run)
-        return out
-
 
 def tiled_sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, tiles: WindowTiles, doc_ids: torch.Tensor | None
@@ -277,37 +224,31 @@ def document_starts(doc_ids: torch.Tensor) -> torch.Tensor:
     return torch.where(new, idx, torch.zeros_like(idx)).cummax(dim=1).values
 
 
-def document_tiles(doc_ids: torch.Tensor, block: int) -> list[tuple[int, int, int]]:
-    """``(start, end, first key)`` per query tile: each tile sees keys from its earliest document's start,
+def document_tiles(doc_ids: torch.Tensor, block: int) -> list[KeyTile]:
+    """The key tiles of an intra-document mask: each tile sees keys from its earliest document's start,
     moved earlier (masked keys) so that the tile's key count is a multiple of ``KEY_ALIGN`` where it can."""
     T = doc_ids.shape[1]
     starts = document_starts(doc_ids)[:, ::block].amin(dim=0).tolist()
     tiles = []
     for i, lo in enumerate(starts):
         s, e = i * block, min(T, (i + 1) * block)
-        tiles.append((s, e, max(0, e - -(-(e - lo) // KEY_ALIGN) * KEY_ALIGN)))  # width rounded up to KEY_ALIGN
+        tiles.append(KeyTile(s, e, max(0, e - -(-(e - lo) // KEY_ALIGN) * KEY_ALIGN), e))  # width rounded up
     return tiles
 
 
-def document_mask(doc_ids: torch.Tensor, s: int, e: int, lo: int) -> torch.Tensor:
-    """(B, 1, e - s, e - lo): causal and same-document, for queries [s, e) over keys [lo, e)."""
-    pos = torch.arange(lo, e, device=doc_ids.device)
-    causal = pos[s - lo :, None] >= pos[None, :]
-    return (causal & (doc_ids[:, s:e, None] == doc_ids[:, None, lo:e]))[:, None]
-
-
 def tiled_document_sdpa(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, tiles: list[tuple[int, int, int]]
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, doc_ids: torch.Tensor, tiles: list[KeyTile]
 ) -> torch.Tensor:
     """Causal attention within documents, the ``document_tiles`` through ``F.scaled_dot_product_attention``
     one by one, autograd through the tiles (any device)."""
     gqa = k.shape[1] != q.shape[1]
+    mask = LocalMask(None, doc_ids)
     return torch.cat(
         [
             F.scaled_dot_product_attention(
-                q[:, :, s:e], k[:, :, lo:e], v[:, :, lo:e], attn_mask=document_mask(doc_ids, s, e, lo), enable_gqa=gqa
+                q[:, :, t.s : t.e], k[:, :, t.lo : t.hi], v[:, :, t.lo : t.hi], attn_mask=mask.tile(t, 0), enable_gqa=gqa
             )
-            for s, e, lo in tiles
+            for t in tiles
         ],
         dim=2,
     )
@@ -333,7 +274,7 @@ def local_attention_probs(
     groups = H // KV
     scale = math.sqrt(D)
     probs = q.new_zeros(B, H, T, S) if return_probs else None
-    starts = [lo for _, _, lo in document_tiles(mask.doc_ids, block)] if mask.doc_ids is not None else None
+    starts = [t.lo for t in document_tiles(mask.doc_ids, block)] if mask.doc_ids is not None else None
     pos = torch.arange(S, device=q.device)
     out = []
     for i, s in enumerate(range(0, T, block)):
