@@ -299,8 +299,13 @@ def op_row(T: int, window: int | None, doc_mean: int | None, inputs: OpInputs, r
     for m, impl in cases.values():
         op_step(q, k, v, m, impl)
     times: dict[str, list[float]] = {c: [] for c in cases}
-    for _ in range(repeats):
-        for c, (m, impl) in cases.items():
+    names = list(cases)
+    for r in range(repeats):
+        # full causal first (it evicts the caches), then the others in an order rotated every round,
+        # so that no case always runs right after full causal or right after another on warm data
+        others = names[1:]
+        for c in names[:1] + others[r % len(others) :] + others[: r % len(others)]:
+            m, impl = cases[c]
             t0 = time.perf_counter()
             op_step(q, k, v, m, impl)
             times[c].append(time.perf_counter() - t0)

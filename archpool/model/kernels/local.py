@@ -53,11 +53,10 @@ class LocalMask:
     def allows(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         """(Tq, Tk) boolean, True where the query at ``q_pos[i]`` may attend to the key at ``k_pos[j]``
         (absolute positions): causal and within ``window``; documents are not looked at."""
+        if self.window is None:
+            return q_pos[:, None] >= k_pos[None, :]
         diff = q_pos[:, None] - k_pos[None, :]
-        allowed = diff >= 0
-        if self.window is not None:
-            allowed = allowed & (diff < self.window)
-        return allowed
+        return (diff >= 0) & (diff < self.window)
 
     def tile(self, tile: KeyTile, offset: int) -> torch.Tensor:
         """What queries [tile.s, tile.e) (key positions ``offset + s`` ...) may attend to among keys
