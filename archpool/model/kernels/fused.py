@@ -18,6 +18,8 @@ from torch.autograd.function import FunctionCtx
 
 from archpool.model.kernels.local import KeyTile, LocalMask
 
+CPU = torch.device("cpu")  # the flash kernel these tiles run through is the CPU's
+
 
 def fused_backward_applies(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether the hand-written backward (``FusedTiles``) can run: the CPU flash kernel, float32 or bfloat16."""
@@ -40,10 +42,10 @@ class TileMasks:
 
     def __call__(self, tile: KeyTile) -> torch.Tensor:
         if self.mask.doc_ids is not None:
-            return _additive(self.mask.tile(tile, self.offset), self.dtype)
+            return _additive(self.mask.tile(tile, self.offset, CPU), self.dtype)
         key = (tile.e - tile.s, tile.hi - tile.lo, self.offset + tile.s - tile.lo)
         if key not in self.shared:
-            self.shared[key] = _additive(self.mask.tile(tile, self.offset), self.dtype)
+            self.shared[key] = _additive(self.mask.tile(tile, self.offset, CPU), self.dtype)
         return self.shared[key]
 
 

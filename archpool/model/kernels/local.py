@@ -58,10 +58,9 @@ class LocalMask:
         diff = q_pos[:, None] - k_pos[None, :]
         return (diff >= 0) & (diff < self.window)
 
-    def tile(self, tile: KeyTile, offset: int) -> torch.Tensor:
+    def tile(self, tile: KeyTile, offset: int, device: torch.device) -> torch.Tensor:
         """What queries [tile.s, tile.e) (key positions ``offset + s`` ...) may attend to among keys
         [tile.lo, tile.hi): (e - s, hi - lo) boolean, or (B, 1, e - s, hi - lo) with documents."""
-        device = self.doc_ids.device if self.doc_ids is not None else None
         allowed = self.allows(
             torch.arange(offset + tile.s, offset + tile.e, device=device), torch.arange(tile.lo, tile.hi, device=device)
         )
@@ -245,7 +244,11 @@ def tiled_document_sdpa(
     return torch.cat(
         [
             F.scaled_dot_product_attention(
-                q[:, :, t.s : t.e], k[:, :, t.lo : t.hi], v[:, :, t.lo : t.hi], attn_mask=mask.tile(t, 0), enable_gqa=gqa
+                q[:, :, t.s : t.e],
+                k[:, :, t.lo : t.hi],
+                v[:, :, t.lo : t.hi],
+                attn_mask=mask.tile(t, 0, q.device),
+                enable_gqa=gqa,
             )
             for t in tiles
         ],
@@ -274,7 +277,6 @@ def local_attention_probs(
     scale = math.sqrt(D)
     probs = q.new_zeros(B, H, T, S) if return_probs else None
     starts = [t.lo for t in document_tiles(mask.doc_ids, block)] if mask.doc_ids is not None else None
-    pos = torch.arange(S, device=q.device)
     out = []
     for i, s in enumerate(range(0, T, block)):
         e = min(T, s + block)
@@ -285,9 +287,7 @@ def local_attention_probs(
         kt, vt = k[:, :, lo:hi], v[:, :, lo:hi]
         if groups > 1:
             kt, vt = kt.repeat_interleave(groups, dim=1), vt.repeat_interleave(groups, dim=1)
-        allowed = mask.allows(pos[s + offset : hi], pos[lo:hi])
-        if mask.doc_ids is not None:
-            allowed = (allowed & (mask.doc_ids[:, s:e, None] == mask.doc_ids[:, None, lo:hi]))[:, None]
+        allowed = mask.tile(KeyTile(s, e, lo, hi), offset, q.device)
         scores = (q[:, :, s:e] @ kt.transpose(-1, -2)) / scale
         p = torch.softmax(scores.masked_fill(~allowed, float("-inf")).float(), dim=-1).to(q.dtype)
         if probs is not None:
