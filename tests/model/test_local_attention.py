@@ -340,3 +340,11 @@ def test_document_tiles_take_aligned_key_ranges():
     for t in la.document_tiles(doc_ids, 128):
         assert t.hi == t.e and (t.lo == 0 or (t.e - t.lo) % la.KEY_ALIGN == 0)
         assert t.lo <= int(la.document_starts(doc_ids)[:, t.s].min())  # every row's document start is in reach
+
+
+@pytest.mark.parametrize("window", [None, 5])
+def test_documents_with_cached_keys_are_refused(window):
+    # document ids cover the queries only; with cached keys (S > T) they cannot say which keys share a document
+    q, k, v = qkv(1, 4, 2, 40, S=48)
+    with pytest.raises(ValueError, match="KV cache"):
+        local_attention(q, k, v, LocalMask(window, docs(1, 40)), block=8)

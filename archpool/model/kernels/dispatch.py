@@ -35,6 +35,8 @@ from archpool.model.kernels.local import (
 def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LocalMask, block: int | None = None) -> torch.Tensor:
     """Attention of ``q`` (B, H, T, D) over ``k``/``v`` (B, KV, S, D) under ``mask``; (B, H, T, D)."""
     block = block or default_block(mask.window)
+    if mask.doc_ids is not None and k.shape[2] != q.shape[2]:
+        raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
     if mask.window is not None:
         return sliding_window_attention(q, k, v, mask.window, mask.doc_ids, block)
     if mask.doc_ids is not None:
@@ -59,8 +61,6 @@ def document_attention(
 ) -> torch.Tensor:
     """Causal attention within documents, tile by tile (``document_tiles``). On CPU in float32/bfloat16
     the backward is ``FusedTiles``': no per-tile masks or key copies held for backward."""
-    if k.shape[2] != q.shape[2]:
-        raise ValueError("doc_ids: intra-document masking is not supported with a KV cache")
     tiles = document_tiles(doc_ids, block)
     if fused_backward_applies(q, k, v):
         return FusedTiles.apply(q, k, v, LocalMask(None, doc_ids), tiles)

@@ -5,9 +5,9 @@ On CPU (float32, bfloat16) sliding windows and document masks run the flash kern
 or tiled copies), its output and log-sum-exp land in their rows, and the backward accumulates each
 tile's key gradients straight into the gradient of K and V. A windowed or document-masked layer
 then holds for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp).
-One call per tile, over all heads, measured faster than stacking tiles into one call
-(docs/runtime.md): the kernel reads the tiles' strided views slower than slices, and the tiled key
-gradients had to be folded back. Other devices (and float64) take the autograd path
+One call per tile, over all heads, measured faster than stacking the tiles into one call
+(docs/runtime.md): the kernel reads overlapping strided views slower than slices, and stacked
+tiles' key gradients need folding back. Other devices (and float64) take the autograd path
 (``fused_backward_applies``).
 """
 
