@@ -251,6 +251,8 @@ def baseline_module(rev: str):
         for n, src in sources.items():
             (tmp / package / f"{n}.py").write_text(src.replace("archpool.model.kernels", package))
         sys.path.insert(0, str(tmp))
+        for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+            del sys.modules[name]  # another revision's, imported earlier in this process
         return importlib.import_module(f"{package}.dispatch")
     src = _git_show(rev, "archpool/model/local_attention.py")
     if src is None:

@@ -84,6 +84,11 @@ class LocalMask:
 KEY_ALIGN = 64
 
 
+def round_up(n: int, multiple: int) -> int:
+    """The smallest multiple of ``multiple`` that is at least ``n``: a tile's key count, aligned."""
+    return -(-n // multiple) * multiple
+
+
 def default_block(window: int | None) -> int:
     """Query tile rows: half the window, between 32 and 256 (on 2 CPU threads at W = 256, T = 8192,
     tiles of 128 rows were the best compromise: forward 64 ≈ 128 < 256, forward+backward 128 ≈ 256 < 64;
@@ -109,7 +114,7 @@ def window_key_tiles(T: int, S: int, window: int, block: int, align: int = KEY_A
     tiles = []
     for s in range(0, T, block):
         e = min(T, s + block)
-        width = -(-(e - s + window - 1) // align) * align
+        width = round_up(e - s + window - 1, align)
         tiles.append(KeyTile(s, e, max(0, offset + e - width), offset + e))
     return tiles
 
@@ -138,7 +143,7 @@ class WindowTiles:
 
     @property
     def width(self) -> int:  # keys per tile: the ``block + window - 1`` it needs, rounded up to ``align``
-        return -(-(self.block + self.window - 1) // self.align) * self.align
+        return round_up(self.block + self.window - 1, self.align)
 
     @property
     def reach(self) -> int:  # keys of a tile before its first query's own key
@@ -159,7 +164,7 @@ class WindowTiles:
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """(B, H, T, D) -> (n * B, H, block, D), tile-major."""
         B, H, _, D = x.shape
-        xp = F.pad(x, (0, 0, 0, self.tail))
+        xp = F.pad(x, (0, 0, 0, self.tail)) if self.tail else x
         return xp.reshape(B, H, self.n, self.block, D).permute(2, 0, 1, 3, 4).reshape(-1, H, self.block, D)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
@@ -230,7 +235,7 @@ def document_tiles(doc_ids: torch.Tensor, block: int) -> list[KeyTile]:
     tiles = []
     for i, lo in enumerate(starts):
         s, e = i * block, min(T, (i + 1) * block)
-        tiles.append(KeyTile(s, e, max(0, e - -(-(e - lo) // KEY_ALIGN) * KEY_ALIGN), e))  # width rounded up
+        tiles.append(KeyTile(s, e, max(0, e - round_up(e - lo, KEY_ALIGN)), e))
     return tiles
 
 
