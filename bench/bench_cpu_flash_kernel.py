@@ -22,8 +22,8 @@ close ``local_attention`` comes to its ideal speed-up on CPU.
   fewer pairs only if the causal mode skips the masked triangle.
 - **backward parts**: ``FusedTiles``' backward over the same sequence against its flash-kernel calls
   alone (the same calls on the tensors and tiles it saved, their results dropped); the difference is
-  what the writes around the calls cost (the gradients copied and added into the rows of dQ, dK and
-  dV, and dK, dV zero-filled first).
+  what the writes around the calls cost (each tile's key gradients copied into place, its query
+  gradients added into dQ, zero-filled first).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from archpool.model.kernels.fused import FusedTiles, TileMasks
+from archpool.model.kernels.dispatch import sliding_window_attention
+from archpool.model.kernels.fused import TileMasks
 from archpool.model.kernels.local import KEY_ALIGN, KeyTile, LocalMask, round_up, window_key_tiles
 
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -131,7 +132,9 @@ def backward_calls_only(y: torch.Tensor, grad: torch.Tensor) -> None:
     tiles it saved, with their gradients dropped (nothing written into dQ, dK, dV)."""
     q, k, v, out, lse = y.grad_fn.saved_tensors
     node = y.grad_fn
-    for t in node.tiles:
+    for t in node.key_tiles:
+        if t.s == t.e:
+            continue
         FLASH_BACKWARD(
             grad[:, :, t.s : t.e],
             q[:, :, t.s : t.e],
@@ -149,11 +152,10 @@ def backward_parts(T: int, window: int, block: int, heads: int, head_dim: int, c
     """``FusedTiles``' backward against its flash-kernel calls alone (interleaved, best of ``calls``):
     the difference is what the gradient writes around the calls cost."""
     q, k, v = (x.requires_grad_() for x in model_layout(T, heads, head_dim))
-    tiles = window_key_tiles(T, T, window, block)
     grad = torch.randn(1, T, heads, head_dim).transpose(1, 2)  # the model layout, as y
     whole, alone = [], []
     for _ in range(calls + 1):
-        y = FusedTiles.apply(q, k, v, LocalMask(window), tiles)
+        y = sliding_window_attention(q, k, v, window, None, block)
         t0 = time.perf_counter()
         backward_calls_only(y, grad.contiguous())
         alone.append(time.perf_counter() - t0)
@@ -233,7 +235,7 @@ def split_against_shipped(T: int, window: int, block: int, heads: int, head_dim:
     """Forward + backward seconds of the shipped op (``FusedTiles``) and of ``SplitTiles``, interleaved."""
     q, k, v = (x.requires_grad_() for x in model_layout(T, heads, head_dim))
     cases = {
-        "shipped": partial(FusedTiles.apply, q, k, v, LocalMask(window), window_key_tiles(T, T, window, block)),
+        "shipped": partial(sliding_window_attention, q, k, v, window, None, block),
         "split": partial(SplitTiles.apply, q, k, v, window, split_tiles(T, window, block)),
     }
     times: dict[str, list[float]] = {name: [] for name in cases}

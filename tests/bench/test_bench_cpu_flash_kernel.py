@@ -23,12 +23,11 @@ def bench():
 
 
 def test_backward_calls_alone_are_the_ones_fused_tiles_makes(bench, monkeypatch):
-    # the same kernel calls, tile for tile, with the same arguments as FusedTiles' backward makes
-    from archpool.model.kernels.fused import FusedTiles
+    # the same kernel calls, tile for tile, with the same arguments as the model's op's backward makes
+    from archpool.model.kernels.dispatch import sliding_window_attention
 
     T, W, heads = 300, 64, 2
     q, k, v = (x.requires_grad_() for x in bench.model_layout(T, heads, 8))
-    tiles = window_key_tiles(T, T, W, 32)
     grad = torch.randn(1, T, heads, 8).transpose(1, 2)
     calls = {"alone": [], "fused": []}
     real = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -40,12 +39,12 @@ def test_backward_calls_alone_are_the_ones_fused_tiles_makes(bench, monkeypatch)
 
         return record
 
-    y = FusedTiles.apply(q, k, v, LocalMask(W), tiles)
+    y = sliding_window_attention(q, k, v, W, None, 32)
     monkeypatch.setattr(bench, "FLASH_BACKWARD", recorder("alone"))
     bench.backward_calls_only(y, grad.contiguous())
     monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", recorder("fused"))
     y.backward(grad)
-    assert len(calls["alone"]) == len(calls["fused"]) == len(tiles)
+    assert len(calls["alone"]) == len(calls["fused"]) == -(-T // 32)
     for mine, theirs in zip(calls["alone"], calls["fused"]):
         assert all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(mine, theirs))
 
@@ -68,14 +67,14 @@ def test_runs_end_to_end_and_writes_its_json(bench, tmp_path, capsys):
 
 @pytest.mark.parametrize("T,W,block", [(600, 64, 32), (257, 100, 48)])
 def test_split_tiles_compute_the_shipped_op(bench, T, W, block):
-    # the split alternative the benchmark times is exact: output and gradients as FusedTiles'
-    from archpool.model.kernels.fused import FusedTiles
+    # the split alternative the benchmark times is exact: output and gradients as the shipped op's
+    from archpool.model.kernels.dispatch import sliding_window_attention
 
     q, k, v = (x.requires_grad_() for x in bench.model_layout(T, 2, 8))
     grad = torch.randn(1, 2, T, 8)
     got = []
     for y in (
-        FusedTiles.apply(q, k, v, LocalMask(W), window_key_tiles(T, T, W, block)),
+        sliding_window_attention(q, k, v, W, None, block),
         bench.SplitTiles.apply(q, k, v, W, bench.split_tiles(T, W, block)),
     ):
         y.backward(grad)

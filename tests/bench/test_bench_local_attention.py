@@ -40,7 +40,7 @@ def test_op_row_times_full_and_local_and_the_baseline(bench):
     import archpool.model.kernels.dispatch as kernels
 
     row = bench.op_row(600, 64, None, bench.OpInputs(2, 8, "float32"), 1, baseline=kernels)
-    assert len(row["full_s"]) == len(row["local_s"]) == len(row["baseline_s"]) == 1
+    assert len(row["full_s"]) == len(row["local_s"]) == len(row["baseline_s"]) == len(row["round_over_baseline"]) == 1
     assert row["ideal"] == pytest.approx(bench.pairs(600, None) / bench.pairs(600, 64))
     assert "| 600 |" in bench.op_table([row], "t")
 

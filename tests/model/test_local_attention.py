@@ -204,7 +204,8 @@ def test_fused_tiles_equal_autograd_through_the_stacked_tiles(B, H, KV, T, S, wi
     doc_ids = docs(B, T, seed=12) if with_docs else None
     assert fused.fused_backward_applies(q, k, v)
     w = torch.randn(B, H, T, q.shape[-1]).to(dtype)
-    got = fused.FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), la.window_key_tiles(T, S, window, block))
+    tiles, key_tiles = la.window_key_tiles(T, S, window, block), la.window_tiles_by_key(T, S, window, block)
+    got = fused.FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), tiles, key_tiles)
     want = la.tiled_sdpa(q, k, v, la.WindowTiles(B, T, S, window, block), doc_ids)
     tol = TOL if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(got, want, **tol)
@@ -230,6 +231,41 @@ def test_window_key_tiles_cover_every_query_once_and_every_key_it_may_see(T, ext
         assert (t.hi - t.lo) % align == 0 or t.lo == 0  # aligned widths unless cut at key 0
         reach = allowed[t.s : t.e].nonzero()[:, 1]
         assert int(reach.min()) >= t.lo and int(reach.max()) < t.hi
+
+
+@settings(max_examples=80, deadline=None)
+@given(T=st.integers(1, 60), extra=st.integers(0, 40), window=st.integers(1, 20), block=st.integers(1, 12))
+def test_window_tiles_by_key_cover_every_key_once_and_every_query_that_may_see_it(T, extra, window, block):
+    S = T + extra
+    tiles = la.window_tiles_by_key(T, S, window, block)
+    assert [t.lo for t in tiles] == list(range(0, S, block)) and [t.hi for t in tiles][:-1] == [t.lo for t in tiles][1:]
+    assert tiles[-1].hi == S
+    allowed = LocalMask(window).dense(T, S, torch.device("cpu"))
+    for t in tiles:
+        seen_by = allowed[:, t.lo : t.hi].any(dim=1).nonzero()[:, 0]
+        if len(seen_by) == 0:
+            assert t.s == t.e  # cached keys no query reaches: the backward zero-fills their rows
+        else:
+            assert t.s <= int(seen_by.min()) and int(seen_by.max()) < t.e
+            assert allowed[t.s : t.e, t.lo : t.hi].any(dim=1).all()  # and no query that sees none of them
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(1, 3), T=st.integers(1, 80), block=st.integers(1, 16), seed=st.integers(0, 99))
+def test_document_tiles_by_key_hold_every_query_of_their_keys_documents(B, T, block, seed):
+    doc_ids = docs(B, T, seed=seed)
+    allowed = LocalMask(None, doc_ids).dense(T, T, torch.device("cpu"))[:, 0].any(dim=0)  # (T, T) over the batch
+    tiles = la.document_tiles_by_key(doc_ids, block)
+    assert [t.lo for t in tiles] == list(range(0, T, block)) and tiles[-1].hi == T
+    for t in tiles:
+        seen_by = allowed[:, t.lo : t.hi].any(dim=1).nonzero()[:, 0]
+        assert t.s == t.lo and int(seen_by.max()) < t.e
+
+
+def test_document_ends_mirror_document_starts():
+    doc_ids = torch.tensor([[0, 0, 1, 1, 1, 2], [3, 3, 3, 3, 4, 4]])
+    assert la.document_ends(doc_ids).tolist() == [[2, 2, 5, 5, 5, 6], [4, 4, 4, 4, 6, 6]]
+    assert la.document_ends(torch.tensor([[1, 0, 1]])).tolist() == [[3, 3, 3]]  # not contiguous: every key to the end
 
 
 def saved_bytes(fn) -> int:
@@ -296,7 +332,9 @@ def test_aligned_tiles_match_dense_mask(B, T, extra, window, block, align, KV, w
     w = torch.randn_like(want)
     g_want = torch.autograd.grad((want * w).sum(), (q, k, v))
     for got in (
-        fused.FusedTiles.apply(q, k, v, mask, la.window_key_tiles(T, S, window, block, align)),
+        fused.FusedTiles.apply(
+            q, k, v, mask, la.window_key_tiles(T, S, window, block, align), la.window_tiles_by_key(T, S, window, block)
+        ),
         la.tiled_sdpa(q, k, v, stacked, doc_ids),
     ):
         torch.testing.assert_close(got, want, **TOL)

@@ -20,11 +20,13 @@ from archpool.model.kernels.local import (
     WindowTiles,
     default_block,
     document_tiles,
+    document_tiles_by_key,
     local_attention_probs,
     pays_off,
     tiled_document_sdpa,
     tiled_sdpa,
     window_key_tiles,
+    window_tiles_by_key,
 )
 
 
@@ -52,7 +54,8 @@ def sliding_window_attention(
     stacked into the batch dimension, one SDPA call per mask (``WindowTiles``)."""
     T, S = q.shape[2], k.shape[2]
     if fused_backward_applies(q, k, v):
-        return FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), window_key_tiles(T, S, window, block))
+        key_tiles = window_tiles_by_key(T, S, window, block)
+        return FusedTiles.apply(q, k, v, LocalMask(window, doc_ids), window_key_tiles(T, S, window, block), key_tiles)
     return tiled_sdpa(q, k, v, WindowTiles(q.shape[0], T, S, window, block), doc_ids)
 
 
@@ -63,7 +66,7 @@ def document_attention(
     the backward is ``FusedTiles``': no per-tile masks or key copies held for backward."""
     tiles = document_tiles(doc_ids, block)
     if fused_backward_applies(q, k, v):
-        return FusedTiles.apply(q, k, v, LocalMask(None, doc_ids), tiles)
+        return FusedTiles.apply(q, k, v, LocalMask(None, doc_ids), tiles, document_tiles_by_key(doc_ids, block))
     return tiled_document_sdpa(q, k, v, doc_ids, tiles)
 
 

@@ -1,13 +1,17 @@
-"""The CPU flash kernel under the key tiles of ``archpool.model.kernels.local``, with a hand-written backward.
+"""The CPU flash kernel under the tiles of ``archpool.model.kernels.local``, with a hand-written backward.
 
 On CPU (float32, bfloat16) sliding windows and document masks run the flash kernel tile by tile
-(``FusedTiles``): each call reads its queries and its key range as slices of q, k and v (no padded
-or tiled copies), its output and log-sum-exp land in their rows, and the backward accumulates each
-tile's key gradients straight into the gradient of K and V. A windowed or document-masked layer
-then holds for backward what a full causal layer holds (q, k, v, the output and the log-sum-exp).
-One call per tile, over all heads, measured faster than stacking the tiles into one call
-(docs/runtime.md): the kernel reads overlapping strided views slower than slices, and stacked
-tiles' key gradients need folding back. Other devices (and float64) take the autograd path
+(``FusedTiles``): each forward call reads its queries and its key range as slices of q, k and v (no
+padded or tiled copies), and its output and log-sum-exp land in their rows. The backward runs over
+tiles that own keys instead (``window_tiles_by_key``, ``document_tiles_by_key``): each call's key
+gradients are the keys' whole gradients, written once, and its query gradients add into dQ. Over
+the forward's tiles, every tile reading a key would add into its rows of dK and dV: a
+document-masked op measured 1.1x slower forward + backward that way (its tiles read up to a
+document's length of keys), a windowed one the same within noise (docs/runtime.md). A windowed or
+document-masked layer holds for backward what a full causal layer holds (q, k, v, the output and
+the log-sum-exp). One call per tile, over all heads, measured faster than stacking the tiles into
+one call (docs/runtime.md): the kernel reads overlapping strided views slower than slices, and
+stacked tiles' key gradients need folding back. Other devices (and float64) take the autograd path
 (``fused_backward_applies``).
 """
 
@@ -50,13 +54,21 @@ class TileMasks:
 
 
 class FusedTiles(torch.autograd.Function):
-    """Attention of q (B, H, T, D) over k, v (B, KV, S, D) under ``mask``, tile by tile (``tiles``:
-    every query in exactly one tile, each tile's keys holding every key its queries may attend to),
-    through the CPU flash kernel forward and backward. Saves q, k, v, the output and the log-sum-exp."""
+    """Attention of q (B, H, T, D) over k, v (B, KV, S, D) under ``mask`` through the CPU flash kernel,
+    forward over ``tiles`` (every query in exactly one tile, each tile's keys holding every key its
+    queries may attend to) and backward over ``key_tiles`` (every key in exactly one tile, each tile's
+    queries holding every query that may attend to its keys). Saves q, k, v, the output and the
+    log-sum-exp."""
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: LocalMask, tiles: list[KeyTile]
+        ctx: FunctionCtx,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: LocalMask,
+        tiles: list[KeyTile],
+        key_tiles: list[KeyTile],
     ) -> torch.Tensor:
         masks = TileMasks(mask, k.shape[2] - q.shape[2], q.dtype)
         y = torch.empty_like(q)
@@ -67,7 +79,7 @@ class FusedTiles(torch.autograd.Function):
             )
             y[:, :, t.s : t.e] = out
             lse[:, :, t.s : t.e] = tile_lse
-        ctx.masks, ctx.tiles = masks, tiles
+        ctx.masks, ctx.key_tiles = masks, key_tiles
         ctx.save_for_backward(q, k, v, y, lse)
         return y
 
@@ -75,8 +87,12 @@ class FusedTiles(torch.autograd.Function):
     def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, y, lse = ctx.saved_tensors
         grad_y = grad_y.contiguous()
-        gq, gk, gv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)
-        for t in ctx.tiles:
+        gq, gk, gv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)
+        for t in ctx.key_tiles:
+            if t.s == t.e:  # cached keys no query reaches
+                gk[:, :, t.lo : t.hi] = 0
+                gv[:, :, t.lo : t.hi] = 0
+                continue
             a, b, c = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
                 grad_y[:, :, t.s : t.e],
                 q[:, :, t.s : t.e],
@@ -88,7 +104,7 @@ class FusedTiles(torch.autograd.Function):
                 False,
                 attn_mask=ctx.masks(t),
             )
-            gq[:, :, t.s : t.e] = a
-            gk[:, :, t.lo : t.hi] += b
-            gv[:, :, t.lo : t.hi] += c
-        return gq, gk, gv, None, None
+            gq[:, :, t.s : t.e] += a
+            gk[:, :, t.lo : t.hi] = b
+            gv[:, :, t.lo : t.hi] = c
+        return gq, gk, gv, None, None, None

@@ -16,9 +16,11 @@ Queries are always the last ``T`` positions of the ``S`` keys (``S > T`` with a 
 The result is exact: each query sees the same keys with the same softmax as with the dense mask.
 ``tiled_sdpa`` (windows: equal-width tiles stacked into the batch dimension, one SDPA call per mask,
 ``WindowTiles``) and ``tiled_document_sdpa`` run through SDPA with autograd through the tiling (any
-device); ``archpool.model.kernels.fused`` runs the key tiles one by one through the CPU flash kernel
+device); ``archpool.model.kernels.fused`` runs the tiles one by one through the CPU flash kernel
 with a hand-written backward, and ``archpool.model.kernels.dispatch.local_attention`` picks between
-them. ``local_attention_probs`` is the same tiling written out (the eager path), returning
+them. That backward tiles the other way round (``window_tiles_by_key``, ``document_tiles_by_key``):
+each tile owns a block of keys and holds every query that may attend to them, so each key's
+gradient is written once and only the queries' gradients accumulate. ``local_attention_probs`` is the same tiling written out (the eager path), returning
 probabilities for analysis without ever holding a T×S score matrix in flight.
 """
 
@@ -116,6 +118,19 @@ def window_key_tiles(T: int, S: int, window: int, block: int, align: int = KEY_A
         e = min(T, s + block)
         width = round_up(e - s + window - 1, align)
         tiles.append(KeyTile(s, e, max(0, offset + e - width), offset + e))
+    return tiles
+
+
+def window_tiles_by_key(T: int, S: int, window: int, block: int) -> list[KeyTile]:
+    """The backward's tiles of a sliding window: each owns ``block`` keys [lo, hi) (every key in exactly
+    one tile) and holds the ``hi - lo + window - 1`` queries that may attend to them, cut at the ends;
+    a tile of cached keys no query reaches has no queries (s == e)."""
+    offset = S - T
+    tiles = []
+    for lo in range(0, S, block):
+        hi = min(S, lo + block)
+        s = min(T, max(0, lo - offset))
+        tiles.append(KeyTile(s, min(T, max(0, hi - offset + window - 1)), lo, hi))
     return tiles
 
 
@@ -237,6 +252,21 @@ def document_tiles(doc_ids: torch.Tensor, block: int) -> list[KeyTile]:
         s, e = i * block, min(T, (i + 1) * block)
         tiles.append(KeyTile(s, e, max(0, e - round_up(e - lo, KEY_ALIGN)), e))
     return tiles
+
+
+def document_ends(doc_ids: torch.Tensor) -> torch.Tensor:
+    """Per token, the index just past the last token of its document (B, T), for contiguous documents;
+    T when ids are not non-decreasing along a row (``document_starts`` read from the other end)."""
+    T = doc_ids.shape[1]
+    return T - document_starts((-doc_ids).flip(1)).flip(1)
+
+
+def document_tiles_by_key(doc_ids: torch.Tensor, block: int) -> list[KeyTile]:
+    """The backward's tiles of an intra-document mask: each owns ``block`` keys [lo, hi) and holds the
+    queries from ``lo`` to the end of the latest document among its keys (over the batch)."""
+    T = doc_ids.shape[1]
+    ends = document_ends(doc_ids).amax(dim=0).tolist()
+    return [KeyTile(lo, ends[min(T, lo + block) - 1], lo, min(T, lo + block)) for lo in range(0, T, block)]
 
 
 def tiled_document_sdpa(
