@@ -39,23 +39,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cpu_ceilings import best_seconds
+
 from archpool.model.kernels.dispatch import sliding_window_attention
 from archpool.model.kernels.fused import TileMasks
 from archpool.model.kernels.local import KEY_ALIGN, KeyTile, LocalMask, round_up, window_key_tiles
 
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
-
-
-def best_seconds(fn, calls: int) -> float:
-    """Best of ``calls`` timed calls of ``fn`` after one untimed call."""
-    fn()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def model_layout(T: int, heads: int, head_dim: int, seed: int = 0) -> list[torch.Tensor]:
@@ -71,9 +63,11 @@ def causal_skip(lengths: list[int], heads: int, head_dim: int, calls: int) -> li
     for L in lengths:
         qkv = model_layout(L, heads, head_dim)
         times: dict[bool, list[float]] = {False: [], True: []}
+        for causal in times:
+            FLASH(*qkv, 0.0, causal)
         for _ in range(calls):
             for causal in times:
-                times[causal].append(best_seconds(partial(FLASH, *qkv, 0.0, causal), 1))
+                times[causal].append(best_seconds(partial(FLASH, *qkv, 0.0, causal), 1, warmup=0))
         plain, causal = min(times[False]), min(times[True])
         rows.append({"L": L, "plain_s": plain, "causal_s": causal, "causal_over_plain": causal / plain})
     return rows
@@ -112,16 +106,16 @@ def walk(T: int, window: int, block: int, heads: int, head_dim: int, calls: int)
     pairs = tile_pairs(steady, heads)
     sink = torch.empty(block, heads, head_dim)
     seconds = {
-        "walk": best_seconds(lambda: forward_tiles(q, k, v, steady, masks), calls),
-        "cached": best_seconds(lambda: forward_tiles(q, k, v, middle, masks), calls),
-        "walk_unmasked": best_seconds(lambda: forward_tiles(q, k, v, steady, None), calls),
-        "cached_unmasked": best_seconds(lambda: forward_tiles(q, k, v, middle, None), calls),
+        "walk": best_seconds(lambda: forward_tiles(q, k, v, steady, masks), calls, warmup=1),
+        "cached": best_seconds(lambda: forward_tiles(q, k, v, middle, masks), calls, warmup=1),
+        "walk_unmasked": best_seconds(lambda: forward_tiles(q, k, v, steady, None), calls, warmup=1),
+        "cached_unmasked": best_seconds(lambda: forward_tiles(q, k, v, middle, None), calls, warmup=1),
     }
     out = {f"{name}_ns_per_pair": 1e9 * s / pairs for name, s in seconds.items()}
-    out["copy_new_rows_s"] = best_seconds(lambda: copy_new_rows(q, k, v, steady, sink), calls)
+    out["copy_new_rows_s"] = best_seconds(lambda: copy_new_rows(q, k, v, steady, sink), calls, warmup=1)
     copied = 3 * q.element_size() * heads * head_dim * block * len(steady)
     out["copy_new_rows_gb_per_s"] = copied / out["copy_new_rows_s"] / 1e9
-    full = best_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 1)
+    full = best_seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), 1, warmup=1)
     out["full_causal_ns_per_pair"] = 1e9 * full / (heads * T * (T + 1) / 2)
     out.update(T=T, tiles=len(steady), pairs=pairs, walk_s=seconds["walk"], cached_s=seconds["cached"])
     return out

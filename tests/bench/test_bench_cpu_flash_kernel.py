@@ -1,25 +1,13 @@
 """The CPU flash-kernel benchmark: the backward calls it times alone are FusedTiles' own, and it runs end to end."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from archpool.model.kernels.local import LocalMask, window_key_tiles
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_cpu_flash_kernel.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_cpu_flash_kernel", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cpu_flash_kernel"] = module
-    spec.loader.exec_module(module)
-    return module
+BENCH_SCRIPT = "bench_cpu_flash_kernel"
 
 
 def test_backward_calls_alone_are_the_ones_fused_tiles_makes(bench, monkeypatch):

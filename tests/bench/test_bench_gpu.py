@@ -1,9 +1,6 @@
 """The GPU benchmark's FLOP count and a CPU smoke run, so the script works the day a GPU is lent."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -11,16 +8,7 @@ import torch
 from archpool.model.geometry import type_window
 from archpool.model.kernels.local import LocalMask
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_gpu.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+BENCH_SCRIPT = "bench_gpu"
 
 
 @pytest.mark.parametrize("swa", [False, True])

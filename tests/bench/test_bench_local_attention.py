@@ -1,24 +1,11 @@
 """The op benchmark's ideal (pairs the mask allows) and its document generator, against the dense mask."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from archpool.model.kernels.local import LocalMask
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "bench_local_attention.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_local_attention", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_local_attention"] = module
-    spec.loader.exec_module(module)
-    return module
+BENCH_SCRIPT = "bench_local_attention"
 
 
 @pytest.mark.parametrize("window,with_docs", [(None, False), (7, False), (None, True), (7, True)])
