@@ -20,8 +20,9 @@ device); ``archpool.model.kernels.fused`` runs the tiles one by one through the 
 with a hand-written backward, and ``archpool.model.kernels.dispatch.local_attention`` picks between
 them. That backward tiles the other way round (``window_tiles_by_key``, ``document_tiles_by_key``):
 each tile owns a block of keys and holds every query that may attend to them, so each key's
-gradient is written once and only the queries' gradients accumulate. ``local_attention_probs`` is the same tiling written out (the eager path), returning
-probabilities for analysis without ever holding a T×S score matrix in flight.
+gradient is written once and only the queries' gradients accumulate. ``local_attention_probs`` is
+the same tiling written out (the eager path), returning probabilities for analysis without ever
+holding a T×S score matrix in flight.
 """
 
 from __future__ import annotations
