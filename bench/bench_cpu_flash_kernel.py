@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cpu_ceilings import best_seconds
 
 from archpool.model.kernels.dispatch import sliding_window_attention
-from archpool.model.kernels.fused import TileMasks
+from archpool.model.kernels.fused import TileMasks, tile_backward
 from archpool.model.kernels.local import KEY_ALIGN, KeyTile, LocalMask, round_up, window_key_tiles
 
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
@@ -124,22 +124,11 @@ def walk(T: int, window: int, block: int, heads: int, head_dim: int, calls: int)
 def backward_calls_only(y: torch.Tensor, grad: torch.Tensor) -> None:
     """The flash-kernel backward calls of ``FusedTiles``' backward for output ``y``, on the tensors and
     tiles it saved, with their gradients dropped (nothing written into dQ, dK, dV)."""
-    q, k, v, out, lse = y.grad_fn.saved_tensors
     node = y.grad_fn
+    saved = node.saved_tensors
     for t in node.key_tiles:
-        if t.s == t.e:
-            continue
-        FLASH_BACKWARD(
-            grad[:, :, t.s : t.e],
-            q[:, :, t.s : t.e],
-            k[:, :, t.lo : t.hi],
-            v[:, :, t.lo : t.hi],
-            out[:, :, t.s : t.e],
-            lse[:, :, t.s : t.e],
-            0.0,
-            False,
-            attn_mask=node.masks(t),
-        )
+        if t.s < t.e:
+            tile_backward(grad, saved, t, node.masks(t))
 
 
 def backward_parts(T: int, window: int, block: int, heads: int, head_dim: int, calls: int) -> dict:

@@ -53,6 +53,25 @@ class TileMasks:
         return self.shared[key]
 
 
+def tile_backward(
+    grad_y: torch.Tensor, saved: tuple[torch.Tensor, ...], t: KeyTile, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The flash-kernel backward of tile ``t`` under its additive ``mask``, on ``FusedTiles``' saved
+    (q, k, v, output, log-sum-exp): the gradients of query rows [s, e) and of key rows [lo, hi)."""
+    q, k, v, y, lse = saved
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_y[:, :, t.s : t.e],
+        q[:, :, t.s : t.e],
+        k[:, :, t.lo : t.hi],
+        v[:, :, t.lo : t.hi],
+        y[:, :, t.s : t.e],
+        lse[:, :, t.s : t.e],
+        0.0,
+        False,
+        attn_mask=mask,
+    )
+
+
 class FusedTiles(torch.autograd.Function):
     """Attention of q (B, H, T, D) over k, v (B, KV, S, D) under ``mask`` through the CPU flash kernel,
     forward over ``tiles`` (every query in exactly one tile, each tile's keys holding every key its
@@ -93,17 +112,7 @@ class FusedTiles(torch.autograd.Function):
                 gk[:, :, t.lo : t.hi] = 0
                 gv[:, :, t.lo : t.hi] = 0
                 continue
-            a, b, c = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-                grad_y[:, :, t.s : t.e],
-                q[:, :, t.s : t.e],
-                k[:, :, t.lo : t.hi],
-                v[:, :, t.lo : t.hi],
-                y[:, :, t.s : t.e],
-                lse[:, :, t.s : t.e],
-                0.0,
-                False,
-                attn_mask=ctx.masks(t),
-            )
+            a, b, c = tile_backward(grad_y, (q, k, v, y, lse), t, ctx.masks(t))
             gq[:, :, t.s : t.e] += a
             gk[:, :, t.lo : t.hi] = b
             gv[:, :, t.lo : t.hi] = c
