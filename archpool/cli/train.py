@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         help="a ladder: one run of max(BUDGETS) steps at a constant LR, checkpointed at each budget (0 = the RoPE change alone)",
     )
-    e.add_argument("--qk-gain", type=float, help="multiply the QK-norm query gains by this when the extension starts")
+    e.add_argument("--qk-gain", type=float, help="multiply every attention logit by this when the extension starts")
     e.add_argument("--qk-gain-alpha", type=float, help="... or by 1 + ALPHA * ln(extension length / pretraining length)")
     e.add_argument("--global-batch-tokens", type=positive_int)
     e.add_argument("--micro-batch-size", type=positive_int)

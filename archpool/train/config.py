@@ -213,10 +213,11 @@ class ExtensionConfig(Config):
     alone, before any training), so a rung is exactly the extension with that budget and no rung is
     trained from scratch. ``budgets`` replaces ``tokens`` / ``token_fraction``.
 
-    ``qk_gain`` / ``qk_gain_alpha`` raise the QK-norm gain when the extension starts (a remedy for
-    the logit cap QK-norm puts on attention): the query-norm weights of every QK-norm layer (only the
-    full-attention ones with ``full_layers_only``) are multiplied by ``qk_gain``, or by
-    ``1 + qk_gain_alpha · ln(length / pretraining context)`` (log-length scaling).
+    ``qk_gain`` / ``qk_gain_alpha`` lower the softmax temperature when the extension starts: every
+    attention logit of every layer (only the full-attention ones with ``full_layers_only``) is
+    multiplied by ``qk_gain``, or by ``1 + qk_gain_alpha · ln(length / pretraining context)``
+    (log-length scaling, as in Scalable-Softmax). With QK-norm the query-norm gains are scaled,
+    without it the query projection, so every architecture can be given the same treatment.
     """
 
     PATH = "extension"
@@ -245,7 +246,7 @@ class ExtensionConfig(Config):
     ckpt_every: int | None = None
     log_every: int | None = None
     budgets: list[int] | None = None  # a ladder of step budgets, 0 = the RoPE change alone
-    qk_gain: float | None = None  # multiply the QK-norm query gains by this at the start
+    qk_gain: float | None = None  # multiply every attention logit by this at the start
     qk_gain_alpha: float | None = None  # ... or by 1 + alpha * ln(length / pretraining context)
 
     def __post_init__(self) -> None:
@@ -312,7 +313,7 @@ class ExtensionConfig(Config):
             raise ConfigError(f"{prefix}.budgets", "yarn trains two stages under one anneal; a ladder needs one stage")
 
     def _check_qk_gain(self, prefix: str) -> None:
-        """At most one of the QK-norm gain remedies, each in its range."""
+        """At most one of the logit-gain (temperature) settings, each in its range."""
         if self.qk_gain is not None and self.qk_gain_alpha is not None:
             raise ConfigError(f"{prefix}.qk_gain", "give qk_gain or qk_gain_alpha, not both")
         if self.qk_gain is not None and not 0 < self.qk_gain <= 100:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from archpool.errors import CheckpointError, ConfigError
+from archpool.errors import CheckpointError
 from archpool.io import sha256_file
 from archpool.model.config import ModelConfig
 from archpool.rundir import RUN_RECORD, checkpoint_candidates, extension_run_dir, read_run_record
@@ -53,18 +53,23 @@ __all__ = [
 
 
 def raise_qk_gain(cfg: ModelConfig, weights: dict[str, torch.Tensor], gain: float, full_layers_only: bool) -> dict:
-    """``weights`` with every QK-norm layer's query-norm weight × ``gain`` (only full-attention layers
-    with ``full_layers_only``): each attention logit of those layers is multiplied by ``gain``."""
-    if cfg.qk_norm == "none":
-        raise ConfigError("extension.qk_gain", "raises the QK-norm gain; this model has no QK-norm")
+    """``weights`` with every attention logit of each layer (full-attention layers only with
+    ``full_layers_only``) multiplied by ``gain``: a lower softmax temperature for any architecture.
+
+    With QK-norm the query-norm weight is scaled (the norm would undo a scaled projection); without it
+    the query projection (weight and bias). RoPE rotates queries linearly, so either way every logit
+    q·k / √head_dim of the layer is ``gain`` times what it was."""
     out = dict(weights)
     for i, kind in enumerate(cfg.layer_types):
         if full_layers_only and kind != "full_attention":
             continue
-        name = f"layers.{i}.attn.q_norm.weight"
-        if name not in out:
-            raise CheckpointError(f"no {name} in the checkpoint of a QK-norm model")
-        out[name] = out[name] * gain
+        names = [f"layers.{i}.attn.q_norm.weight"] if cfg.qk_norm != "none" else [f"layers.{i}.attn.q_proj.weight"]
+        if cfg.qk_norm == "none" and cfg.qkv_bias:
+            names.append(f"layers.{i}.attn.q_proj.bias")
+        for name in names:
+            if name not in out:
+                raise CheckpointError(f"no {name} in the checkpoint (needed to scale the attention logits)")
+            out[name] = out[name] * gain
     return out
 
 

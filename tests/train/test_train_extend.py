@@ -240,8 +240,38 @@ def test_ladder_and_remedy_settings_are_validated():
         ExtensionConfig(budgets=[5], tokens=100)
     with pytest.raises(ConfigError, match="extension.qk_gain"):
         ExtensionConfig(qk_gain=2.0, qk_gain_alpha=0.1)
-    model = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"qk_norm": "none"},
+        {"qk_norm": "none", "qkv_bias": True, "n_kv_heads": 2},
+        {"qk_norm": "layerwise"},
+        {"qk_norm": "headwise"},
+    ],
+    ids=["no-qk-norm", "no-qk-norm-bias-gqa", "layerwise", "headwise"],
+)
+def test_the_temperature_recipe_multiplies_every_logit_of_a_layer_by_the_gain(fields):
+    """softmax(g·s) = softmax(g·log softmax(s)): the scaled layer-0 probabilities follow from the
+    unscaled ones exactly when, and only when, every logit was multiplied by g."""
+    from archpool.model.model import Decoder
     from archpool.train.extend import raise_qk_gain
 
-    with pytest.raises(ConfigError, match="no QK-norm"):
-        raise_qk_gain(model, {}, 1.5, False)
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, max_seq_len=32, **fields)
+    model = Decoder(cfg).eval()
+    with torch.no_grad():  # random biases, so the bias scaling is exercised
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_()
+    gain = 1.7
+    scaled = Decoder(cfg).eval()
+    scaled.load_state_dict(raise_qk_gain(cfg, model.state_dict(), gain, full_layers_only=False))
+    ids = torch.randint(0, 64, (2, 24))
+    with torch.no_grad():
+        (_, before), (_, after) = model.forward_with_attentions(ids), scaled.forward_with_attentions(ids)
+    causal = torch.ones(24, 24, dtype=torch.bool).tril()
+    expected = torch.softmax((gain * before[0].clamp_min(1e-30).log()).masked_fill(~causal, float("-inf")), -1)
+    torch.testing.assert_close(after[0], expected, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(after[0], before[0], atol=1e-3)
