@@ -28,9 +28,11 @@ BASE_PREFIX = "base_"
 LENGTH_RE = re.compile(r"^(?:(?P<base>base_))?(?P<metric>.+)@(?P<length>\d{2,})(?:_(?P<phase>pre|post))?$")
 # ``<metric>@<length>[<filter>]``: a score at a length, optionally one distance bucket or tail (``[d>128]``)
 SCORE_RE = re.compile(r"^(?P<metric>[^@\[\]]+)@(?P<length>\d{2,})(?P<filter>\[[^\]]*\])?$")
-# an extension ladder: ``<metric>#ext<N>`` after N steps of extension, ``<metric>#ladder_mean`` over the rungs
+# an extension ladder: ``<metric>#ext<N>`` after N steps of extension, ``<metric>#ladder_mean`` over the rungs,
+# ``<metric>#ladder_auc`` over the extension steps
 RUNG_SEP = "#"
 LADDER_MEAN = "ladder_mean"
+LADDER_AUC = "ladder_auc"  # area under the ladder curve over extension steps / the last budget
 
 
 def rung_label(budget: int) -> str:

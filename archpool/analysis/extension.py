@@ -3,22 +3,28 @@
 Per single-feature arm (a cell that differs from an all-features-off baseline cell in exactly one axis,
 see :func:`archpool.analysis.effects.pairs`), paired by ``seed`` (same seed: same data order and init):
 
-- pre effect: ``mastery_acc(arm, s) − mastery_acc(base, s)``, each at its own pretraining length
-  (:mod:`archpool.analysis.mastery`), over every seed with both values;
+- own-length effect (``pre``): the target's metric (same task and mode, all distances) before extension at
+  each arm's own pretraining length, ``base_<metric>@<pretrain_ctx>``, arm − base: what a short-context
+  evaluation of the pretrained models shows;
 - post effect at each evaluation length ``L``: the target's family at ``L`` after extension (same task,
   same distance filter when that column exists at ``L``, else the all-distance ``<task>@L``, same ``#``
   rung suffix), arm − base;
-- extension-only effect, a difference in differences: ``d_s = (post_arm_s − post_base_s) −
-  (pre_arm_s − pre_base_s)``; mean, 95% t-interval over seeds, seed sd, n.
+- extension-only effect, a difference in differences on one metric: ``d_s = (post_arm_s − post_base_s) −
+  (before_arm_s − before_base_s)``, where "before" is the *same column* measured on the pretrained model
+  (``base_<column>``, same task, length and distance filter) when the pool evaluated it, else the own-length
+  value above (``did_from`` says which); mean, 95% t-interval over seeds, seed sd, n.
 
-With an extension ladder the same is computed at every rung (``#ext<N>``) and on ``#ladder_mean``.
-A run with ``mastered == 0`` is excluded from the post effects and the differences in differences (its
-seed's pair is dropped) and listed in ``not_mastered``: its long-context numbers measure pretraining.
+With an extension ladder the same is computed at every rung (``#ext<N>``), on ``#ladder_mean`` and on
+``#ladder_auc``. A run with ``mastered == 0`` is excluded from the post effects and the differences in
+differences (its seed's pair is dropped) and listed in ``not_mastered``: its long-context numbers measure
+pretraining.
 
-Remedy: for each extension recipe other than the primary one (``<recipe>_<target>`` columns), the paired
-difference ``<recipe>_<target> − <target>`` per run, and for a single-feature arm its gap to the baseline
-with the primary recipe (``target(arm) − target(base)``) and with the remedy (``<recipe>_target(arm) −
-target(base)``), per seed.
+Remedy (a treatment such as a lower softmax temperature): for each extension recipe other than the primary
+one (``<recipe>_<target>`` columns), the paired difference ``<recipe>_<target> − <target>`` per run (what the
+treatment does to each arm), and for a single-feature arm its gap to the baseline with both untreated
+(``target(arm) − target(base)``) and with both treated (``<recipe>_target(arm) − <recipe>_target(base)``),
+per seed. A treated arm is never compared with an untreated baseline: without the baseline's treated
+runs there is no treated gap.
 
 Factorial: a design is a full factorial when its distinct configurations of the varying features number
 ``2^k`` (k varying features); otherwise regression coefficients over the four axes are not effects.
@@ -159,6 +165,23 @@ def _arms(d: pd.DataFrame, target: str, short_ctx: int) -> tuple[pd.DataFrame, l
     return c, ps
 
 
+def own_length_values(d: pd.DataFrame, metric: str, fallback: pd.Series) -> tuple[pd.Series, str]:
+    """Per run ``base_<metric>@<its pretraining length>`` (the target's metric before extension at the run's
+    own length) and the name pattern it came from; ``fallback`` (the mastery accuracy) for a table without
+    those columns."""
+    if "pretrain_ctx" not in d.columns:
+        return fallback, "mastery_acc"
+    values = []
+    for i in d.index:
+        ctx = pd.to_numeric(pd.Series([d.at[i, "pretrain_ctx"]]), errors="coerce").iloc[0]
+        col = f"{BASE_PREFIX}{metric}@{int(ctx)}" if pd.notna(ctx) else None
+        values.append(pd.to_numeric(pd.Series([d.at[i, col]]), errors="coerce").iloc[0] if col in d.columns else np.nan)
+    own = pd.Series(values, index=d.index, dtype=float)
+    if own.notna().any():
+        return own, f"{BASE_PREFIX}{metric}@<pretrain_ctx>"
+    return fallback, "mastery_acc"
+
+
 def mastery_summary(
     d: pd.DataFrame, short_ctx: int, metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD
 ) -> dict[str, Any] | None:
@@ -221,27 +244,35 @@ def extension_effects(
         if mf.at[i, "mastered"] == 0
     ]
     bad = {x["run"] for x in not_mastered}
-    acc = mf["mastery_acc"]
+    own, own_from = own_length_values(d, fam["metric"], mf["mastery_acc"])
     axes = []
     for p in ps:
         base, arm = list(p["runs_from"]), list(p["runs_to"])
-        pre_base, pre_arm = _by_seed(d, base, acc), _by_seed(d, arm, acc)
-        pre = _diff(pre_arm, pre_base)
+        pre = _diff(_by_seed(d, arm, own), _by_seed(d, base, own))
         involved = d["run"].isin(base + arm)
         dropped = sorted({_plain(s) for s in _seeds(d)[involved & d["run"].isin(bad)]})
         kept = {_plain(s) for s in _seeds(d)[involved]} - set(dropped)
         rows = []
         for suf, at in fam["columns"].items():
             for L, col in at.items():
-                post = _diff(_by_seed(d, arm, d[col]), _by_seed(d, base, d[col]), kept)
-                did = {s: post[s] - pre[s] for s in post if s in pre}
+                base_values = {k: v for k, v in _by_seed(d, base, d[col]).items() if k in kept}
+                post = _diff(_by_seed(d, arm, d[col]), base_values)
+                before_col = BASE_PREFIX + split_rung(col)[0]
+                if _has(d, before_col):
+                    before, did_from = _diff(_by_seed(d, arm, d[before_col]), _by_seed(d, base, d[before_col]), kept), before_col
+                else:
+                    before, did_from = pre, own_from
+                did = {s: post[s] - before[s] for s in post if s in before}
                 rows.append(
                     {
                         "rung": suf,
                         "length": L,
                         "column": col,
                         "is_target": col == target,
+                        "base_mean": float(np.mean([base_values[k] for k in post])) if post else None,
                         "post": summarise(post),
+                        "before": summarise({s: before[s] for s in did}),
+                        "did_from": did_from,
                         "did": summarise(did),
                     }
                 )
@@ -264,6 +295,7 @@ def extension_effects(
         "metric": fam["metric"],
         "filter": fam["filter"],
         "mastery_metric": metric,
+        "own_length_from": own_from,
         "threshold": threshold,
         "rungs": list(fam["columns"]),
         "axes": axes,
@@ -275,30 +307,25 @@ def extension_effects(
 def remedy(
     df: pd.DataFrame, target: str, short_ctx: int, metric: str | None = None, threshold: float = MASTERY_THRESHOLD
 ) -> list[dict[str, Any]]:
-    """Per extension recipe other than the primary one (``<recipe>_<target>`` columns with a value), per
-    configuration that has it: the paired difference recipe − primary, and for a single-feature arm its
-    gap to the baseline with either recipe (see the module docstring). Runs that did not master their own
-    length are left out when mastery is known."""
+    """Per extension recipe other than the primary one (``<recipe>_<target>`` columns with a value, or the
+    target's metric at the recipe's last rung: :func:`recipe_columns`), per configuration that has it: the
+    paired difference recipe − primary, and for a single-feature arm its gap to the baseline with both
+    untreated and with both treated (see the module docstring). Runs that did not master their own length
+    are left out when mastery is known."""
     if target not in df.columns:
         return []
     d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
-    prefixes = sorted(
-        c[: -len(target)]
-        for c in d.columns
-        if c != target and c.endswith(target) and c[: -len(target)].endswith("_") and c[: -len(target)] != BASE_PREFIX
-    )
-    prefixes = [p for p in prefixes if _has(d, p + target)]
-    if not prefixes or len(d) < 2:
+    pairs = recipe_columns(d, target)
+    if not pairs or len(d) < 2:
         return []
     metric = metric or mastery_metric(target, d.columns) or MASTERY_METRIC
     mf = mastery_frame(d, metric, threshold)
     bad = set(d.loc[mf["mastered"] == 0, "run"])
     c, ps = _arms(d, target, short_ctx)
     base_of = {tuple(p["runs_to"]): p for p in ps}
-    y = d[target].where(~d["run"].isin(bad))
     out = []
-    for prefix in prefixes:
-        col = prefix + target
+    for prefix, (col, untreated) in pairs.items():
+        y = d[untreated].where(~d["run"].isin(bad))
         z = d[col].where(~d["run"].isin(bad))
         arms = []
         for _, row in c.iterrows():
@@ -314,23 +341,53 @@ def remedy(
             }
             p = base_of.get(tuple(runs))
             if p is not None:
-                base = _by_seed(d, list(p["runs_from"]), y)
-                gap_primary, gap_recipe = _diff(primary, base), _diff(treated, base)
-                common = set(gap_primary) & set(gap_recipe)
+                base_runs = list(p["runs_from"])
+                gap_primary = _diff(primary, _by_seed(d, base_runs, y))
+                gap_recipe = _diff(treated, _by_seed(d, base_runs, z))  # both treated: a controlled gap
+                common = set(gap_primary) & set(gap_recipe) if gap_recipe else set(gap_primary)
                 gp = summarise({s: gap_primary[s] for s in gap_primary if s in common})
                 gr = summarise({s: gap_recipe[s] for s in gap_recipe if s in common})
                 closed = None
-                if gp["mean"] and gr["mean"] is not None:
+                if gp["mean"] and gr["mean"] is not None and gr["n"]:
                     closed = 1 - gr["mean"] / gp["mean"]
                 entry.update(
                     axis=p["axis"],
                     feature=p["feature"],
-                    runs_base=list(p["runs_from"]),
+                    runs_base=base_runs,
+                    base_treated=bool(_by_seed(d, base_runs, z)),
                     gap_primary=gp,
                     gap_recipe=gr,
                     closed_fraction=closed,
                 )
             arms.append(entry)
         if arms:
-            out.append({"recipe": prefix[:-1], "column": col, "arms": arms})
+            out.append({"recipe": prefix[:-1], "column": col, "column_untreated": untreated, "arms": arms})
     return out
+
+
+def recipe_columns(d: pd.DataFrame, target: str) -> dict[str, tuple[str, str]]:
+    """Per second recipe (``<recipe>_`` prefix) the pair (its column, the primary recipe's column) it is compared
+    on: the target itself when the recipe has it, else the target's metric at the recipe's last rung that the
+    primary ladder also has (a treatment trained for fewer steps is compared at its own budget)."""
+    stem, _ = split_rung(target)
+    out: dict[str, tuple[str, str]] = {}
+    found: dict[str, list[tuple[int, str]]] = {}
+    for c in d.columns:
+        c_stem, rung = split_rung(c)
+        if c == target or not c_stem.endswith(stem):
+            continue
+        prefix = c_stem[: -len(stem)]
+        if not prefix.endswith("_") or prefix == BASE_PREFIX or not _has(d, c):
+            continue
+        if c_stem + (RUNG_SEP + rung if rung else "") == prefix + target:
+            out[prefix] = (c, target)
+            continue
+        budget = rung_budget(rung)
+        primary = f"{stem}{RUNG_SEP}{rung}"
+        if budget is not None and _has(d, primary):
+            found.setdefault(prefix, []).append((budget, c))
+    for prefix, cols in found.items():
+        if prefix not in out:
+            budget, c = max(cols)
+            out[prefix] = (c, f"{stem}{RUNG_SEP}{split_rung(c)[1]}")
+    return dict(sorted(out.items()))

@@ -44,7 +44,7 @@ from archpool.analysis.table import (
     is_design,
     metric_columns,
 )
-from archpool.columns import LADDER_MEAN, LENGTH_RE, is_pre_extension, split_rung
+from archpool.columns import LENGTH_RE, is_pre_extension, rung_budget, split_rung
 from archpool.study import FEATURES
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
@@ -84,23 +84,27 @@ def length_columns(df: pd.DataFrame) -> dict[str, dict[str, dict[int, str]]]:
     """Score-by-context-length columns: ``{metric: {"pre" | "post": {length: column}}}``.
 
     An extension ladder's rung columns (``<metric>@<length>#ext<N>``) are not length columns; where a metric
-    has no plain post-extension column at a length, its ``#ladder_mean`` column stands for "post"."""
+    has no plain post-extension column at a length, its final rung (the largest ``N``) stands for "post"."""
     out: dict[str, dict[str, dict[int, str]]] = {}
-    ladder: dict[str, dict[int, str]] = {}
+    final: dict[str, dict[int, tuple[int, str]]] = {}
     for c in metric_columns(df):
         stem, rung = split_rung(c)
         m = LENGTH_RE.match(stem)
         if not m:
             continue
         if rung:
-            if rung == LADDER_MEAN and not m["base"] and m["phase"] is None:
-                ladder.setdefault(m["metric"], {})[int(m["length"])] = c
+            budget = rung_budget(rung)
+            if budget is not None and not m["base"] and m["phase"] is None:
+                at = final.setdefault(m["metric"], {})
+                length = int(m["length"])
+                if length not in at or budget > at[length][0]:
+                    at[length] = (budget, c)
             continue
         ph = m["phase"] or ("pre" if m["base"] else "post")
         out.setdefault(m["metric"], {}).setdefault(ph, {})[int(m["length"])] = c
-    for metric, cols in ladder.items():
+    for metric, cols in final.items():
         post = out.setdefault(metric, {}).setdefault("post", {})
-        for length, c in cols.items():
+        for length, (_, c) in cols.items():
             post.setdefault(length, c)
     return {k: {p: dict(sorted(v.items())) for p, v in d.items()} for k, d in sorted(out.items())}
 

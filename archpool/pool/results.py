@@ -2,7 +2,7 @@
 
 Design columns come from the run's spec and the study's definitions (:mod:`archpool.study`); metric
 columns are the stages' metrics under the names of :mod:`archpool.columns`, the means over each
-extension ladder (``#ladder_mean``), and whether the run mastered its own length before extension
+extension ladder (``#ladder_mean``, and ``#ladder_auc``: the area under the curve over extension steps), and whether the run mastered its own length before extension
 (``mastery_acc``, ``mastery_min_bucket``, ``mastered``: :mod:`archpool.analysis.mastery`, on the task of
 the pool's report target).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.analysis.mastery import MASTERY_METRIC, mastery, mastery_metric
-from archpool.columns import DESIGN_COLUMNS, LADDER_MEAN, RESULTS_FILE, RUNG_SEP
+from archpool.columns import DESIGN_COLUMNS, LADDER_AUC, LADDER_MEAN, RESULTS_FILE, RUNG_SEP
 from archpool.csvsafe import csv_cell
 from archpool.pool.graph import Node, is_done, read_result
 from archpool.pool.job import read_status
@@ -28,7 +28,7 @@ RESULTS = RESULTS_FILE
 def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[str, Any]:
     primary = pool.extension[0]["name"] if pool.extension else ""
     metrics: dict[str, Any] = {}
-    ladders: dict[tuple[str, str], list[dict[str, Any] | None]] = {}  # (prefix, suffix without the rung) -> rungs
+    ladders: dict[tuple[str, str], list[tuple[int, dict[str, Any] | None]]] = {}  # (prefix, suffix) -> (budget, rung)
     for n in nodes:
         if n.run != run:
             continue
@@ -36,13 +36,38 @@ def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[
         done = is_done(out, n)
         values = (read_result(out, n).get("metrics") or {}) if done else {}
         if n.stage == "eval" and n.config.get("rung") is not None:
-            ladders.setdefault((prefix, suffix.rpartition(RUNG_SEP)[0]), []).append(values if done else None)
+            ladders.setdefault((prefix, suffix.rpartition(RUNG_SEP)[0]), []).append(
+                (int(n.config["rung"]), values if done else None)
+            )
         for k, v in values.items():
             if isinstance(v, (int, float, str)) or v is None:
                 metrics[f"{prefix}{k}{suffix}"] = v
     for (prefix, suffix), rungs in ladders.items():
-        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_MEAN}": v for k, v in ladder_means(rungs).items()})
+        values = [v for _, v in rungs]
+        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_MEAN}": v for k, v in ladder_means(values).items()})
+        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_AUC}": v for k, v in ladder_auc(rungs).items()})
     return metrics
+
+
+def ladder_auc(rungs: list[tuple[int, dict[str, Any] | None]]) -> dict[str, float]:
+    """Each metric's area under its ladder curve over extension steps, divided by the last budget: the mean
+    value over steps 0..N with the curve interpolated linearly between rungs (trapezoids), so every
+    extension step weighs the same, however the rungs are spaced. Needs every rung and at least two."""
+    if len(rungs) < 2 or any(v is None for _, v in rungs):
+        return {}
+    pts = sorted(rungs, key=lambda r: r[0])
+    span = pts[-1][0] - pts[0][0]
+    if span <= 0:
+        return {}
+    first = pts[0][1] or {}
+    names = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = {}
+    for k in names:
+        if not all(isinstance((v or {}).get(k), (int, float)) for _, v in pts):
+            continue
+        area = sum((b1 - b0) * (float(v0[k]) + float(v1[k])) / 2 for (b0, v0), (b1, v1) in zip(pts, pts[1:]))  # type: ignore[index]
+        out[k] = round(area / span, 6)
+    return out
 
 
 def ladder_means(rungs: list[dict[str, Any] | None]) -> dict[str, float]:

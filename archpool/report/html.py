@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from archpool.analysis import inference
 from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
-from archpool.report import archs
+from archpool.report import archs, transfer
 from archpool.report import figures as figs
 from archpool.report import findings as fnd
 from archpool.report import verdict as vd
 from archpool.report.context import ReportContext, duration, environment
-from archpool.report.findings import lower_is_better
+from archpool.report.findings import FEATURE_NAMES, lower_is_better
 from archpool.report.verdict import AxisVerdict
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
         coef_rows.append(
             dict(model="swa_x_gqa", term=term, coef=v["coef"], se=v["se"], ci95_lo=v["ci95"][0], ci95_hi=v["ci95"][1], p=v["p"])
         )
+    pre = r.get("pre_extension") or []
     t["pre_extension"] = pd.DataFrame(
         [
             {
@@ -137,10 +139,15 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
                 "coef": p["coef"],
                 "ci95_lo": _ci(p["ci95"])[0],
                 "ci95_hi": _ci(p["ci95"])[1],
+                "p": p.get("p"),
+                "p_holm": adj,
             }
-            for p in r.get("pre_extension") or []
+            for p, adj in zip(pre, inference.holm([p.get("p") for p in pre]))
         ]
     )
+    known = t["predictors"][(t["predictors"]["kind"] != "metric") | (t["predictors"]["phase"] == "pre")].copy()
+    known["p_holm"] = inference.holm([None if pd.isna(x) else float(x) for x in known["p"]])
+    t["predictors_before_extension"] = known.reset_index(drop=True)
     t["coefficients"] = pd.DataFrame(coef_rows)
     t["axis_effects"] = pd.DataFrame(r["axis_effects"])
     t["feature_effects"] = pd.DataFrame(r["feature_effects"])
@@ -288,6 +295,9 @@ HEADERS = {
     "ci95_lo": "95% CI low",
     "ci95_hi": "95% CI high",
     "p": "p",
+    "p_holm": "p, Holm-corrected",
+    "mde": "Detectable (MDE)",
+    "multiple": "× pretraining context",
     "kind": "Kind",
     "phase": "Measured",
     "note": "Note",
@@ -345,7 +355,7 @@ def cell_text(column: str, v: Any) -> str:
         return f"{int(v):,}" if abs(int(v)) >= 10000 else str(int(v))
     if isinstance(v, numbers.Real):
         x = float(v)
-        if column == "p":
+        if column in ("p", "p_holm"):
             return "<0.001" if x < 0.001 else f"{x:.2g}"
         if column in R2_COLUMNS:
             return f"{x:.2f}"
@@ -383,12 +393,35 @@ def remedy_table(remedy: list[dict[str, Any]]) -> pd.DataFrame:
                     "arm": a["arm"],
                     "seeds": (a.get("paired") or {}).get("n"),
                     "change with the remedy": _mean_ci_text(a.get("paired")),
-                    "gap to the baseline, primary recipe": _mean_ci_text(a.get("gap_primary")),
-                    "gap to the baseline, remedy": _mean_ci_text(a.get("gap_recipe")),
+                    "gap to the baseline, both untreated": _mean_ci_text(a.get("gap_primary")),
+                    "gap to the baseline, both treated": _mean_ci_text(a.get("gap_recipe"))
+                    if a.get("base_treated", True)
+                    else "— (baseline not treated)",
                     "closed_fraction": a.get("closed_fraction"),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def transfer_table(cells: Sequence[transfer.TransferCell]) -> pd.DataFrame:
+    """The transfer cells as a table (effects as text with their CI)."""
+    return pd.DataFrame(
+        [
+            {
+                "axis": FEATURE_NAMES[c.feature],
+                "multiple": f"{c.multiple}×",
+                "seeds": c.n,
+                "effect": f"{vd.fmt(c.effect)} {vd.fmt_ci(c.ci95)}".strip(),
+                "relative": f"{c.relative:+.0%}" if c.relative is not None else "—",
+                "p_holm": c.p_holm,
+                "mde": c.mde,
+                "paper (HELMET points)": f"{c.paper_points:+.1f}" if c.paper_points is not None else "—",
+                "paper relative": f"{c.paper_relative:+.0%}" if c.paper_relative is not None else "—",
+                "this pool": c.verdict,
+            }
+            for c in cells
+        ]
+    )
 
 
 def arch_table(df: pd.DataFrame, r: dict[str, Any]) -> pd.DataFrame:
@@ -522,14 +555,33 @@ def _sections(
                 "tables": [present(at)],
             }
         )
+    cells = transfer.transfer_cells(r, vd.long_ctx_of(r))
+    if cells:
+        out.append(
+            {
+                "id": "transfer",
+                "title": "Transfer to the paper",
+                "paragraphs": [
+                    "Each axis's effect after extension at 1×, 2×, 4× and 8× the pretraining context (the target's rung), "
+                    "relative to the baseline's mean, beside the paper's 7B HELMET effect relative to its Llama 3 "
+                    "replica. A cell reproduces or contradicts the paper's sign only when its Holm-corrected p (over "
+                    "every cell of the table) is below 0.05; otherwise the pool cannot resolve it, and the MDE says how "
+                    "large an effect the seeds could miss.",
+                    *transfer.statements(cells),
+                ],
+                "figures": [],
+                "tables": [present(transfer_table(cells))],
+            }
+        )
     if r.get("remedy"):
         out.append(
             {
                 "id": "remedy",
                 "title": "Remedy",
                 "paragraphs": [
-                    "The same arm extended with a second recipe: its change on the target, paired by seed, and its gap "
-                    "to the baseline under each recipe (mean [95% CI])."
+                    "Each arm extended again with a second recipe (a treatment such as a lower softmax temperature): "
+                    "its change on the target, paired by seed, and its gap to the baseline with both untreated and "
+                    "with both treated (mean [95% CI]). A treated arm is only compared with a treated baseline."
                 ],
                 "figures": [],
                 "tables": [present(remedy_table(r["remedy"]))],
@@ -550,8 +602,9 @@ def _sections(
     stats_tables = []
     if "pre_extension" in tabs:
         stats_tables.append(present(tabs["pre_extension"].head(10), "Best predictors measured before extension"))
-    if "predictors" in tabs:
-        stats_tables.append(present(tabs["predictors"], "Every predictor", collapsed=True))
+    if "predictors_before_extension" in tabs:
+        title = "Every predictor known before extension (p Holm-corrected over this table)"
+        stats_tables.append(present(tabs["predictors_before_extension"], title, collapsed=True))
     if "coefficients" in tabs:
         stats_tables.append(present(tabs["coefficients"], "Regression coefficients", collapsed=True))
     if "interactions" in tabs:
@@ -660,6 +713,7 @@ def render(
         headline=vd.headline(verdicts, words),
         verdicts=verdicts,
         paper_multiple=next((v.paper_multiple for v in verdicts if v.paper_multiple), None),
+        treated_recipe=next((v.treated_recipe for v in verdicts if v.treated_recipe), None),
         unit="accuracy (fraction of answers)" if "_acc" in r["target"] else r["target"],
         seed_sd=(r.get("spread") or {}).get("seed_sd"),
         warnings=warnings_,
@@ -717,11 +771,22 @@ def write_report(
     verdict_rows = pd.DataFrame([asdict(v) for v in verdicts])
     if len(verdict_rows):
         tabs = {"verdict": verdict_rows, **tabs}
+    transfer_rows = pd.DataFrame([asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))])
+    if len(transfer_rows):
+        tabs = {**tabs, "transfer": transfer_rows}
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
         atomic_write_text(out / "tables" / f"{name}.csv", safe_frame(t).to_csv(index=False))
-    analysis_json = to_json({**r, "findings": found, "merged_columns": aliases, "verdict": [asdict(v) for v in verdicts]})
+    analysis_json = to_json(
+        {
+            **r,
+            "findings": found,
+            "merged_columns": aliases,
+            "verdict": [asdict(v) for v in verdicts],
+            "transfer": [asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))],
+        }
+    )
     atomic_write_text(out / "analysis.json", analysis_json + "\n")
     page = out / "report.html"
     atomic_write_text(page, render(r, figures, tabs, found, df, context, aliases, pool_name))

@@ -30,3 +30,10 @@ def single_feature_delta(feature: str, multiple: int | None) -> float | None:
         return None
     with_, without = paper_run(run).scores.get(column), paper_run(BASELINE).scores.get(column)
     return None if with_ is None or without is None else round(with_ - without, 6)
+
+
+@cache
+def baseline_score(multiple: int | None) -> float | None:
+    """The paper's Llama 3 replica's HELMET at ``multiple``× its pretraining context, if published."""
+    column = BY_MULTIPLE.get(multiple)  # type: ignore[arg-type]
+    return None if column is None else paper_run(BASELINE).scores.get(column)

@@ -1,6 +1,7 @@
 """The report's answer in plain words: per axis, the effect on long-context retrieval after extension, whether
-it exceeds seed noise, whether it was already there before extension, the paper's number beside it, and what
-that means for an architecture choice.
+it survives Holm's correction over the verdict's axes, the smallest effect the seeds could have detected,
+whether it was already there before extension, the paper's number beside it, and what that means for an
+architecture choice.
 
 Works on an :func:`archpool.analysis.summary.analyze` result and its findings; every number comes from them
 or from the paper's published table (:mod:`archpool.report.paper`).
@@ -13,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from archpool.analysis import inference
 from archpool.columns import split_rung
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
@@ -39,6 +41,15 @@ class AxisVerdict:
     before_present: bool
     did: float | None
     did_ci: tuple[float | None, float | None]
+    did_from: str | None
+    p: float | None  # paired t-test of the effect after extension
+    p_holm: float | None  # Holm-adjusted over the verdict's axes
+    did_p_holm: float | None  # the same for the extension-only effect
+    mde: float | None  # smallest effect the seeds detect with 80% power at 0.05 / axes
+    seeds_needed: int | None  # seed pairs needed to detect the observed effect at that level
+    treated: float | None  # the same gap with both arms given the second recipe (a treatment)
+    treated_ci: tuple[float | None, float | None]
+    treated_recipe: str | None
     paper_points: float | None
     paper_multiple: int | None
     meaning: str
@@ -96,15 +107,16 @@ def target_multiple(target: str, long_ctx: int | None) -> int | None:
 
 
 def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
-    name, after, ci = v["name"], v["after"], v["after_ci"]
+    name, after = v["name"], v["after"]
     if after is None:
         return f"Not measured: {v.get('why') or 'no matched runs that mastered their own length'}."
     hurts = after > 0 if lower else after < 0
-    if not _excludes_zero(ci):
-        half = (ci[1] - ci[0]) / 2 if ci[0] is not None else None
+    if not v["beyond"]:
+        mde, need = v.get("mde"), v.get("seeds_needed")
+        more = f" An effect of this size would need about {need} seeds." if need else ""
         return (
-            f"No cost this pool can separate from seed noise (it resolves effects of about ±{fmt(half, False)}); "
-            "more seeds or a larger model would narrow it."
+            f"Not separable from seed noise after correcting for {v['family']} axes (these seeds detect effects of "
+            f"about ±{fmt(mde, False)} with 80% power).{more}"
         )
     if v["before_present"]:
         return (
@@ -131,6 +143,8 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     by_feature = {a["feature"]: a for a in ext.get("axes") or []}
     remedied = {a.get("feature") for rec in r.get("remedy") or [] for a in rec.get("arms", [])}
     found_axes = {a["feature"]: a for t in (found or {}).get("targets", []) if t["metric"] == target for a in t["axes"]}
+    tested = _tested(by_feature, found_axes)
+    treated = _treated_gaps(r)
     out = []
     for feature in AXIS_ORDER:
         a = by_feature.get(feature)
@@ -140,14 +154,14 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
         v: dict[str, Any] = dict(name=name, after=None, after_ci=(None, None), why=None)
         change = ""
         n = 0
-        before, before_ci, did, did_ci = None, (None, None), None, (None, None)
+        before, before_ci, did, did_ci, did_from = None, (None, None), None, (None, None), None
         if a is not None:
             change = f"{a['from']} → {a['to']}"
             x = next((x for x in a["effects"] if x["is_target"]), None)
             if x is not None and x["post"]["mean"] is not None:
                 v.update(after=x["post"]["mean"], after_ci=tuple(x["post"]["ci95"]))
                 n = x["post"]["n"]
-                did, did_ci = x["did"]["mean"], tuple(x["did"]["ci95"])
+                did, did_ci, did_from = x["did"]["mean"], tuple(x["did"]["ci95"]), x.get("did_from")
             before, before_ci = a["pre"]["mean"], tuple(a["pre"]["ci95"])
             if x is None or x["post"]["mean"] is None:
                 v["why"] = "no seed-paired runs that mastered their own length"
@@ -159,7 +173,9 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
         v["after_ci"] = tuple(None if c is None else float(c) for c in v["after_ci"])
         present = before is not None and _excludes_zero(before_ci) and (seed_sd is None or abs(before) >= seed_sd)
         v["before_present"] = present
-        beyond = v["after"] is not None and _excludes_zero(v["after_ci"]) and (seed_sd is None or abs(v["after"]) >= seed_sd)
+        t = tested.get(feature) or {}
+        beyond = v["after"] is not None and t.get("p_holm") is not None and t["p_holm"] < inference.ALPHA
+        v.update(beyond=beyond, mde=t.get("mde"), seeds_needed=t.get("seeds_needed"), family=t.get("family_size", 1))
         out.append(
             AxisVerdict(
                 feature=feature,
@@ -175,12 +191,64 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 before_present=present,
                 did=did,
                 did_ci=did_ci,
+                did_from=did_from,
+                p=t.get("p"),
+                p_holm=t.get("p_holm"),
+                did_p_holm=t.get("did_p_holm"),
+                mde=t.get("mde"),
+                seeds_needed=t.get("seeds_needed"),
+                treated=(treated.get(feature) or {}).get("mean"),
+                treated_ci=tuple((treated.get(feature) or {}).get("ci95") or (None, None)),  # type: ignore[arg-type]
+                treated_recipe=(treated.get(feature) or {}).get("recipe"),
                 paper_points=paper.single_feature_delta(feature, multiple),
                 paper_multiple=multiple if paper.single_feature_delta(feature, multiple) is not None else None,
                 meaning=_meaning(v, lower, feature in remedied),
             )
         )
     return out
+
+
+def _tested(by_feature: dict[str, Any], found_axes: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per axis of the verdict: the paired test of its effect after extension and of its extension-only
+    effect, Holm-corrected over the axes (each a family of its own), with the MDE and seeds needed."""
+    post: dict[str, dict[str, Any]] = {}
+    did: dict[str, dict[str, Any]] = {}
+    for feature in AXIS_ORDER:
+        a = by_feature.get(feature)
+        x = next((x for x in a["effects"] if x["is_target"]), None) if a is not None else None
+        if x is not None and x["post"]["mean"] is not None:
+            post[feature], did[feature] = x["post"], x["did"]
+        elif a is None and feature in found_axes and found_axes[feature].get("per_seed"):
+            f = found_axes[feature]
+            per_seed = dict(enumerate(f["per_seed"]))
+            post[feature] = {"mean": f["effect"], "sd": _sd(f["per_seed"]), "n": len(per_seed), "per_seed": per_seed}
+    names = list(post)
+    tests = inference.family([post[k] for k in names])
+    did_tests = inference.family([did.get(k) for k in names])
+    out: dict[str, dict[str, Any]] = {}
+    for k, t, u in zip(names, tests, did_tests):
+        out[k] = {**(t or {}), "did_p_holm": (u or {}).get("p_holm")}
+    return out
+
+
+def _treated_gaps(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per axis, its gap to the baseline with both arms treated by the first second recipe that treated
+    the baseline too (``{"mean", "ci95", "n", "recipe"}``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in r.get("remedy") or []:
+        for a in rec.get("arms", []):
+            feature, gap = a.get("feature"), a.get("gap_recipe") or {}
+            if feature and a.get("base_treated") and gap.get("mean") is not None and feature not in out:
+                out[feature] = {**gap, "recipe": rec["recipe"]}
+    return out
+
+
+def _sd(values: list[float]) -> float | None:
+    n = len(values)
+    if n < 2:
+        return None
+    m = sum(values) / n
+    return math.sqrt(sum((x - m) ** 2 for x in values) / (n - 1))
 
 
 def long_ctx_of(r: dict[str, Any]) -> int | None:
@@ -202,13 +270,13 @@ def headline(verdicts: list[AxisVerdict], target_words: str) -> list[str]:
         for v in costly:
             when = "already before extension" if v.before_present else "revealed by extension"
             parts.append(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)} ({when})")
-        lines.append("Beyond seed noise: " + "; ".join(parts) + ".")
+        lines.append("Beyond seed noise (Holm-corrected over the axes): " + "; ".join(parts) + ".")
     else:
-        lines.append("No axis changes it beyond seed noise in this pool.")
+        lines.append("No axis changes it beyond seed noise in this pool (Holm-corrected over the axes).")
     if quiet:
         lines.append(
             "Not distinguishable from seed noise: "
-            + ", ".join(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)}".strip() for v in quiet)
+            + ", ".join(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)} (detectable: ±{fmt(v.mde, False)})".strip() for v in quiet)
             + "."
         )
     unmeasured = [v.name for v in verdicts if v.after is None]

@@ -114,7 +114,7 @@ def test_a_run_that_did_not_master_is_excluded_and_listed():
     assert "Did not master before extension" in text and "qk_s2" in text
 
 
-def test_remedy_paired_difference_and_gap_to_the_baseline():
+def test_remedy_paired_difference_and_no_gap_against_an_untreated_baseline():
     (rec,) = remedy(_table(), TARGET, short_ctx=128)
     assert rec["recipe"] == "remedy" and rec["column"] == "remedy_" + TARGET
     (arm,) = rec["arms"]  # only the QK-norm arm has the remedy
@@ -123,10 +123,53 @@ def test_remedy_paired_difference_and_gap_to_the_baseline():
     m, lo, hi, sd = _t_summary(paired)
     assert arm["paired"]["mean"] == pytest.approx(m) and arm["paired"]["ci95"] == pytest.approx([lo, hi])
     gap_primary = [ARMS["qk"][3][s] - ARMS["base"][3][s] for s in SEEDS]
-    gap_remedy = [REMEDY["qk"][s] - ARMS["base"][3][s] for s in SEEDS]
     assert arm["gap_primary"]["mean"] == pytest.approx(np.mean(gap_primary))
-    assert arm["gap_recipe"]["mean"] == pytest.approx(np.mean(gap_remedy))
-    assert arm["closed_fraction"] == pytest.approx(1 - np.mean(gap_remedy) / np.mean(gap_primary))
+    # the baseline was not treated: a treated arm is never compared with it
+    assert arm["base_treated"] is False and arm["gap_recipe"]["n"] == 0 and arm["closed_fraction"] is None
+
+
+def test_remedy_gap_is_between_two_treated_arms():
+    treated_base = [0.80, 0.78, 0.83]
+    df = _table()
+    for s in SEEDS:
+        df.loc[df.run == f"base_s{s}", "remedy_" + TARGET] = treated_base[s]
+    (rec,) = remedy(df, TARGET, short_ctx=128)
+    arms = {a["arm"]: a for a in rec["arms"]}
+    assert set(arms) == {"baseline", "qk_norm"}
+    qk = arms["qk_norm"]
+    gap_primary = [ARMS["qk"][3][s] - ARMS["base"][3][s] for s in SEEDS]
+    gap_treated = [REMEDY["qk"][s] - treated_base[s] for s in SEEDS]
+    m, lo, hi, _ = _t_summary(gap_treated)
+    assert qk["base_treated"] is True
+    assert qk["gap_recipe"]["mean"] == pytest.approx(m) and qk["gap_recipe"]["ci95"] == pytest.approx([lo, hi])
+    assert qk["closed_fraction"] == pytest.approx(1 - np.mean(gap_treated) / np.mean(gap_primary))
+    assert arms["baseline"]["paired"]["mean"] == pytest.approx(np.mean([treated_base[s] - ARMS["base"][3][s] for s in SEEDS]))
+
+
+def test_difference_in_differences_uses_the_same_column_before_extension_when_measured():
+    """before = base_<column> (the pretrained model at the same length and distances): a textbook 2×2
+    difference in differences on one metric, per seed, computed here by hand."""
+    before = {"base": [0.10, 0.05, 0.12], "qk": [0.02, 0.08, 0.01], "short": [0.0, 0.03, 0.06]}
+    df = _table()
+    for arm, values in before.items():
+        for s in SEEDS:
+            df.loc[df.run == f"{arm}_s{s}", "base_mqar_acc@1024[d>128]"] = values[s]
+    e = extension_effects(df, TARGET, short_ctx=128)
+    x = _at(_axis(e, "qk_norm"), 1024, "ladder_mean")
+    assert x["did_from"] == "base_mqar_acc@1024[d>128]"
+    hand = [
+        (ARMS["qk"][3][s] - ARMS["base"][3][s]) - (before["qk"][s] - before["base"][s])  # (after gap) − (before gap)
+        for s in SEEDS
+    ]
+    m, lo, hi, sd = _t_summary(hand)
+    assert x["did"]["mean"] == pytest.approx(m) and x["did"]["ci95"] == pytest.approx([lo, hi])
+    assert x["did"]["sd"] == pytest.approx(sd)
+    assert x["before"]["mean"] == pytest.approx(np.mean([before["qk"][s] - before["base"][s] for s in SEEDS]))
+    # the rung columns share the before column (one pretrained model), each with its own after
+    y = _at(_axis(e, "qk_norm"), 1024, "ext5")
+    assert y["did_from"] == x["did_from"] and y["did"]["mean"] == pytest.approx(m)
+    # a length without a before column falls back to the own-length value of the metric
+    assert _at(_axis(e, "qk_norm"), 512, "ladder_mean")["did_from"] == "base_mqar_acc@<pretrain_ctx>"
 
 
 def test_analyze_reports_the_new_sections_and_flags_a_non_factorial_design():
@@ -153,7 +196,7 @@ def test_ladder_columns_survive_loading_and_are_not_lengths(tmp_path):
     assert df["mqar_acc@512#ext5"].dtype == float and df[TARGET].notna().all()
     by = length_columns(df)
     assert not any("#" in k for k in by)
-    assert by["mqar_acc"]["post"] == {512: "mqar_acc@512#ladder_mean"}  # the ladder mean stands for "post"
+    assert by["mqar_acc"]["post"] == {512: "mqar_acc@512#ext5"}  # the final rung stands for "post"
     assert by["mqar_acc"]["pre"] == {128: "base_mqar_acc@128", 256: "base_mqar_acc@256"}
     r = analyze(df, TARGET, short_ctx=128)
     assert r["extension_effects"]["axes"]
@@ -198,3 +241,24 @@ def test_arms_are_named_by_the_pools_architecture_when_two_baselines_exist():
     qk = [a for a in r["axes"] if a["axis"] == "qk_norm"]
     assert sorted(a["arm"] for a in qk) == ["qk", "qk_hd32"]
     assert {a["arm"] for a in remedy(_validated(both), TARGET, 128)[0]["arms"]} == {"qk", "qk_hd32"}
+
+
+def test_a_shorter_treatment_is_compared_at_its_own_last_rung():
+    """A recipe trained for fewer steps than the target's rung (temp_… at #ext5 only) is compared with the
+    primary recipe at that same rung, never with the primary's longer extension."""
+    df = _table().drop(columns=["remedy_" + TARGET])
+    treated = {"base": [0.9, 0.8, 0.85], "qk": [0.7, 0.75, 0.6]}
+    for arm, values in treated.items():
+        for s in SEEDS:
+            df.loc[df.run == f"{arm}_s{s}", "temp_mqar_acc@1024[d>128]#ext5"] = values[s]
+            df.loc[df.run == f"{arm}_s{s}", "temp_mqar_acc@1024[d>128]#ext0"] = 0.0
+    (rec,) = remedy(df, TARGET, short_ctx=128)
+    assert (rec["recipe"], rec["column"], rec["column_untreated"]) == (
+        "temp",
+        "temp_mqar_acc@1024[d>128]#ext5",
+        "mqar_acc@1024[d>128]#ext5",
+    )
+    qk = next(a for a in rec["arms"] if a["arm"] == "qk_norm")
+    untreated = [ARMS["qk"][3][s] + 0.1 - (ARMS["base"][3][s] + 0.1) for s in SEEDS]  # #ext5 = target + 0.1
+    assert qk["gap_primary"]["mean"] == pytest.approx(np.mean(untreated))
+    assert qk["gap_recipe"]["mean"] == pytest.approx(np.mean([treated["qk"][s] - treated["base"][s] for s in SEEDS]))

@@ -33,7 +33,7 @@ def test_plan_has_one_eval_node_per_rung_and_limits_the_remedy(tmp_path):
     assert len([n for n in nodes if n.id.startswith("extend:lqk_full_s0:")]) == 2
 
 
-def test_results_carry_every_rung_and_the_ladder_mean(tmp_path):
+def test_results_carry_every_rung_the_ladder_mean_and_its_area(tmp_path):
     out = tmp_path / "out"
     spec = toy_pool(tmp_path, milestones=[], extension=LADDER, report={"target": "long_score#ladder_mean"})
     r = run_cli("run", str(spec), "--out", str(out), "--no-progress")
@@ -47,6 +47,10 @@ def test_results_carry_every_rung_and_the_ladder_mean(tmp_path):
     remedy = [float(row[f"remedy_long_score#ext{b}"]) for b in (0, 3)]
     assert float(row["remedy_long_score#ladder_mean"]) == pytest.approx(sum(remedy) / 2, abs=1e-6)
     assert rows["noqk_full_s0"]["remedy_long_score#ladder_mean"] == ""  # the remedy extends only lqk_full
+    # the area under the curve over extension steps: trapezoids over budgets 0, 1, 3, divided by 3
+    auc = ((rungs[0] + rungs[1]) / 2 * 1 + (rungs[1] + rungs[2]) / 2 * 2) / 3
+    assert float(row["long_score#ladder_auc"]) == pytest.approx(auc, abs=1e-6)
+    assert float(row["remedy_long_score#ladder_auc"]) == pytest.approx(sum(remedy) / 2, abs=1e-6)
     assert "long_score" not in row  # a ladder's columns all carry their rung
 
 
@@ -55,3 +59,13 @@ def test_recipe_archs_are_validated(tmp_path):
         load_pool(toy_pool(tmp_path, extension=[dict(name="ntk"), dict(name="remedy", archs=["nope"])]))
     with pytest.raises(ConfigError, match=r"extension\[0\].archs"):
         load_pool(toy_pool(tmp_path, extension=[dict(name="ntk", archs=["lqk_full"])]))
+
+
+def test_ladder_auc_weighs_every_extension_step_the_same():
+    from archpool.pool.results import ladder_auc
+
+    rungs = [(0, {"a": 0.0, "b": 1.0}), (10, {"a": 1.0, "b": 1.0}), (150, {"a": 1.0})]
+    # a: 0 → 1 over the first 10 of 150 steps, then 1: (10 · 0.5 + 140 · 1) / 150
+    assert ladder_auc(rungs) == {"a": pytest.approx((10 * 0.5 + 140) / 150)}  # b lacks the last rung
+    assert ladder_auc(list(reversed(rungs)))["a"] == pytest.approx((10 * 0.5 + 140) / 150)  # order of the nodes
+    assert ladder_auc([(0, {"a": 1.0}), (5, None)]) == {} and ladder_auc([(3, {"a": 1.0})]) == {}

@@ -134,7 +134,7 @@ def test_verdict_comes_first_with_one_row_per_axis(report):
     assert text.startswith(
         "Verdict Question: how much does each of QK-norm, GQA, SWA and short pretraining context change helmet"
     )
-    assert "Beyond seed noise:" in text
+    assert "Beyond seed noise (Holm-corrected over the axes):" in text
     for name in ("QK-norm", "GQA", "SWA", "short pretraining context"):
         assert (
             f'id="verdict-{dict(zip(("QK-norm", "GQA", "SWA", "short pretraining context"), ("qk_norm", "gqa", "swa", "short_ctx")))[name]}"'
@@ -153,7 +153,10 @@ def test_statistics_explain_the_count_fit_and_collapse_long_tables(report):
     text = _text(html)
     assert "The feature count explains helmet with R²" in text and "leave-one-out" in text
     assert "full factorial design" in text
-    assert "<details><summary>Every predictor (" in html  # the long table is collapsed
+    assert "<details><summary>Every predictor known before extension (p Holm-corrected over this table) (" in html
+    known = pd.read_csv(report.parent / "tables" / "predictors_before_extension.csv")
+    assert set(known.loc[known.kind == "metric", "phase"]) == {"pre"} and known["n"].notna().all()
+    assert (known.p_holm.dropna() >= known.p.dropna() - 1e-12).all()
     assert "<h3>Best predictors measured before extension</h3>" in html
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from archpool.analysis.extension import summarise
 from archpool.report import archs
 from archpool.report import verdict as vd
 from archpool.report.html import cell_text
@@ -59,15 +60,12 @@ def test_column_families_of_a_target():
     assert archs.rung_columns(df, TARGET) == {0: "mqar_acc@1024[d>128]#ext0", 5: "mqar_acc@1024[d>128]#ext5"}
 
 
-def _summary(mean, lo, hi, n=4):
-    return {"mean": mean, "ci95": [lo, hi], "sd": 0.01, "n": n}
-
-
 def _analysis(pre, post):
-    """An analysis result with one QK-norm axis: ``pre``/``post`` are (mean, lo, hi)."""
-    effect = {"rung": "ladder_mean", "length": 1024, "column": TARGET, "is_target": True}
-    effect |= {"post": _summary(*post), "did": _summary(post[0] - pre[0], post[1] - pre[2], post[2] - pre[1])}
-    axis = {"axis": "qk_norm", "feature": "qk_norm", "from": "none", "to": "layerwise", "pre": _summary(*pre)}
+    """An analysis result with one QK-norm axis: ``pre``/``post`` are per-seed differences."""
+    did = [a - b for a, b in zip(post, pre)]
+    effect = {"rung": "ext50", "length": 1024, "column": TARGET, "is_target": True}
+    effect |= {"post": summarise(dict(enumerate(post))), "did": summarise(dict(enumerate(did))), "did_from": "mastery_acc"}
+    axis = {"axis": "qk_norm", "feature": "qk_norm", "from": "none", "to": "layerwise", "pre": summarise(dict(enumerate(pre)))}
     axis |= {"effects": [effect], "dropped_seeds": []}
     return {
         "target": TARGET,
@@ -78,13 +76,16 @@ def _analysis(pre, post):
     }
 
 
+QUIET = [0.0, 0.01, -0.01, 0.0]
+
+
 @pytest.mark.parametrize(
     ("pre", "post", "beyond", "present", "says"),
     [
-        ((0.0, -0.01, 0.01), (-0.05, -0.08, -0.02), True, False, "only extension reveals"),
-        ((-0.05, -0.08, -0.03), (-0.06, -0.09, -0.03), True, True, "pretraining effect"),
-        ((0.0, -0.01, 0.01), (-0.01, -0.06, 0.04), False, False, "resolves effects of about ±0.050"),
-        ((0.0, -0.01, 0.01), (0.05, 0.03, 0.07), True, False, "against the paper's 7B direction"),
+        (QUIET, [-0.05, -0.06, -0.04, -0.05], True, False, "only extension reveals"),
+        ([-0.05, -0.06, -0.04, -0.05], [-0.06, -0.07, -0.05, -0.06], True, True, "pretraining effect"),
+        (QUIET, [-0.01, 0.03, -0.05, 0.0], False, False, "Not separable from seed noise after correcting for 1 axes"),
+        (QUIET, [0.05, 0.06, 0.04, 0.05], True, False, "against the paper's 7B direction"),
     ],
 )
 def test_verdict_rules(pre, post, beyond, present, says):
@@ -92,9 +93,11 @@ def test_verdict_rules(pre, post, beyond, present, says):
     assert v.beyond_noise is beyond and v.before_present is present
     assert says in v.meaning
     assert v.paper_points == -6.0 and v.paper_multiple == 8  # the paper's layerwise QK-norm at 8×
+    assert v.p == pytest.approx(sps.ttest_1samp(post, 0).pvalue) and v.p_holm == pytest.approx(v.p)  # one axis
+    assert v.mde is not None and v.mde > 0
     lines = vd.headline([v], "the score")
     assert lines[0] == "Question: how much does QK-norm change the score?"
-    assert ("Beyond seed noise: QK-norm" in lines[1]) is beyond
+    assert ("Beyond seed noise (Holm-corrected over the axes): QK-norm" in lines[1]) is beyond
 
 
 def test_cell_precision_is_consistent():
@@ -158,3 +161,15 @@ def test_degenerate_attention_panels_are_left_out():
     fig = figs.attention_by_arch(df, "sink", "ent")
     assert len(fig.axes) == 1 and "ent" in fig.axes[0].get_xlabel()
     assert figs.attention_by_arch(df.assign(ent=2.0), "sink", "ent") is None
+
+
+def test_verdict_shows_the_gap_with_every_arm_treated_only_when_the_baseline_was_treated():
+    r = _analysis(QUIET, [-0.05, -0.06, -0.04, -0.05])
+    gap = summarise({0: -0.01, 1: 0.0, 2: -0.02, 3: 0.01})
+    arm = {"arm": "qknorm", "feature": "qk_norm", "base_treated": False, "gap_recipe": gap}
+    r["remedy"] = [{"recipe": "temp", "arms": [arm]}]
+    (v,) = vd.axis_verdicts(r, None)
+    assert v.treated is None and v.treated_recipe is None  # a treated arm against an untreated baseline: not shown
+    arm["base_treated"] = True
+    (v,) = vd.axis_verdicts(r, None)
+    assert v.treated == pytest.approx(gap["mean"]) and v.treated_ci == tuple(gap["ci95"]) and v.treated_recipe == "temp"
