@@ -194,7 +194,7 @@ def mastery_summary(
         {"run": r, **{k: _plain(mf.at[i, k]) if pd.notna(mf.at[i, k]) else None for k in mf.columns}}
         for i, r in zip(d.index, d["run"])
     ]
-    c = fx.cells(d.assign(_m=mf["mastery_acc"].astype(float)), "_m", short_ctx)
+    c = fx.cells(pd.concat([d, mf["mastery_acc"].astype(float).rename("_m")], axis=1), "_m", short_ctx)
     arms = []
     for _, row in c.iterrows():
         sel = d["run"].isin(row["runs"])

@@ -226,7 +226,7 @@ def _attention(r: dict[str, Any]) -> list[str]:
 
 
 def format_extension(r: dict[str, Any]) -> list[str]:
-    """The "Extension-only effects", "Did not master before extension" and "Remedy" sections (empty when
+    """The "Extension-only effects", "Did not master before extension" and "Treatment" sections (empty when
     the table has no mastery or recipe columns)."""
     return [*_mastery(r.get("mastery")), *_extension_effects(r.get("extension_effects")), *_remedy(r)]
 
@@ -257,8 +257,8 @@ def _extension_effects(e: dict[str, Any] | None) -> list[str]:
         return []
     out = [
         "",
-        f"Extension-only effects on {e['target']} (per axis, paired by seed; pre = mastery_acc at each arm's own "
-        "length; DiD = post − pre per seed)",
+        f"Extension-only effects on {e['target']} (per axis, paired by seed; own length = {e.get('own_length_from')} "
+        "before extension; DiD = (post gap) − (gap on the same column before extension, else at own length) per seed)",
     ]
     rows = []
     rung = split_rung(e["target"])[1]  # the text shows the target's rung (or ladder mean); the csv has all
@@ -291,12 +291,14 @@ def _extension_effects(e: dict[str, Any] | None) -> list[str]:
 def _remedy(r: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for rec in r.get("remedy") or []:
-        out += ["", f"Remedy: recipe {rec['recipe']!r} ({rec['column']} − {r['target']}, paired by run)"]
+        untreated = rec.get("column_untreated", r["target"])
+        out += ["", f"Treatment: recipe {rec['recipe']!r} ({rec['column']} − {untreated}, paired by run)"]
         rows = []
         for a in rec["arms"]:
-            rows.append([a["arm"], "remedy − primary", *_eff(a["paired"])])
+            rows.append([a["arm"], "treated − untreated", *_eff(a["paired"])])
             if "gap_primary" in a:
-                rows.append([a["arm"], "gap to baseline (primary)", *_eff(a["gap_primary"])])
-                rows.append([a["arm"], "gap to baseline (remedy)", *_eff(a["gap_recipe"])])
+                rows.append([a["arm"], "gap to baseline, both untreated", *_eff(a["gap_primary"])])
+                if a.get("base_treated", True):
+                    rows.append([a["arm"], "gap to baseline, both treated", *_eff(a["gap_recipe"])])
         out += _table(["arm", "difference", "mean", "95% CI", "seed sd", "n"], rows)
     return out

@@ -7,7 +7,9 @@ short pretraining context):
   only), computed within each seed and averaged over seeds;
 - its 95% CI over seeds (a t-interval of the per-seed effects; without seed replicates, the four-axis
   regression's CI);
-- above or below seed noise: above when the CI excludes 0 and the effect is at least the pooled seed sd;
+- above or below seed noise: with seed replicates, above when the paired t-test's p, Holm-corrected over the
+  metric's axes, is below 0.05; without them, when the regression CI excludes 0 and the effect is at least
+  the pooled seed sd;
 - same or opposite direction to the paper's: each feature *lowers* long-context scores, i.e. it *raises* a
   lower-is-better metric (names containing ``ppl`` or ``loss``).
 
@@ -33,7 +35,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from archpool.analysis import effects as fx
-from archpool.analysis import stats
+from archpool.analysis import inference, stats
 from archpool.analysis.extension import NOT_FACTORIAL, is_factorial
 from archpool.analysis.table import FEATURES, features, metric_columns
 
@@ -133,7 +135,12 @@ def classify(e: dict[str, Any], seed_sd: float | None, metric: str) -> dict[str,
     eff, (lo, hi) = e["effect"], e["ci95"]
     excludes = lo is not None and hi is not None and (lo > 0 or hi < 0)
     big = seed_sd is None or (eff is not None and abs(eff) >= seed_sd)
-    e["above_noise"] = bool(eff is not None and excludes and big)
+    holm = e.get("p_holm")
+    if holm is not None:  # seed replicates: the paired test, Holm-corrected over the metric's axes
+        excludes = holm < inference.ALPHA
+        e["above_noise"] = bool(eff is not None and excludes)
+    else:
+        e["above_noise"] = bool(eff is not None and excludes and big)
     lower = lower_is_better(metric)
     if eff is None or eff == 0:
         e["paper_direction"] = None
@@ -154,8 +161,12 @@ def classify(e: dict[str, Any], seed_sd: float | None, metric: str) -> dict[str,
     )
     if seed_sd:
         ci_txt += f"; {abs(eff) / seed_sd:.1f}× the seed sd of {_fmt(seed_sd, False)}"
+    if holm is not None:
+        ci_txt += f"; paired t-test p = {holm:.2g} after Holm's correction over {e.get('family_size', 1)} axes"
     if e["above_noise"]:
         verdict = "above seed noise"
+    elif holm is not None:
+        verdict = "not distinguishable from seed noise after the correction"
     elif not excludes:
         verdict = "not distinguishable from seed noise (the CI contains 0)"
     else:
@@ -306,6 +317,27 @@ def small_n(n: int, n_features: int, n_metric_predictors: int) -> str | None:
     return msg
 
 
+def _tested(effects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The axis effects with ``p_holm`` (paired t-test over seeds, Holm over the axes that have seeds) and
+    ``family_size``; effects without seed replicates keep ``p_holm`` None."""
+    effects = list(effects)
+    per_seed = [
+        {
+            "mean": e["effect"],
+            "n": len(e["per_seed"]),
+            "sd": float(np.std(e["per_seed"], ddof=1)),
+            "per_seed": dict(enumerate(e["per_seed"])),
+        }
+        if e.get("per_seed") and len(e["per_seed"]) > 1
+        else None
+        for e in effects
+    ]
+    for e, t in zip(effects, inference.family(per_seed)):
+        e["p_holm"] = t["p_holm"] if t else None
+        e["family_size"] = t["family_size"] if t else None
+    return effects
+
+
 def findings(df: pd.DataFrame, r: dict[str, Any], targets: Iterable[str] = (), covariates: Iterable[str] = ()) -> dict[str, Any]:
     """Findings for the analysis ``r`` of ``df`` (its ``target``) and for each extra metric in ``targets``."""
     short = int(r["short_ctx"])
@@ -329,7 +361,7 @@ def findings(df: pd.DataFrame, r: dict[str, Any], targets: Iterable[str] = (), c
             continue
         c = fx.cells(d, m, short, covariates)
         seed_sd = fx.spread(d, m, c)["seed_sd"]
-        axes = [classify(axis_effect(d, m, short, f, covariates), seed_sd, m) for f in varying]
+        axes = [classify(a, seed_sd, m) for a in _tested(axis_effect(d, m, short, f, covariates) for f in varying)]
         per_target.append(
             {
                 "metric": m,

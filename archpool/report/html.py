@@ -577,7 +577,7 @@ def _sections(
         out.append(
             {
                 "id": "remedy",
-                "title": "Remedy",
+                "title": "Treatment",
                 "paragraphs": [
                     "Each arm extended again with a second recipe (a treatment such as a lower softmax temperature): "
                     "its change on the target, paired by seed, and its gap to the baseline with both untreated and "

@@ -5,9 +5,11 @@ the pool reproduces, contradicts or cannot resolve the paper's sign there.
 Every cell is the seed-paired effect on the target's metric at that length and at the target's rung
 (:mod:`archpool.analysis.extension`). The cells of the table form one family: their paired t-tests are
 Holm-corrected together (:mod:`archpool.analysis.inference`). A cell *reproduces* the paper when its
-corrected p is below 0.05 and its sign (higher-is-better) matches the paper's, *contradicts* it when the
-sign is opposite, and *cannot resolve* it otherwise; the smallest effect the seeds detect there (MDE, at
-the family's strictest level) says how large an effect could still hide.
+corrected p is below 0.05 and its sign (higher-is-better) matches the paper's, and *contradicts* it when the
+sign is opposite. Otherwise it is *smaller than the paper's* when the 95% interval of its relative effect
+lies inside ± the paper's relative effect (an equivalence test: both one-sided tests at 2.5% reject an
+effect as large as the paper's), and *cannot resolve* it when it does not; the smallest effect the seeds
+detect there (MDE, at the family's strictest level) says how large an effect could still hide.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
 
 MULTIPLES = (1, 2, 4, 8)
-REPRODUCES, CONTRADICTS, UNRESOLVED = "reproduces", "contradicts", "cannot resolve"
+REPRODUCES, CONTRADICTS, SMALLER, UNRESOLVED = "reproduces", "contradicts", "smaller than the paper's", "cannot resolve"
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,15 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
         points = paper.single_feature_delta(feature, multiple)
         paper_base = paper.baseline_score(multiple)
         significant = t.get("p_holm") is not None and t["p_holm"] < inference.ALPHA
-        if not significant or points is None or points == 0:
+        paper_rel = points / paper_base if points is not None and paper_base else None
+        if points is None or points == 0:
             verdict = UNRESOLVED
-        else:
+        elif significant:
             verdict = REPRODUCES if (sign * effect > 0) == (points > 0) else CONTRADICTS
+        elif _inside(x["post"]["ci95"], base, paper_rel):
+            verdict = SMALLER
+        else:
+            verdict = UNRESOLVED
         out.append(
             TransferCell(
                 feature=feature,
@@ -84,11 +91,19 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
                 p_holm=t.get("p_holm"),
                 mde=t.get("mde"),
                 paper_points=points,
-                paper_relative=points / paper_base if points is not None and paper_base else None,
+                paper_relative=paper_rel,
                 verdict=verdict,
             )
         )
     return out
+
+
+def _inside(ci: list | tuple, base: float | None, paper_rel: float | None) -> bool:
+    """The relative 95% interval ``ci / base`` lies strictly inside ± ``|paper_rel|``."""
+    if not base or paper_rel is None or ci[0] is None or ci[1] is None:
+        return False
+    bound = abs(paper_rel)
+    return -bound < ci[0] / base and ci[1] / base < bound
 
 
 def statements(cells: list[TransferCell]) -> list[str]:
@@ -97,7 +112,7 @@ def statements(cells: list[TransferCell]) -> list[str]:
     for feature in dict.fromkeys(c.feature for c in cells):
         mine = [c for c in cells if c.feature == feature]
         parts = []
-        for kind in (REPRODUCES, CONTRADICTS, UNRESOLVED):
+        for kind in (REPRODUCES, CONTRADICTS, SMALLER, UNRESOLVED):
             at = [c for c in mine if c.verdict == kind]
             if not at:
                 continue
@@ -106,6 +121,8 @@ def statements(cells: list[TransferCell]) -> list[str]:
                 mdes = [c.mde for c in at if c.mde is not None]
                 hide = f" (effects up to ±{max(mdes):.3f} could hide there)" if mdes else ""
                 parts.append(f"cannot resolve it at {where}{hide}")
+            elif kind == SMALLER:
+                parts.append(f"rules out an effect of the paper's relative size at {where}")
             else:
                 parts.append(f"{kind} the paper's sign at {where}")
         lines.append(f"{FEATURE_NAMES[feature]}: this pool " + "; ".join(parts) + ".")

@@ -184,7 +184,7 @@ def test_analyze_reports_the_new_sections_and_flags_a_non_factorial_design():
     assert arms["qk_norm"]["mean"] == pytest.approx(np.mean(ARMS["qk"][2]))
     assert arms["baseline"]["n_mastered"] == 3
     text = format_text(r)
-    for section in ("Extension-only effects", "Remedy", "Mastery before extension", "not factorial"):
+    for section in ("Extension-only effects", "Treatment:", "Mastery before extension", "not factorial"):
         assert section in text
     assert "four_axes: coefficients" not in text
 
@@ -217,7 +217,7 @@ def test_html_report_has_the_extension_sections(tmp_path):
     path = tmp_path / "results.csv"
     df.to_csv(path, index=False)
     page = write_report(path, tmp_path / "report", TARGET, short_ctx=128).read_text()
-    for title in ("Verdict", "Runs that did not master their own length", "Remedy", "Per architecture"):
+    for title in ("Verdict", "Runs that did not master their own length", "Treatment", "Per architecture"):
         assert f">{title}</h2>" in page
     assert 'id="not-mastered-warning"' in page and "qk_s2" in page
     assert "changes one axis at a time" in page  # not factorial: the design note explains the statistics
