@@ -6,7 +6,9 @@ Every cell is the seed-paired effect on the target's metric at that length and a
 (:mod:`archpool.analysis.extension`). The cells of the table form one family: their paired t-tests are
 Holm-corrected together (:mod:`archpool.analysis.inference`). A cell *reproduces* the paper when its
 corrected p is below 0.05 and its sign (higher-is-better) matches the paper's, and *contradicts* it when the
-sign is opposite. Otherwise it is *smaller than the paper's* when the 95% interval of its relative effect
+sign is opposite. Otherwise it is *at the ceiling* when it is an accuracy whose baseline is within 0.01 of
+1 (every arm has solved the task there, so no difference can show, whatever the architecture would
+cost on a harder task), *smaller than the paper's* when the 95% interval of its relative effect
 lies inside ± the paper's relative effect (an equivalence test: both one-sided tests at 2.5% reject an
 effect as large as the paper's), and *cannot resolve* it when it does not; the smallest effect the seeds
 detect there (MDE, at the family's strictest level) says how large an effect could still hide.
@@ -24,6 +26,8 @@ from archpool.report.findings import FEATURE_NAMES, lower_is_better
 
 MULTIPLES = (1, 2, 4, 8)
 REPRODUCES, CONTRADICTS, SMALLER, UNRESOLVED = "reproduces", "contradicts", "smaller than the paper's", "cannot resolve"
+CEILING = "at the ceiling"
+CEILING_GAP = 0.01  # an accuracy whose baseline mean is within this of 1 leaves no room for a gain to show
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,8 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
             verdict = UNRESOLVED
         elif significant:
             verdict = REPRODUCES if (sign * effect > 0) == (points > 0) else CONTRADICTS
+        elif "_acc" in x["column"] and base is not None and base >= 1 - CEILING_GAP:
+            verdict = CEILING
         elif _inside(x["post"]["ci95"], base, paper_rel):
             verdict = SMALLER
         else:
@@ -112,7 +118,7 @@ def statements(cells: list[TransferCell]) -> list[str]:
     for feature in dict.fromkeys(c.feature for c in cells):
         mine = [c for c in cells if c.feature == feature]
         parts = []
-        for kind in (REPRODUCES, CONTRADICTS, SMALLER, UNRESOLVED):
+        for kind in (REPRODUCES, CONTRADICTS, SMALLER, CEILING, UNRESOLVED):
             at = [c for c in mine if c.verdict == kind]
             if not at:
                 continue
@@ -123,6 +129,8 @@ def statements(cells: list[TransferCell]) -> list[str]:
                 parts.append(f"cannot resolve it at {where}{hide}")
             elif kind == SMALLER:
                 parts.append(f"rules out an effect of the paper's relative size at {where}")
+            elif kind == CEILING:
+                parts.append(f"cannot show a cost at {where}, where the baseline is at the ceiling")
             else:
                 parts.append(f"{kind} the paper's sign at {where}")
         lines.append(f"{FEATURE_NAMES[feature]}: this pool " + "; ".join(parts) + ".")

@@ -18,6 +18,7 @@ from archpool.analysis import inference
 from archpool.columns import split_rung
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
+from archpool.report.transfer import CEILING_GAP
 
 AXIS_ORDER = ("qk_norm", "gqa", "swa", "short_ctx")
 _LEN = re.compile(r"@(\d+)")
@@ -50,6 +51,7 @@ class AxisVerdict:
     treated: float | None  # the same gap with both arms given the second recipe (a treatment)
     treated_ci: tuple[float | None, float | None]
     treated_recipe: str | None
+    ceiling: float | None  # the baseline's accuracy at the target when within 0.01 of 1
     paper_points: float | None
     paper_multiple: int | None
     meaning: str
@@ -111,6 +113,12 @@ def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
     if after is None:
         return f"Not measured: {v.get('why') or 'no matched runs that mastered their own length'}."
     hurts = after > 0 if lower else after < 0
+    if not v["beyond"] and v.get("ceiling") is not None:
+        return (
+            f"No cost shows, but the baseline is at the ceiling ({v['ceiling']:.3f}): every arm solves the task at this "
+            "length after the extension, so the pool cannot tell what the feature would cost on a harder task. "
+            "The extension speed and the harder tasks in the findings below can."
+        )
     if not v["beyond"]:
         mde, need = v.get("mde"), v.get("seeds_needed")
         more = f" An effect of this size would need about {need} seeds." if need else ""
@@ -162,6 +170,9 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 v.update(after=x["post"]["mean"], after_ci=tuple(x["post"]["ci95"]))
                 n = x["post"]["n"]
                 did, did_ci, did_from = x["did"]["mean"], tuple(x["did"]["ci95"]), x.get("did_from")
+                base = x.get("base_mean")
+                if "_acc" in x["column"] and base is not None and base >= 1 - CEILING_GAP:
+                    v["ceiling"] = base
             before, before_ci = a["pre"]["mean"], tuple(a["pre"]["ci95"])
             if x is None or x["post"]["mean"] is None:
                 v["why"] = "no seed-paired runs that mastered their own length"
@@ -200,6 +211,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 treated=(treated.get(feature) or {}).get("mean"),
                 treated_ci=tuple((treated.get(feature) or {}).get("ci95") or (None, None)),  # type: ignore[arg-type]
                 treated_recipe=(treated.get(feature) or {}).get("recipe"),
+                ceiling=v.get("ceiling"),
                 paper_points=paper.single_feature_delta(feature, multiple),
                 paper_multiple=multiple if paper.single_feature_delta(feature, multiple) is not None else None,
                 meaning=_meaning(v, lower, feature in remedied),
@@ -278,6 +290,12 @@ def headline(verdicts: list[AxisVerdict], target_words: str) -> list[str]:
             "Not distinguishable from seed noise: "
             + ", ".join(f"{v.name} {fmt(v.after)} {fmt_ci(v.after_ci)} (detectable: ±{fmt(v.mde, False)})".strip() for v in quiet)
             + "."
+        )
+    ceiling = next((v.ceiling for v in verdicts if v.ceiling is not None), None)
+    if ceiling is not None:
+        lines.append(
+            f"The baseline is at the ceiling here ({ceiling:.3f}): after this extension every arm without a cost solves "
+            "the task at this length, so a cost can only show as slower extension or on a harder task."
         )
     unmeasured = [v.name for v in verdicts if v.after is None]
     if unmeasured:

@@ -173,3 +173,10 @@ def test_verdict_shows_the_gap_with_every_arm_treated_only_when_the_baseline_was
     arm["base_treated"] = True
     (v,) = vd.axis_verdicts(r, None)
     assert v.treated == pytest.approx(gap["mean"]) and v.treated_ci == tuple(gap["ci95"]) and v.treated_recipe == "temp"
+
+
+def test_a_target_at_the_ceiling_is_said_to_be_one():
+    r = _analysis(QUIET, [0.0, 0.001, -0.001, 0.0])
+    r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
+    (v,) = vd.axis_verdicts(r, None)
+    assert not v.beyond_noise and "the baseline is at the ceiling (0.999)" in v.meaning

@@ -74,3 +74,11 @@ def test_only_the_targets_rung_is_tabled_and_a_lower_is_better_target_flips_the_
     (cell,) = transfer.transfer_cells(r, 128)
     assert cell.verdict == "reproduces"  # perplexity up = worse, as the paper's GQA at 8×
     assert transfer.transfer_cells({"target": TARGET, "extension_effects": None}, 128) == []
+
+
+def test_an_accuracy_at_the_ceiling_is_not_read_as_evidence_of_no_cost():
+    axis = _axis("qk_norm", {1024: NIL})
+    axis["effects"][0]["base_mean"] = 0.995
+    (cell,) = transfer.transfer_cells(_result([axis]), 128)
+    assert cell.verdict == "at the ceiling"
+    assert transfer.statements([cell]) == ["QK-norm: this pool cannot show a cost at 8×, where the baseline is at the ceiling."]
