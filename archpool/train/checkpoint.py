@@ -16,6 +16,7 @@ directory that looks whole; the manifest additionally catches files damaged afte
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -72,7 +73,7 @@ def _write_into(
     """Fill ``tmp`` (weights, train state, manifest last) and rename it onto ``directory``."""
     save_state_dict(model_state, cfg, tmp, metadata)
     if train_state is not None:
-        torch.save(train_state, tmp / STATE_NAME)
+        save_train_state(train_state, tmp / STATE_NAME)
     files = sorted(p.name for p in tmp.iterdir())
     manifest = {
         "files": {n: {"sha256": sha256_file(tmp / n), "bytes": (tmp / n).stat().st_size} for n in files},
@@ -84,6 +85,21 @@ def _write_into(
     _fsync_dir(tmp)
     replace_directory(tmp, directory)
     _fsync_dir(directory.parent)
+
+
+LOW_SPACE = 16 * 2**20  # bytes free below which a failed write is taken for a full disk
+
+
+def save_train_state(state: dict[str, Any], path: Path) -> None:
+    """``torch.save`` of a training state, its failures as ``OSError``: torch's zip writer reports a failed
+    write as a ``RuntimeError`` without an errno, so a filesystem with less than ``LOW_SPACE`` left is
+    taken to be full (ENOSPC) and anything else is an I/O error carrying torch's message."""
+    try:
+        torch.save(state, path)
+    except RuntimeError as e:
+        free = shutil.disk_usage(path.parent).free
+        code = errno.ENOSPC if free < LOW_SPACE else errno.EIO
+        raise OSError(code, f"{os.strerror(code)}: the training state's write failed ({e}); {free:,} bytes free") from e
 
 
 def validate(directory: str | Path, check_hashes: bool = True) -> dict[str, str]:

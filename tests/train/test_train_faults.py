@@ -96,3 +96,47 @@ def test_disk_full_mid_run_is_named_and_the_run_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(mc, "save_file", real)
     resumed = _pretrain(run)
     assert resumed.resumed_from == 4 and resumed.losses == read_losses(run)
+
+
+_FSIZE_WRITER = """
+import resource, signal, sys, torch
+from archpool.errors import StateError
+from archpool.model.config import ModelConfig
+from archpool.train import checkpoint as ckpt
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
+cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
+weights = {"w": torch.zeros(8)}
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+try:
+    ckpt.write_checkpoint(sys.argv[1], weights, cfg, {"step": 3, "optimizer": {"m": torch.randn(200_000)}})
+except StateError as e:
+    print("StateError:", e)
+"""
+
+
+def test_a_train_state_write_that_really_fails_is_a_named_error_and_keeps_nothing(tmp_path):
+    """A real failed write (the file-size limit, in a child process): torch.save's RuntimeError becomes
+    the named write error and no partial checkpoint is left."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "ckpt" / "step_000003"
+    out = subprocess.run([sys.executable, "-c", _FSIZE_WRITER, str(target)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"StateError: {target}: cannot write (") and "training state's write failed" in out.stdout
+    assert not target.exists() and list((tmp_path / "ckpt").iterdir()) == []
+
+
+def test_a_train_state_write_on_a_full_disk_is_named_disk_full(tmp_path, monkeypatch):
+    from archpool.model.config import ModelConfig
+
+    def torch_zip_writer_fails(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+    monkeypatch.setattr(ckpt.torch, "save", torch_zip_writer_fails)
+    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9, 0))
+    cfg = ModelConfig(vocab_size=64, d_model=32, n_layers=1, n_heads=4, max_seq_len=32)
+    target = tmp_path / "step_000001"
+    with pytest.raises(StateError, match="step_000001: disk full while writing"):
+        ckpt.write_checkpoint(target, {"w": ckpt.torch.zeros(2)}, cfg, {"step": 1})
+    assert not target.exists() and [p.name for p in tmp_path.iterdir()] == []
