@@ -211,3 +211,12 @@ def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Any:
 def read_yaml_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Any:
     """The YAML document in the file ``path``, read and parsed within bounds."""
     return load_yaml(read_text_bounded(path, max_bytes), str(path))
+
+
+def read_json_object(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """The JSON object (a mapping, as every config file is) in the file ``path``, read and parsed within
+    bounds; ``ConfigError`` naming the file for anything else."""
+    data = read_json_file(path, max_bytes)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), f"a JSON object expected, got {type(data).__name__}")
+    return data

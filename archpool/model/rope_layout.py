@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError
+from archpool.safeload import read_json_object
 
 MARGIN = 0.02  # nats per token: smaller differences leave the layout undetermined (kept as loaded)
 PROBE_TEXT = (
@@ -105,7 +106,7 @@ def measure_layout(model_dir: str | Path, texts: list[str] | None = None) -> dic
     from archpool.tokenizer import Tokenizer
 
     model_dir = Path(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
+    config = read_json_object(model_dir / "config.json")
     tok = Tokenizer.load(model_dir)
     ids = [i for t in (texts or [PROBE_TEXT]) for i in tok.encode(t)]
     width = min(int(config.get("max_position_embeddings") or len(ids)), 512, len(ids))
@@ -132,7 +133,7 @@ def convert_in_place(model_dir: str | Path) -> list[str]:
     from archpool.model.hf import weight_files
 
     model_dir = Path(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
+    config = read_json_object(model_dir / "config.json")
     written = []
     for f in weight_files(model_dir):
         state = load_file(str(f))
@@ -151,7 +152,7 @@ def check_rope_layout(model_dir: str | Path, mode: str = "refuse", texts: list[s
     if mode not in ("refuse", "convert"):
         raise ValueError(f"mode must be 'refuse' or 'convert', got {mode!r}")
     model_dir = Path(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
+    config = read_json_object(model_dir / "config.json")
     declared = declared_layout(config)
     info = {"layout": declared, "declared": True} if declared else {**measure_layout(model_dir, texts), "declared": False}
     if info["layout"] != "interleaved":

@@ -4,7 +4,6 @@ content key it was planned with) or a Hub repository at a revision, downloaded o
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_write_json
 from archpool.pool.checkpoints import ALLOW_DOWNLOAD_OPTION, ModelRef, content_key, downloads_allowed, model_dir
 from archpool.pool.graph import StageContext
+from archpool.safeload import read_json_object
 
 # Hub configs whose model_type transformers implements natively: their remote code is never run
 NATIVE_TYPES = ("llama", "olmo2", "olmo3", "qwen3")
@@ -64,7 +64,7 @@ def prepare_hub_model(snapshot: Path, out: Path, design: dict[str, Any], probe: 
         link = out / f.name
         if f.name != "config.json" and not link.exists():
             os.symlink(f.resolve(), link)
-    config = json.loads((snapshot / "config.json").read_text())
+    config = read_json_object(snapshot / "config.json")
     if config.get("auto_map"):
         if config.get("model_type") not in NATIVE_TYPES:
             raise ConfigError(
