@@ -6,9 +6,9 @@ Every cell is the seed-paired effect on the target's metric at that length and a
 (:mod:`archpool.analysis.extension`). The cells of the table form one family: their paired t-tests are
 Holm-corrected together (:mod:`archpool.analysis.inference`). A cell *reproduces* the paper when its
 corrected p is below 0.05 and its sign (higher-is-better) matches the paper's, and *contradicts* it when the
-sign is opposite. Otherwise it is *at the ceiling* when it is an accuracy whose baseline is within 0.01 of
-1 (every arm has solved the task there, so no difference can show, whatever the architecture would
-cost on a harder task), *smaller than the paper's* when the 95% interval of its relative effect
+sign is opposite. Otherwise it is *at the ceiling* when it is an accuracy on which the baseline and the arm
+are both within 0.01 of 1 (both have solved the task there, so no difference can show, whatever the
+architecture would cost on a harder task), *smaller than the paper's* when the 95% interval of its relative effect
 lies inside ± the paper's relative effect (an equivalence test: both one-sided tests at 2.5% reject an
 effect as large as the paper's), and *cannot resolve* it when it does not; the smallest effect the seeds
 detect there (MDE, at the family's strictest level) says how large an effect could still hide.
@@ -78,7 +78,7 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
             verdict = UNRESOLVED
         elif significant:
             verdict = REPRODUCES if (sign * effect > 0) == (points > 0) else CONTRADICTS
-        elif "_acc" in x["column"] and base is not None and base >= 1 - CEILING_GAP:
+        elif at_ceiling(x["column"], base, effect):
             verdict = CEILING
         elif _inside(x["post"]["ci95"], base, paper_rel):
             verdict = SMALLER
@@ -102,6 +102,14 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
             )
         )
     return out
+
+
+def at_ceiling(column: str, base: float | None, effect: float | None) -> bool:
+    """An accuracy where the baseline and the arm are both within ``CEILING_GAP`` of 1: neither can show a
+    difference there."""
+    if "_acc" not in column or base is None or effect is None:
+        return False
+    return min(base, base + effect) >= 1 - CEILING_GAP
 
 
 def _inside(ci: list | tuple, base: float | None, paper_rel: float | None) -> bool:
@@ -130,7 +138,7 @@ def statements(cells: list[TransferCell]) -> list[str]:
             elif kind == SMALLER:
                 parts.append(f"rules out an effect of the paper's relative size at {where}")
             elif kind == CEILING:
-                parts.append(f"cannot show a cost at {where}, where the baseline is at the ceiling")
+                parts.append(f"cannot show a cost at {where}, where the baseline and the arm are at the ceiling")
             else:
                 parts.append(f"{kind} the paper's sign at {where}")
         lines.append(f"{FEATURE_NAMES[feature]}: this pool " + "; ".join(parts) + ".")

@@ -18,7 +18,7 @@ from archpool.analysis import inference
 from archpool.columns import split_rung
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
-from archpool.report.transfer import CEILING_GAP
+from archpool.report.transfer import at_ceiling
 
 AXIS_ORDER = ("qk_norm", "gqa", "swa", "short_ctx")
 _LEN = re.compile(r"@(\d+)")
@@ -51,7 +51,7 @@ class AxisVerdict:
     treated: float | None  # the same gap with both arms given the second recipe (a treatment)
     treated_ci: tuple[float | None, float | None]
     treated_recipe: str | None
-    ceiling: float | None  # the baseline's accuracy at the target when within 0.01 of 1
+    ceiling: float | None  # the baseline's accuracy at the target when it and the arm's are within 0.01 of 1
     paper_points: float | None
     paper_multiple: int | None
     meaning: str
@@ -115,9 +115,9 @@ def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
     hurts = after > 0 if lower else after < 0
     if not v["beyond"] and v.get("ceiling") is not None:
         return (
-            f"No cost shows, but the baseline is at the ceiling ({v['ceiling']:.3f}): every arm solves the task at this "
-            "length after the extension, so the pool cannot tell what the feature would cost on a harder task. "
-            "The extension speed and the harder tasks in the findings below can."
+            f"No cost shows, but the baseline ({v['ceiling']:.3f}) and this arm are both at the ceiling: they solve the "
+            "task at this length after the extension, so the pool cannot tell what the feature would cost on a harder "
+            "task. The extension speed and the harder tasks in the findings below can."
         )
     if not v["beyond"]:
         mde, need = v.get("mde"), v.get("seeds_needed")
@@ -170,9 +170,8 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 v.update(after=x["post"]["mean"], after_ci=tuple(x["post"]["ci95"]))
                 n = x["post"]["n"]
                 did, did_ci, did_from = x["did"]["mean"], tuple(x["did"]["ci95"]), x.get("did_from")
-                base = x.get("base_mean")
-                if "_acc" in x["column"] and base is not None and base >= 1 - CEILING_GAP:
-                    v["ceiling"] = base
+                if at_ceiling(x["column"], x.get("base_mean"), x["post"]["mean"]):
+                    v["ceiling"] = x["base_mean"]
             before, before_ci = a["pre"]["mean"], tuple(a["pre"]["ci95"])
             if x is None or x["post"]["mean"] is None:
                 v["why"] = "no seed-paired runs that mastered their own length"
@@ -294,8 +293,9 @@ def headline(verdicts: list[AxisVerdict], target_words: str) -> list[str]:
     ceiling = next((v.ceiling for v in verdicts if v.ceiling is not None), None)
     if ceiling is not None:
         lines.append(
-            f"The baseline is at the ceiling here ({ceiling:.3f}): after this extension every arm without a cost solves "
-            "the task at this length, so a cost can only show as slower extension or on a harder task."
+            f"The baseline is at the ceiling here ({ceiling:.3f}), and so is every arm marked so in the table: they "
+            "solve the task at this length after the extension, so their costs can only show as slower extension or "
+            "on a harder task."
         )
     unmeasured = [v.name for v in verdicts if v.after is None]
     if unmeasured:

@@ -81,4 +81,9 @@ def test_an_accuracy_at_the_ceiling_is_not_read_as_evidence_of_no_cost():
     axis["effects"][0]["base_mean"] = 0.995
     (cell,) = transfer.transfer_cells(_result([axis]), 128)
     assert cell.verdict == "at the ceiling"
-    assert transfer.statements([cell]) == ["QK-norm: this pool cannot show a cost at 8×, where the baseline is at the ceiling."]
+    assert transfer.statements([cell]) == [
+        "QK-norm: this pool cannot show a cost at 8×, where the baseline and the arm are at the ceiling."
+    ]
+    axis["effects"][0]["post"] = summarise(dict(enumerate([-0.02, -0.03, -0.01, -0.02])))  # the arm below it: a cost shows
+    (cell,) = transfer.transfer_cells(_result([axis]), 128)
+    assert cell.verdict != "at the ceiling"
