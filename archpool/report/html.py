@@ -49,8 +49,8 @@ img{max-width:100%;height:auto;border:1px solid #eee}.scroll{overflow-x:auto;max
 section.findings{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .6em}section.findings li{margin:.35em 0}
 .warn{background:#fff3cd;border:1px solid #e8d08a;padding:.4em .6em}
 .sub{color:#444;margin-top:-.5em}section.verdict{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .8em}
-ul.headline{font-size:1.05em}ul.headline li{margin:.3em 0}table.verdict-table td{vertical-align:top}
-td.meaning{max-width:28em}details{margin:.4em 0}summary{cursor:pointer;color:#235}dl.repro{display:grid;
+ul.headline{font-size:1.05em}ul.headline li{margin:.3em 0}table.verdict-table{font-size:.9em}table.verdict-table td{vertical-align:top}
+td.meaning{min-width:12em;max-width:26em}details{margin:.4em 0}summary{cursor:pointer;color:#235}dl.repro{display:grid;
 grid-template-columns:max-content 1fr;gap:.15em 1em}dl.repro dt{font-weight:600}dl.repro dd{margin:0}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.8em}figure{margin:1em 0}
 """
@@ -392,7 +392,7 @@ def remedy_table(remedy: list[dict[str, Any]]) -> pd.DataFrame:
                     "recipe": rec["recipe"],
                     "arm": a["arm"],
                     "seeds": (a.get("paired") or {}).get("n"),
-                    "change with the remedy": _mean_ci_text(a.get("paired")),
+                    "change with the treatment": _mean_ci_text(a.get("paired")),
                     "gap to the baseline, both untreated": _mean_ci_text(a.get("gap_primary")),
                     "gap to the baseline, both treated": _mean_ci_text(a.get("gap_recipe"))
                     if a.get("base_treated", True)
@@ -565,8 +565,10 @@ def _sections(
                     "Each axis's effect after extension at 1×, 2×, 4× and 8× the pretraining context (the target's rung), "
                     "relative to the baseline's mean, beside the paper's 7B HELMET effect relative to its Llama 3 "
                     "replica. A cell reproduces or contradicts the paper's sign only when its Holm-corrected p (over "
-                    "every cell of the table) is below 0.05; otherwise the pool cannot resolve it, and the MDE says how "
-                    "large an effect the seeds could miss.",
+                    "every cell of the table) is below 0.05. Otherwise it is at the ceiling when the baseline and the arm "
+                    "both score within 0.01 of 1 (no difference can show), smaller than the paper's when its 95% interval "
+                    "excludes the paper's relative size on both sides, and unresolved when it does not (the MDE says how "
+                    "large an effect the seeds could miss).",
                     *transfer.statements(cells),
                 ],
                 "figures": [],
@@ -580,8 +582,10 @@ def _sections(
                 "title": "Treatment",
                 "paragraphs": [
                     "Each arm extended again with a second recipe (a treatment such as a lower softmax temperature): "
-                    "its change on the target, paired by seed, and its gap to the baseline with both untreated and "
-                    "with both treated (mean [95% CI]). A treated arm is only compared with a treated baseline."
+                    "its change, paired by seed, and its gap to the baseline with both untreated and with both treated "
+                    "(mean [95% CI]), on "
+                    + "; ".join(f"{rec['column']} against {rec.get('column_untreated', r['target'])}" for rec in r["remedy"])
+                    + ". A treated arm is only compared with a treated baseline."
                 ],
                 "figures": [],
                 "tables": [present(remedy_table(r["remedy"]))],

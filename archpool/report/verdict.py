@@ -115,9 +115,8 @@ def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
     hurts = after > 0 if lower else after < 0
     if not v["beyond"] and v.get("ceiling") is not None:
         return (
-            f"No cost shows, but the baseline ({v['ceiling']:.3f}) and this arm are both at the ceiling: they solve the "
-            "task at this length after the extension, so the pool cannot tell what the feature would cost on a harder "
-            "task. The extension speed and the harder tasks in the findings below can."
+            f"At the ceiling: the baseline ({v['ceiling']:.3f}) and this arm both solve the task here after extension, "
+            "so a cost can only show as slower extension or on a harder task (findings below)."
         )
     if not v["beyond"]:
         mde, need = v.get("mde"), v.get("seeds_needed")
@@ -132,7 +131,7 @@ def _meaning(v: dict[str, Any], lower: bool, remedy: bool) -> str:
             "evaluation shows it, and extension is not what reveals it."
         )
     if hurts:
-        fix = " The remedy below addresses it." if remedy else ""
+        fix = " The treatment section shows what a second extension recipe changes." if remedy else ""
         return (
             f"{name[0].upper()}{name[1:]} costs long-context retrieval that only extension reveals: nothing at the "
             f"pretraining length warns of it. Choose it only after measuring the extension you will use.{fix}"

@@ -179,4 +179,4 @@ def test_a_target_at_the_ceiling_is_said_to_be_one():
     r = _analysis(QUIET, [0.0, 0.001, -0.001, 0.0])
     r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
     (v,) = vd.axis_verdicts(r, None)
-    assert not v.beyond_noise and "the baseline (0.999) and this arm are both at the ceiling" in v.meaning
+    assert not v.beyond_noise and v.meaning.startswith("At the ceiling: the baseline (0.999) and this arm")
