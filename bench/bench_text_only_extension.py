@@ -1,6 +1,6 @@
 """Extend a pool's pretrained runs on corpus text only (no task documents in the extension mix), as the
-paper extends on a long-document text mix, and score MQAR at every rung: does a tiny model keep the
-retrieval it learned in pretraining through such an extension?
+paper extends on a long-document text mix, or with a small task share (``--share``), and score MQAR at
+every rung: does a tiny model keep the retrieval it learned in pretraining through such an extension?
 
     ARCHPOOL_CACHE=... .venv/bin/python bench/bench_text_only_extension.py out/demo \
         --runs base_s0 base_s1 base_s2 qknorm_s0 qknorm_s1 qknorm_s2 short_s0 short_s1 short_s2 \
@@ -39,15 +39,17 @@ def pretrain_dirs(pool: Path) -> dict[str, Path]:
     return out
 
 
-def text_only_extension(source: Path, dest: Path) -> Path:
-    """Copy a pretraining stage to ``dest`` and extend it with no task documents in the mix."""
+def text_only_extension(source: Path, dest: Path, share: float = 0.0) -> Path:
+    """Copy a pretraining stage to ``dest`` and extend it with ``share`` of task documents in the mix
+    (0: text only)."""
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns("extend"))
     d = load_run_config(dest).to_dict()
-    d["data"]["tasks"]["extension_share"] = 0.0
+    d["data"]["tasks"]["extension_share"] = share
+    name = "text" if share == 0 else f"share{share:g}"
     ext = ExtensionConfig(
         recipe="ntk",
-        name="text",
+        name=name,
         new_theta=400000.0,
         full_layers_only=True,
         length=1024,
@@ -55,7 +57,7 @@ def text_only_extension(source: Path, dest: Path) -> Path:
         budgets=list(BUDGETS),
     )
     extend(dest, ext, run_cfg=RunConfig.from_dict(d), progress=False)
-    return dest / "extend" / "text"
+    return dest / "extend" / name
 
 
 def score(checkpoint: Path, tokenizer: Path, out_dir: Path) -> dict[str, float]:
@@ -77,15 +79,16 @@ def main() -> None:
     ap.add_argument("pool", type=Path)
     ap.add_argument("--runs", nargs="+", required=True)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--share", type=float, default=0.0, help="task share of the extension mix (0: text only)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     dirs = pretrain_dirs(args.pool)
     results: dict[str, dict[str, float]] = {}
     for run in args.runs:
-        ext_dir = text_only_extension(dirs[run], args.out / run)
+        ext_dir = text_only_extension(dirs[run], args.out / run, args.share)
         tokenizer = Path(load_run_config(args.out / run).data.store) / "tokenizer.json"
         for b in BUDGETS:
-            results[f"{run}#ext{b}"] = score(rung_dir(ext_dir, b), tokenizer, args.out / "eval" / run / str(b))
+            results[f"{run}#ext{b}"] = score(rung_dir(ext_dir, b), tokenizer, args.out / "eval" / ext_dir.name / run / str(b))
     arms = sorted({r.rsplit("_s", 1)[0] for r in args.runs})
     print("arm      rung  " + "  ".join(SHOWN))
     for arm in arms:
