@@ -371,7 +371,7 @@ def recipe_columns(d: pd.DataFrame, target: str) -> dict[str, tuple[str, str]]:
     primary ladder also has (a treatment trained for fewer steps is compared at its own budget)."""
     stem, _ = split_rung(target)
     out: dict[str, tuple[str, str]] = {}
-    found: dict[str, list[tuple[int, str]]] = {}
+    found: dict[str, list[tuple[int, str, str]]] = {}
     for c in d.columns:
         c_stem, rung = split_rung(c)
         if c == target or not c_stem.endswith(stem):
@@ -379,15 +379,15 @@ def recipe_columns(d: pd.DataFrame, target: str) -> dict[str, tuple[str, str]]:
         prefix = c_stem[: -len(stem)]
         if not prefix.endswith("_") or prefix == BASE_PREFIX or not _has(d, c):
             continue
-        if c_stem + (RUNG_SEP + rung if rung else "") == prefix + target:
+        if c == prefix + target:
             out[prefix] = (c, target)
             continue
         budget = rung_budget(rung)
         primary = f"{stem}{RUNG_SEP}{rung}"
         if budget is not None and _has(d, primary):
-            found.setdefault(prefix, []).append((budget, c))
+            found.setdefault(prefix, []).append((budget, c, primary))
     for prefix, cols in found.items():
         if prefix not in out:
-            budget, c = max(cols)
-            out[prefix] = (c, f"{stem}{RUNG_SEP}{split_rung(c)[1]}")
+            _, c, primary = max(cols)
+            out[prefix] = (c, primary)
     return dict(sorted(out.items()))

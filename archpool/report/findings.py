@@ -36,7 +36,7 @@ from scipy import stats as sps
 
 from archpool.analysis import effects as fx
 from archpool.analysis import inference, stats
-from archpool.analysis.extension import NOT_FACTORIAL, is_factorial
+from archpool.analysis.extension import NOT_FACTORIAL, is_factorial, summarise
 from archpool.analysis.table import FEATURES, features, metric_columns
 
 FEATURE_NAMES = {"qk_norm": "QK-norm", "gqa": "GQA", "swa": "SWA", "short_ctx": "short pretraining context"}
@@ -321,17 +321,7 @@ def _tested(effects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The axis effects with ``p_holm`` (paired t-test over seeds, Holm over the axes that have seeds) and
     ``family_size``; effects without seed replicates keep ``p_holm`` None."""
     effects = list(effects)
-    per_seed = [
-        {
-            "mean": e["effect"],
-            "n": len(e["per_seed"]),
-            "sd": float(np.std(e["per_seed"], ddof=1)),
-            "per_seed": dict(enumerate(e["per_seed"])),
-        }
-        if e.get("per_seed") and len(e["per_seed"]) > 1
-        else None
-        for e in effects
-    ]
+    per_seed = [summarise(dict(enumerate(e["per_seed"]))) if len(e.get("per_seed") or ()) > 1 else None for e in effects]
     for e, t in zip(effects, inference.family(per_seed)):
         e["p_holm"] = t["p_holm"] if t else None
         e["family_size"] = t["family_size"] if t else None

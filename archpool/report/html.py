@@ -775,9 +775,9 @@ def write_report(
     verdict_rows = pd.DataFrame([asdict(v) for v in verdicts])
     if len(verdict_rows):
         tabs = {"verdict": verdict_rows, **tabs}
-    transfer_rows = pd.DataFrame([asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))])
-    if len(transfer_rows):
-        tabs = {**tabs, "transfer": transfer_rows}
+    transfer_rows = [asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))]
+    if transfer_rows:
+        tabs = {**tabs, "transfer": pd.DataFrame(transfer_rows)}
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
@@ -788,7 +788,7 @@ def write_report(
             "findings": found,
             "merged_columns": aliases,
             "verdict": [asdict(v) for v in verdicts],
-            "transfer": [asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))],
+            "transfer": transfer_rows,
         }
     )
     atomic_write_text(out / "analysis.json", analysis_json + "\n")

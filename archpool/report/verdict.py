@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archpool.analysis import inference
+from archpool.analysis.extension import summarise
 from archpool.columns import split_rung
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
@@ -229,9 +230,7 @@ def _tested(by_feature: dict[str, Any], found_axes: dict[str, Any]) -> dict[str,
         if x is not None and x["post"]["mean"] is not None:
             post[feature], did[feature] = x["post"], x["did"]
         elif a is None and feature in found_axes and found_axes[feature].get("per_seed"):
-            f = found_axes[feature]
-            per_seed = dict(enumerate(f["per_seed"]))
-            post[feature] = {"mean": f["effect"], "sd": _sd(f["per_seed"]), "n": len(per_seed), "per_seed": per_seed}
+            post[feature] = summarise(dict(enumerate(found_axes[feature]["per_seed"])))
     names = list(post)
     tests = inference.family([post[k] for k in names])
     did_tests = inference.family([did.get(k) for k in names])
@@ -251,14 +250,6 @@ def _treated_gaps(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if feature and a.get("base_treated") and gap.get("mean") is not None and feature not in out:
                 out[feature] = {**gap, "recipe": rec["recipe"]}
     return out
-
-
-def _sd(values: list[float]) -> float | None:
-    n = len(values)
-    if n < 2:
-        return None
-    m = sum(values) / n
-    return math.sqrt(sum((x - m) ** 2 for x in values) / (n - 1))
 
 
 def long_ctx_of(r: dict[str, Any]) -> int | None:
