@@ -39,14 +39,17 @@ def pretrain_dirs(pool: Path) -> dict[str, Path]:
     return out
 
 
-def text_only_extension(source: Path, dest: Path, share: float = 0.0) -> Path:
+def text_only_extension(source: Path, dest: Path, share: float = 0.0, max_distance: int | None = None) -> Path:
     """Copy a pretraining stage to ``dest`` and extend it with ``share`` of task documents in the mix
-    (0: text only)."""
+    (0: text only), their MQAR queries at most ``max_distance`` tokens from their bindings if given."""
     if not dest.exists():
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns("extend"))
     d = load_run_config(dest).to_dict()
     d["data"]["tasks"]["extension_share"] = share
     name = "text" if share == 0 else f"share{share:g}"
+    if max_distance is not None:
+        d["data"]["tasks"]["extension_params"] = {"mqar": {"max_distance": max_distance}}
+        name += f"-dist{max_distance}"
     ext = ExtensionConfig(
         recipe="ntk",
         name=name,
@@ -80,12 +83,13 @@ def main() -> None:
     ap.add_argument("--runs", nargs="+", required=True)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--share", type=float, default=0.0, help="task share of the extension mix (0: text only)")
+    ap.add_argument("--max-distance", type=int, help="MQAR queries of the extension mix at most this far from their bindings")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     dirs = pretrain_dirs(args.pool)
     results: dict[str, dict[str, float]] = {}
     for run in args.runs:
-        ext_dir = text_only_extension(dirs[run], args.out / run, args.share)
+        ext_dir = text_only_extension(dirs[run], args.out / run, args.share, args.max_distance)
         tokenizer = Path(load_run_config(args.out / run).data.store) / "tokenizer.json"
         for b in BUDGETS:
             results[f"{run}#ext{b}"] = score(rung_dir(ext_dir, b), tokenizer, args.out / "eval" / ext_dir.name / run / str(b))

@@ -32,7 +32,7 @@ from archpool.config import Config, check_keys, check_mapping
 from archpool.data.config import DataConfig
 from archpool.data.store import store_path
 from archpool.errors import ConfigError
-from archpool.tasks import get_task
+from archpool.tasks import dense_params, get_task, is_dense
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
 
@@ -64,6 +64,19 @@ def _range(value: Any, name: str) -> tuple[int, int] | None:
     return lo, hi
 
 
+def _task_params(value: Any, names: list[str], name: str) -> dict[str, Any]:
+    """A mapping of task name (one of ``names``) -> mapping of generator parameters (null: none)."""
+    value = value or {}
+    if not isinstance(value, dict):
+        raise ConfigError(name, "a mapping of task name -> generator parameters")
+    for task, p in value.items():
+        if task not in names:
+            raise ConfigError(f"{name}.{task}", f"not a task of this mix ({', '.join(names)})")
+        if not isinstance(p, dict):
+            raise ConfigError(f"{name}.{task}", f"a mapping of generator parameters, got {p!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class TaskMix(Config):
     """Synthetic task documents mixed into the training streams (``data.tasks``)."""
@@ -77,6 +90,7 @@ class TaskMix(Config):
     extension_length_range: tuple[int, int] | None = None  # default: ``length_range``
     extension_mix_unit: int | None = None  # default: ``mix_unit``
     fit_context: bool = False  # pretraining task documents fill exactly one sequence of the run
+    extension_params: dict[str, Any] = field(default_factory=dict)  # per task, over ``params`` in the extension mix
 
     PATH = "data.tasks"
     KEY = "key"
@@ -98,10 +112,9 @@ class TaskMix(Config):
         fit = d.get("fit_context", False)
         if not isinstance(fit, bool):
             raise ConfigError(f"{prefix}.fit_context", f"true or false, got {fit!r}")
-        params = d.get("params") or {}
-        if not isinstance(params, dict):
-            raise ConfigError(f"{prefix}.params", "a mapping of task name -> generator parameters")
-        return cls(
+        params = _task_params(d.get("params"), names, f"{prefix}.params")
+        extension_params = _task_params(d.get("extension_params"), names, f"{prefix}.extension_params")
+        mix = cls(
             names=tuple(names),
             share=_fraction(d.get("share", 0.0), f"{prefix}.share", optional=False),
             extension_share=_fraction(d.get("extension_share"), f"{prefix}.extension_share"),
@@ -111,7 +124,23 @@ class TaskMix(Config):
             extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),
             extension_mix_unit=_int(d.get("extension_mix_unit"), f"{prefix}.extension_mix_unit", 1),
             fit_context=fit,
+            extension_params=extension_params,
         )
+        for task in mix.extension_params:
+            if is_dense(task):
+                try:
+                    dense_params(task, mix.params_for("extension")[task])
+                except ConfigError as e:
+                    raise ConfigError(f"{prefix}.extension_params.{task}.{e.field.rsplit('.', 1)[-1]}", e.message) from None
+        return mix
+
+    def params_for(self, split: str) -> dict[str, Any]:
+        """Generator parameters per task for the ``pretrain`` or ``extension`` stream: ``params``, with
+        ``extension_params`` laid over them task by task in the extension mix (e.g. MQAR's
+        ``max_distance`` kept at the pretraining context, so retrieval beyond it is never trained)."""
+        if split != "extension" or not self.extension_params:
+            return self.params
+        return {t: {**self.params.get(t, {}), **self.extension_params.get(t, {})} for t in {*self.params, *self.extension_params}}
 
     def for_split(self, split: str, seq_len: int | None = None) -> tuple[float, tuple[int, int], int | None]:
         """(share, length range, mix unit) of the ``pretrain`` or ``extension`` stream.

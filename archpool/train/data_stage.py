@@ -32,7 +32,7 @@ def task_mix(section: DataSection, split: str, tokenizer, seq_len: int | None = 
     share, length_range, mix_unit = mix.for_split(split, seq_len)
     if share <= 0:
         return [], None
-    names, params = list(mix.names), mix.params
+    names, params = list(mix.names), mix.params_for(split)
     source = GeneratorSource(
         "tasks",
         lambda seed: training_documents(names, None, seed, length_range, tokenizer, params),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from archpool.data.section import DataSection, TaskMix
 from archpool.errors import ConfigError
 from archpool.tasks import dense_params, task_vocab, training_documents
 from archpool.tasks.mqar import Answer, Document, answer_errors
-from archpool.train.data_stage import build_stream
+from archpool.train.data_stage import build_stream, task_mix
 from tests.helpers.corpus import tiny_config
 
 PARAMS = {"mqar": {"n_keys": 8, "n_values": 4, "rebind": True}}
@@ -90,3 +92,40 @@ def test_fit_context_round_trips_through_the_section(tiny_store, docs_dir, tmp_p
     section = _section(tiny_store, docs_dir, tmp_path, fit_context=True)
     assert section.tasks.fit_context and section.to_dict()["tasks"]["fit_context"] is True
     assert DataSection.from_dict(section.to_dict()) == section
+
+
+def test_extension_params_bound_the_extension_mix_only(tiny_store, docs_dir, tmp_path):
+    """``extension_params`` lay over ``params`` in the extension stream: its MQAR documents keep every
+    query within ``max_distance`` of its binding while the pretraining stream's do not."""
+    section = _section(
+        tiny_store, docs_dir, tmp_path, length_range=[200, 200], mix_unit=256, extension_params={"mqar": {"max_distance": 16}}
+    )
+    mix = section.tasks
+    assert mix.params_for("pretrain") == PARAMS
+    assert mix.params_for("extension") == {"mqar": {**PARAMS["mqar"], "max_distance": 16}}
+    tok = tiny_store.tokenizer
+    far = [a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.params_for("pretrain")) for a in d.answers]
+    near = [
+        a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.params_for("extension")) for a in d.answers
+    ]
+    assert max(far) > 16 >= max(near)
+    (source, _), *_ = task_mix(section, "extension", tok)[0]
+    source_distances = [a.distance for d in itertools.islice(source.documents(3), 8) for a in d.answers]
+    assert source_distances == near, "the extension stream's task source is the bounded generator"
+    (pre_source, _), *_ = task_mix(section, "pretrain", tok)[0]
+    assert pre_source.cache_key != source.cache_key
+
+
+@pytest.mark.parametrize(
+    ("extension_params", "field"),
+    [
+        ({"mqar": {"max_distance": 1}}, "data.tasks.extension_params.mqar.max_distance"),
+        ({"ruler": {"max_distance": 8}}, "data.tasks.extension_params.ruler"),
+        ({"mqar": 5}, "data.tasks.extension_params.mqar"),
+        ([1, 2], "data.tasks.extension_params"),
+    ],
+)
+def test_extension_params_errors_name_the_field(extension_params, field):
+    with pytest.raises(ConfigError) as e:
+        TaskMix.from_dict({**TASKS, "extension_params": extension_params})
+    assert e.value.field == field
