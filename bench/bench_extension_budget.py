@@ -1,5 +1,5 @@
 """How much extension training the demo's baseline needs: MQAR accuracy at the extended length vs
-extension tokens (the curve behind the demo's extension budget; BENCHMARKS.md).
+extension tokens (a measured curve; its last run is in ``bench/results/extension_budget.json``).
 
 Takes a pool (default: the shipped ``demo``), keeps one architecture (default ``base``), replaces
 its extension by the same recipe at several token budgets, and runs it as a pool of its own (every
