@@ -109,10 +109,10 @@ def test_extension_params_bound_the_extension_mix_only(tiny_store, docs_dir, tmp
         a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.params_for("extension")) for a in d.answers
     ]
     assert max(far) > 16 >= max(near)
-    (source, _), *_ = task_mix(section, "extension", tok)[0]
+    [(source, _)], _ = task_mix(section, "extension", tok)
     source_distances = [a.distance for d in itertools.islice(source.documents(3), 8) for a in d.answers]
     assert source_distances == near, "the extension stream's task source is the bounded generator"
-    (pre_source, _), *_ = task_mix(section, "pretrain", tok)[0]
+    [(pre_source, _)], _ = task_mix(section, "pretrain", tok)
     assert pre_source.cache_key != source.cache_key
 
 
