@@ -19,13 +19,12 @@ against its manifest is the caller's step.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from archpool.errors import CheckpointError
+from archpool.errors import CheckpointError, ConfigError
 
 RUN_RECORD = "run_config.json"
 CHECKPOINTS = "ckpt"
@@ -76,11 +75,12 @@ def is_archpool_checkpoint(directory: str | Path) -> bool:
     path = Path(directory) / CONFIG_NAME
     if not path.is_file():
         return False
+    from archpool.safeload import read_json_object
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return FORMAT_KEY in read_json_object(path)
+    except ConfigError:
         return False
-    return isinstance(data, dict) and FORMAT_KEY in data
 
 
 def is_pool_run(path: Path) -> bool:
@@ -140,11 +140,13 @@ class RunRecord:
     @classmethod
     def from_file(cls, path: str | Path) -> RunRecord:
         """The record in ``path``; CheckpointError naming the file when it is not readable JSON."""
+        from archpool.safeload import read_json_file
+
         path = Path(path)
         try:
-            data = json.loads(path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"{path}: unreadable run record ({e})") from None
+            data = read_json_file(path)
+        except ConfigError as e:
+            raise CheckpointError(f"{path}: unreadable run record ({e.message})") from None
         if not isinstance(data, dict):
             raise CheckpointError(f"{path}: unreadable run record (not a JSON object)")
         return cls.from_dict(data)

@@ -24,6 +24,8 @@ from archpool.errors import ConfigError
 MAX_NODES = 200_000  # scalars + collections after alias expansion; the largest shipped pool has ~2,000
 MAX_DEPTH = 64  # nesting of mappings / lists; shipped configs nest 5 deep
 MAX_BYTES = 16 << 20  # a config file; HF config.json files are a few KB
+RECORD_MAX_BYTES = 256 << 20  # a record that grows with a pool or corpus (plan.json, a store manifest)
+RECORD_MAX_NODES = 20_000_000  # the demo pool's plan.json holds ~14,000 values, a 6,000-file store manifest ~41,000
 
 
 def _loader_class():
@@ -203,9 +205,9 @@ def read_text_bounded(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> st
         raise ConfigError(str(path), "not a UTF-8 text file") from None
 
 
-def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Any:
+def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, max_nodes: int = MAX_NODES) -> Any:
     """The JSON document in the file ``path``, read and parsed within bounds."""
-    return load_json(read_text_bounded(path, max_bytes), str(path))
+    return load_json(read_text_bounded(path, max_bytes), str(path), max_nodes=max_nodes)
 
 
 def read_yaml_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Any:
@@ -213,10 +215,15 @@ def read_yaml_file(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> Any:
     return load_yaml(read_text_bounded(path, max_bytes), str(path))
 
 
-def read_json_object(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+def read_json_object(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, max_nodes: int = MAX_NODES) -> dict[str, Any]:
     """The JSON object (a mapping, as every config file is) in the file ``path``, read and parsed within
     bounds; ``ConfigError`` naming the file for anything else."""
-    data = read_json_file(path, max_bytes)
+    data = read_json_file(path, max_bytes, max_nodes=max_nodes)
     if not isinstance(data, dict):
         raise ConfigError(str(path), f"a JSON object expected, got {type(data).__name__}")
     return data
+
+
+def read_record(path: str | os.PathLike) -> dict[str, Any]:
+    """:func:`read_json_object` within the bounds of a record that grows with a pool or corpus."""
+    return read_json_object(path, RECORD_MAX_BYTES, max_nodes=RECORD_MAX_NODES)

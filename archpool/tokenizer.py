@@ -9,7 +9,6 @@ records it, and a run whose store carries another hash refuses to start (``requi
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -17,9 +16,11 @@ from pathlib import Path
 
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
+from archpool.safeload import read_json_object, read_text_bounded
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 SPECIAL_TOKENS = [BOS, EOS, PAD]  # ids 0, 1, 2 in a tokenizer trained here
+TOKENIZER_MAX_BYTES = 512 << 20  # a tokenizer.json; large vocabularies take tens of MB
 TASK_TOKEN = re.compile(r"^<\|t(\d+)\|>$")  # reserved task tokens <|t0|>, <|t1|>, ... (synthetic tasks' vocabularies)
 
 # A line break between two non-space characters is always a pre-token boundary of the byte-level
@@ -128,7 +129,7 @@ class Tokenizer:
         if not p.is_file():
             raise DataError(f"{path}: no tokenizer.json here (give a tokenizer.json file or a HF tokenizer directory)")
         try:
-            hf = HFTokenizer.from_str(p.read_text())
+            hf = HFTokenizer.from_str(read_text_bounded(p, TOKENIZER_MAX_BYTES))
         except Exception as e:  # tokenizers raises plain Exception subclasses
             raise DataError(f"{p}: not a readable HF tokenizer.json ({e})") from None
         names = _special_names_from_config(p.parent)
@@ -158,16 +159,14 @@ def _split_exact(text: str, target: int = 2048) -> list[str]:
 
 
 def _special_names_from_config(directory: Path) -> dict[str, str | None]:
-    """BOS/EOS/PAD names from a HF ``tokenizer_config.json`` / ``special_tokens_map.json``, if any."""
+    """BOS/EOS/PAD names from a HF ``tokenizer_config.json`` / ``special_tokens_map.json``, if any;
+    ConfigError naming a file that is there but not a JSON object."""
     names: dict[str, str | None] = {}
     for fname in ("special_tokens_map.json", "tokenizer_config.json"):
         f = directory / fname
         if not f.is_file():
             continue
-        try:
-            cfg = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
+        cfg = read_json_object(f)
         for key, ours in (("bos_token", "bos"), ("eos_token", "eos"), ("pad_token", "pad")):
             v = cfg.get(key)
             if isinstance(v, dict):

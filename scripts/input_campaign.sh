@@ -136,5 +136,106 @@ pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk, budgets: [1], warm
 pool 'name: x\ntrain: {max_steps: 2}\nmodel: {vocab_size: 300}\ndata: {vocab_size: 4096}\nruns: [{name: A}]\n'; case_ 'model vocab < tokenizer vocab' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nreport: {target: ruler_ll@99999}\nruns: [{name: A}]\n'; case_ 'report target no stage produces' $A pool show p.yaml
 pool "name: x\\ntrain: {max_steps: 2}\\nseeds: [1234567]\\nruns: [{name: $(printf 'A%.0s' $(seq 250))}]\\n"; case_ 'run name too long with its seed suffix' $A pool show p.yaml
+# ---- damaged files archpool reads back: checkpoints, HF directories, tokenizers, stores, pool directories, caches
+hostile() { $PY - "$@" <<'P'
+import json, shutil, struct, sys
+from pathlib import Path
+what, d = sys.argv[1], Path(sys.argv[2])
+deep = "[" * 100000 + "]" * 100000
+def header(p):  # (header dict, data bytes) of a safetensors file
+    b = p.read_bytes(); n = struct.unpack("<Q", b[:8])[0]; return json.loads(b[8:8 + n]), b[8 + n:]
+def write_header(p, h, data):
+    raw = json.dumps(h).encode(); raw += b" " * (-len(raw) % 8); p.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+w = d / "model.safetensors"
+if what == "config_deep": (d / "config.json").write_text(deep)
+if what == "config_list": (d / "config.json").write_text("[1, 2, 3]")
+if what == "config_model_str": (d / "config.json").write_text('{"archpool_format": 1, "model": "big"}')
+if what == "manifest_deep": (d / "MANIFEST.json").write_text(deep)
+if what == "hdr_len": b = w.read_bytes(); w.write_bytes(b"\xff" * 8 + b[8:])
+if what == "hdr_json": b = w.read_bytes(); n = struct.unpack("<Q", b[:8])[0]; w.write_bytes(b[:8] + b"\x00\xfe" * (n // 2) + b[8 + n:])
+if what in ("hdr_dtype", "hdr_shape"):
+    h, data = header(w); k = sorted(k for k in h if k != "__metadata__" and len(h[k]["shape"]) == 2)[0]
+    if what == "hdr_dtype": h[k]["dtype"] = "I32"
+    else: h[k]["shape"] = h[k]["shape"][::-1] if h[k]["shape"][0] != h[k]["shape"][1] else [h[k]["shape"][0] * 2, h[k]["shape"][1] // 2]
+    write_header(w, h, data)
+if what == "index_deep": w.unlink(); (d / "model.safetensors.index.json").write_text(deep)
+if what == "ours_list": (d / "archpool_config.json").write_text("[]")
+if what == "record_deep": (d / "run_config.json").write_text(deep)
+if what == "special_bin": (d / "special_tokens_map.json").write_bytes(bytes(range(256)))
+if what == "tokcfg_list": (d / "tokenizer_config.json").write_text('["bos_token"]')
+if what == "store_deep": (d / "manifest.json").write_text(deep)
+if what == "store_counts": m = json.loads((d / "manifest.json").read_text()); m["counts"] = "many"; (d / "manifest.json").write_text(json.dumps(m))
+if what == "store_shards": m = json.loads((d / "manifest.json").read_text()); m["shards"] = {"a": 1}; (d / "manifest.json").write_text(json.dumps(m))
+if what == "plan_deep": (d / "plan.json").write_text(deep)
+if what == "plan_pool_list": (d / "plan.json").write_text('{"pool": [], "nodes": []}')
+if what == "plan_bin": (d / "plan.json").write_bytes(bytes(range(256)))
+if what == "plan_report_list": p = json.loads((d / "plan.json").read_text()); p["pool"] = ["report"]; (d / "plan.json").write_text(json.dumps(p))
+if what == "status_bin": (d / "runs" / "A_s0").mkdir(parents=True, exist_ok=True); (d / "runs" / "A_s0" / "status.json").write_bytes(b"\x80" * 64)
+if what == "done_deep":
+    for s in sorted((d / "stages").glob("*/*")): (s / "DONE").write_text(deep)
+if what == "cache_list":
+    for f in Path(sys.argv[3]).rglob("*.json"): f.write_text("[]")
+P
+}
+ck() { rm -rf "$1" && cp -r intact "$1" && rm -f "$1/MANIFEST.json" && hostile "$2" "$1"; }
+EV="--tokenizer tokenizer.json --suite tiny --n 1 --lengths 32 --no-progress"
+ck ck_cdeep config_deep; case_ 'checkpoint config.json nested 100,000 deep' $A eval ck_cdeep $EV
+ck ck_clist config_list; case_ 'checkpoint config.json a JSON list' $A eval ck_clist $EV
+ck ck_cstr config_model_str; case_ 'checkpoint config.json `"model": "big"`' $A eval ck_cstr $EV
+rm -rf ck_mdeep && cp -r intact ck_mdeep && hostile manifest_deep ck_mdeep; case_ 'checkpoint MANIFEST.json nested 100,000 deep' $A eval ck_mdeep $EV
+ck ck_hlen hdr_len; case_ 'safetensors header length 2^64-1' $A eval ck_hlen $EV
+ck ck_hjson hdr_json; case_ 'safetensors header not JSON' $A eval ck_hjson $EV
+ck ck_hdtype hdr_dtype; case_ 'safetensors header dtype F32 -> I32' $A eval ck_hdtype $EV
+ck ck_hshape hdr_shape; case_ 'safetensors header shape transposed' $A eval ck_hshape $EV
+ck ck_xdtype hdr_dtype; case_ '`export-hf` a checkpoint whose safetensors header says I32' $A export-hf ck_xdtype hf_xdtype --no-tokenizer
+rm -rf run_rdeep && cp -r run run_rdeep && hostile record_deep run_rdeep; case_ 'run_config.json nested 100,000 deep' $A eval run_rdeep $EV
+rm -rf hf_hjson && cp -r hf hf_hjson && hostile hdr_json hf_hjson; case_ 'import-hf a non-JSON safetensors header' $A import-hf hf_hjson imp8
+head -c 300 /dev/urandom > bin.jsonl; printf '{"text": "a b c"}\n{"txt": "d e f"}\n' > notext.jsonl
+case_ '`eval --texts` a binary .jsonl' $A eval run --tokenizer tokenizer.json --suite longppl --texts bin.jsonl --no-progress
+case_ '`eval --texts` a .jsonl line without `text`' $A eval run --tokenizer tokenizer.json --suite longppl --texts notext.jsonl --no-progress
+rm -rf hf_idx && cp -r hf hf_idx && hostile index_deep hf_idx; case_ 'import-hf shard index nested 100,000 deep' $A import-hf hf_idx imp9
+rm -rf hf_ours && cp -r hf hf_ours && hostile ours_list hf_ours; case_ 'eval an HF export whose archpool_config.json is a list' $A eval hf_ours $EV
+rm -rf tokd && mkdir tokd && cp tokenizer.json tokd/ && hostile special_bin tokd; case_ 'tokenizer with a binary special_tokens_map.json' $A eval run --tokenizer tokd --suite tiny --n 1 --lengths 32 --no-progress
+rm -rf tokl && mkdir tokl && cp tokenizer.json tokl/ && hostile tokcfg_list tokl; case_ 'tokenizer_config.json a JSON list' $A export-hf run hf_tokl --tokenizer tokl
+# a store, then its manifest edited
+$PY -c "import random; r = random.Random(0); w = 'the cat sat on a mat and dog ran far away'.split(); open('corpus.txt', 'w').write('\n\n\n'.join(' '.join(r.choice(w) for _ in range(400)) for _ in range(40)))"
+printf 'sources: [{kind: files, path: corpus.txt}]\nvocab_size: 300\n' > st.yaml
+$A data prepare st.yaml > store.txt 2>&1; STORE=$(find "$ARCHPOOL_CACHE/data" -name manifest.json -print -quit | xargs dirname)
+st() { rm -rf "$1" && cp -r "$STORE" "$1" && hostile "$2" "$1"; }
+st st_deep store_deep; case_ 'store manifest.json nested 100,000 deep' $A data inspect st_deep
+st st_counts store_counts; case_ 'store manifest `counts: "many"`' $A data inspect st_counts
+st st_shards store_shards; case_ 'store manifest `shards` a mapping' $A data inspect st_shards
+# a pool directory (plan written, nothing run), then its records edited
+$PY - <<'P'
+from pathlib import Path
+from archpool.pool.plan import build_plan, write_plan
+from archpool.pool.spec import load_pool
+pool = load_pool({"name": "x", "train": {"max_steps": 2}, "runs": [{"name": "A"}]})
+write_plan(Path("pd0"), pool, build_plan(pool))
+P
+cp ok.csv pd0/results.csv
+pd() { rm -rf "$1" && cp -r pd0 "$1" && hostile "$2" "$1"; }
+pd pd_deep plan_deep; case_ 'pool plan.json nested 100,000 deep (`status`)' $A status pd_deep
+pd pd_list plan_pool_list; case_ 'pool plan.json `"pool": []` (`status`)' $A status pd_list
+pd pd_bin plan_bin; case_ '`analyze` a pool whose plan.json is binary' $A analyze pd_bin
+pd pd_rep plan_report_list; case_ '`analyze` a pool whose plan `pool` is a list' $A analyze pd_rep
+pd pd_st status_bin; case_ '`analyze` a pool with a binary runs/A_s0/status.json' $A analyze pd_st --target score
+rm -rf pd_done && cp -r pd0 pd_done && $PY -c "
+from pathlib import Path; from archpool.pool.plan import read_plan; from archpool.pool.graph import node_dir
+for n in read_plan(Path('pd_done'))[1]: node_dir(Path('pd_done'), n).mkdir(parents=True, exist_ok=True)" && hostile done_deep pd_done
+case_ 'pool DONE markers nested 100,000 deep (exit 2 = read as not done)' bash -c "$A status pd_done > st.txt 2>&1; rc=\$?; cat st.txt >&2; if [ \$rc = 0 ] && grep -q '1 pending' st.txt; then echo 'damaged DONE markers read as not done: the stages are recomputed' >&2; exit 2; fi; exit \$rc"
+# ---- results tables with odd types
+printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\nA,0,none,pre,4.5,128,0.1\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,0.7\n' > frac.csv
+case_ 'results.csv `n_kv_heads: 4.5`' $A analyze frac.csv --target score
+printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\nA,0,none,pre,4,1e400,0.1\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,0.7\n' > huge.csv
+case_ 'results.csv `pretrain_ctx: 1e400`' $A analyze huge.csv --target score
+printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score,score\nA,0,none,pre,4,128,0.1,9\nB,1,none,pre,4,128,0.5,9\nC,0,layerwise,pre,4,128,0.6,9\nD,1,layerwise,pre,4,128,0.7,9\n' > dupcol.csv
+case_ 'results.csv with the column `score` twice' $A analyze dupcol.csv --target score
+printf 'run,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\nA,0,none,pre,4,128,0.1\nB,1,none,pre,4,128,0.5\nC,0,layerwise,pre,4,128,0.6\nD,1,layerwise,pre,4,128,"[0.7]"\n' > listcell.csv
+case_ 'results.csv score cell `[0.7]`' $A analyze listcell.csv --target score
+# ---- caches archpool regenerates: a damaged entry is recomputed (exit 2 here means recovered, as checked)
+$A eval run $EV > /dev/null 2>&1
+hostile cache_list . "$ARCHPOOL_CACHE/eval"
+case_ 'eval cache entries replaced by JSON lists (exit 2 = recomputed)' bash -c "$A eval run $EV > ev.txt 2>&1; rc=\$?; cat ev.txt >&2; if [ \$rc = 0 ] && ! grep -rqx '\[\]' '$ARCHPOOL_CACHE/eval'; then echo 'damaged cache entries recomputed' >&2; exit 2; fi; exit \$rc"
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

@@ -35,7 +35,7 @@ Failed runs are never fitted.
 
 from __future__ import annotations
 
-import json
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,8 @@ import pandas as pd
 
 from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.csvsafe import restore_cell
-from archpool.errors import DataError
+from archpool.errors import ConfigError, DataError
+from archpool.safeload import read_json_object, read_record
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
 REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
@@ -109,6 +110,7 @@ def load_results(source: str | Path) -> pd.DataFrame:
         raise DataError(f"{csv_path}: not a readable CSV ({e})") from None
     except UnicodeDecodeError:
         raise DataError(f"{csv_path}: not a UTF-8 text CSV") from None
+    _refuse_duplicate_columns(csv_path)
     raw = raw.rename(columns=restore_cell).map(restore_cell)  # the ' that kept spreadsheets from running a cell
     df = validate(raw, str(csv_path))
     if source.is_dir():
@@ -118,6 +120,18 @@ def load_results(source: str | Path) -> pd.DataFrame:
     df.attrs["failed"] = failed
     df.attrs["source"] = str(source)
     return df
+
+
+def _refuse_duplicate_columns(csv_path: Path) -> None:
+    """DataError when the CSV's header names a column twice (pandas would rename the second ``X.1``)."""
+    with open(csv_path, newline="", encoding="utf-8", errors="replace") as f:
+        try:
+            header = [restore_cell(c) for c in next(csv.reader(f), [])]
+        except csv.Error:  # pandas already parsed the file; a header csv cannot read is left to validation
+            return
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"{csv_path}: column {twice[0]!r} appears more than once in the header; name each column once")
 
 
 def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
@@ -271,10 +285,12 @@ def pool_report_settings(source: str | Path) -> dict:
     if not Path(source).is_dir() or not plan.is_file():
         return {}
     try:
-        data = json.loads(plan.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise DataError(f"{plan}: unreadable pool plan ({e})") from None
-    report = (data.get("pool") or {}).get("report") if isinstance(data, dict) else None
+        pool = read_record(plan).get("pool")
+    except ConfigError as e:
+        raise DataError(f"{plan}: unreadable pool plan ({e.message})") from None
+    if not isinstance(pool, dict):
+        raise DataError(f"{plan}: unreadable pool plan (no 'pool' mapping)")
+    report = pool.get("report")
     return dict(report) if isinstance(report, dict) else {}
 
 
@@ -317,10 +333,10 @@ def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[di
     index = {r: i for i, r in enumerate(df["run"])}
     for path in statuses:
         try:
-            status = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise DataError(f"{path}: unreadable status ({e})") from None
-        if not isinstance(status, dict) or status.get("state") != "failed":
+            status = read_json_object(path)
+        except ConfigError as e:
+            raise DataError(f"{path}: unreadable status ({e.message})") from None
+        if status.get("state") != "failed":
             continue
         run, error, stage = path.parent.name, str(status.get("error") or ""), str(status.get("stage") or "")
         if run in index:

@@ -10,7 +10,6 @@ explicitly; or plain-text files (``texts=``).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,9 @@ from archpool.attention.corpus import corpus_from_store, corpus_from_texts
 from archpool.attention.runner import load_model, resolve_target, store_for
 from archpool.attention.settings import Settings
 from archpool.attention.stats import VERSION, analyze
-from archpool.errors import DataError
+from archpool.errors import ConfigError, DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
+from archpool.safeload import read_json_object
 
 RESULT_NAME = "attention.json"
 
@@ -85,8 +85,8 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
         }
     )[:20]
     cached = cache_dir() / f"{key}.json"
-    if use_cache and cached.is_file():
-        result = json.loads(cached.read_text())
+    result = _cached_result(cached) if use_cache else None
+    if result is not None:
         log(f"attention: cached result {cached}")
     else:
         corpus = corpus_from_store(store_path_, tok_dir) if store_path_ is not None else corpus_from_texts(texts or [], tok_dir)
@@ -101,9 +101,20 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
     return result
 
 
+def _cached_result(path: Path) -> dict[str, Any] | None:
+    """The cached result in ``path``; None when there is none or it is damaged (it is then recomputed)."""
+    if not path.is_file():
+        return None
+    try:
+        return read_json_object(path)
+    except ConfigError:
+        return None
+
+
 def _store_key(path: Path) -> str:
     m = path / "manifest.json"
-    return json.loads(m.read_text()).get("key", str(path)) if m.is_file() else str(path)
+    key = read_json_object(m).get("key") if m.is_file() else None
+    return key if isinstance(key, str) else str(path)
 
 
 def _tok_hash(d: Path) -> str:

@@ -155,8 +155,10 @@ def _export_hf(args: argparse.Namespace) -> int:
         require_tokenizer=not args.no_tokenizer,
         provenance=provenance,
     )
-    cfg = json.loads((out / "archpool_config.json").read_text())
     from archpool.model.config import ModelConfig
+    from archpool.safeload import read_json_object
+
+    cfg = read_json_object(out / "archpool_config.json")
 
     cls = to_hf_config(ModelConfig.from_dict(cfg)).architectures[0]
     print(f"exporting {src.what}: {src.checkpoint}")

@@ -21,6 +21,7 @@ import os
 import tempfile
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,29 @@ class GeneratedPrefix:
         return np.repeat(np.arange(len(self.ends), dtype=np.int64), np.diff(self.ends, prepend=0))
 
 
+# what reading a damaged .npz raises: bad zip or member, truncation, unsupported compression, odd arrays
+UNREADABLE = (
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    EOFError,
+    NotImplementedError,
+    zipfile.BadZipFile,
+    zlib.error,
+)
+
+
+def _consistent(prefix: GeneratedPrefix) -> bool:
+    """Whether a loaded prefix is one ``save`` wrote: 1-D arrays, one flag per token, ends increasing."""
+    one_d = prefix.toks.ndim == prefix.ends.ndim == prefix.scored.ndim == 1
+    return (
+        one_d and len(prefix.toks) == len(prefix.scored) == prefix.n_tokens and bool((np.diff(prefix.ends, prepend=0) > 0).all())
+    )
+
+
 class GeneratedCache:
     """Prefixes of one source's documents, per seed, under ``directory``."""
 
@@ -65,19 +89,18 @@ class GeneratedCache:
         try:
             with np.load(p, allow_pickle=False) as z:
                 prefix = GeneratedPrefix(z["toks"].astype(np.int64), z["ends"].astype(np.int64), z["scored"].astype(bool))
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return prefix if _consistent(prefix) else None
+        except UNREADABLE:
             return None
-        ok = len(prefix.toks) == len(prefix.scored) == prefix.n_tokens and bool((np.diff(prefix.ends, prepend=0) > 0).all())
-        return prefix if ok else None
 
     def cached_tokens(self, seed: int) -> int:
         """Tokens in the cached prefix for ``seed`` (0 if none or unreadable); reads only its ``ends``."""
         try:
             with np.load(self.path(seed), allow_pickle=False) as z:
                 ends = z["ends"]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+            return max(0, int(ends[-1])) if ends.ndim == 1 and len(ends) else 0
+        except UNREADABLE:
             return 0
-        return int(ends[-1]) if len(ends) else 0
 
     def save(self, seed: int, prefix: GeneratedPrefix) -> bool:
         """Write ``prefix`` unless the cache already holds as many tokens; True if written."""

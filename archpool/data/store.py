@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import heapq
-import json
 import os
 import re
 import shutil
@@ -37,8 +36,9 @@ import numpy as np
 from archpool.data.config import DataConfig
 from archpool.data.corpus import DefaultCorpus
 from archpool.data.sources import FileSource, HFSource, Source
-from archpool.errors import DataError, StateError
+from archpool.errors import ConfigError, DataError, StateError
 from archpool.io import atomic_write_json, disk_error, sha256_cached, sha256_file, sha256_json
+from archpool.safeload import read_record
 from archpool.tokenizer import Tokenizer, require_tokenizer, train_tokenizer
 
 FORMAT_VERSION = 1
@@ -182,13 +182,19 @@ class Store:
 _REBUILD = "delete the store directory and re-run `archpool data prepare` (or the pool)"
 
 
+MANIFEST_TYPES = {"key": str, "tokenizer_hash": str, "counts": dict, "special_ids": dict}
+
+
 def _read_manifest(path: Path) -> dict:
+    """``manifest.json``, bounded, a mapping whose fields read after opening have their types;
+    ``StateError`` naming the file otherwise."""
     try:
-        manifest = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StateError(f"{path}: corrupt manifest ({type(e).__name__}: {e}); {_REBUILD}") from None
-    if not isinstance(manifest, dict):
-        raise StateError(f"{path}: corrupt manifest (not a mapping); {_REBUILD}")
+        manifest = read_record(path)
+    except ConfigError as e:
+        raise StateError(f"{path}: corrupt manifest ({e.message}); {_REBUILD}") from None
+    for name, kind in MANIFEST_TYPES.items():
+        if not isinstance(manifest.get(name), kind):
+            raise StateError(f"{path}: corrupt manifest ({name!r} is not a {kind.__name__}); {_REBUILD}")
     return manifest
 
 

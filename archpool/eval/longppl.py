@@ -9,7 +9,6 @@ so every pool member is scored on the same tokens. Corpus LongPPL = exp(key-toke
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
+from archpool.safeload import read_json_object
 
 ALPHA, BETA = 2.0, -2.0
 
@@ -99,11 +99,11 @@ def cached_key_tokens(
         }
     )[:24]
     path = Path(cache_dir) / f"longppl_keys_{key}.json" if cache_dir else None
-    if path is not None and path.is_file():
-        data = json.loads(path.read_text())
-        if data["tokenizer"] != tokenizer_hash:
+    cached = _cached_keys(path, docs) if path is not None else None
+    if cached is not None:
+        if cached["tokenizer"] != tokenizer_hash:
             raise ConfigError("longppl.evaluator", "cached key tokens were chosen with another tokenizer")
-        return data["keys"], key
+        return cached["keys"], key
     keys = select_key_tokens(evaluator, docs, K, d, alpha, beta, full_nll)
     if path is not None:
         atomic_write_json(
@@ -120,6 +120,24 @@ def cached_key_tokens(
             },
         )
     return keys, key
+
+
+def _cached_keys(path: Path, docs: Sequence[torch.Tensor]) -> dict[str, Any] | None:
+    """The cache entry in ``path`` when it holds a tokenizer hash and, per document, key-token indices
+    inside its NLL vector; None when there is none or it is damaged (the keys are then recomputed)."""
+    if not path.is_file():
+        return None
+    try:
+        data = read_json_object(path)
+    except ConfigError:
+        return None
+    keys = data.get("keys")
+    if not isinstance(data.get("tokenizer"), str) or not isinstance(keys, list) or len(keys) != len(docs):
+        return None
+    for k, ids in zip(keys, docs):
+        if not isinstance(k, list) or not all(type(j) is int and 0 <= j < len(ids) - 1 for j in k):
+            return None
+    return data
 
 
 def longppl(

@@ -8,7 +8,6 @@ each category's mean task score.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
 from archpool.names import SCORED_SUITES
+from archpool.safeload import read_json_object
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
@@ -178,8 +178,9 @@ def run_tasks(
                     model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash
                 )
                 path = cache_dir / f"{key}.json" if cache_dir else None
-                if path is not None and path.is_file():
-                    got[mode] = {**json.loads(path.read_text()), "cached": True}
+                cached = _cached_result(path, key, task, length, mode) if path is not None else None
+                if cached is not None:
+                    got[mode] = {**cached, "cached": True}
                 else:
                     todo.append((mode, key, path))
             if todo:
@@ -207,6 +208,21 @@ def run_tasks(
         if bar is not None:
             bar.close()
     return results
+
+
+def _cached_result(path: Path, key: str, task: str, length: int, mode: str) -> dict[str, Any] | None:
+    """The cached result in ``path`` when it is this task's entry with a numeric score; None when there
+    is none or it is damaged (the task is then recomputed)."""
+    if not path.is_file():
+        return None
+    try:
+        r = read_json_object(path)
+    except ConfigError:
+        return None
+    score = r.get("score")
+    ok_score = score is None or (isinstance(score, (int, float)) and not isinstance(score, bool))
+    same = (r.get("cache_key"), r.get("task"), r.get("length"), r.get("mode")) == (key, task, length, mode)
+    return r if same and ok_score else None
 
 
 def _mean(xs: Iterable[float]) -> float | None:

@@ -4,12 +4,15 @@ pretraining length come from the runner)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.errors import ConfigError
+from archpool.safeload import load_json, read_text_bounded
+
+TEXTS_MAX_BYTES = 1 << 30  # a held-out text file (--texts)
 
 
 def final_loss(checkpoint: Path) -> float | None:
@@ -83,6 +86,16 @@ def read_texts(path: str | Path) -> list[str]:
     """Held-out texts from a .txt file (documents separated by two blank lines, i.e. three newlines, so
     that a document may hold paragraphs) or a .jsonl file (``text`` field)."""
     p = Path(path)
+    text = read_text_bounded(p, TEXTS_MAX_BYTES)
     if p.suffix == ".jsonl":
-        return [json.loads(line)["text"] for line in p.read_text().splitlines() if line.strip()]
-    return [d for d in p.read_text().split("\n\n\n") if d.strip()]
+        return [_jsonl_text(line, f"{p}:{i}") for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [d for d in text.split("\n\n\n") if d.strip()]
+
+
+def _jsonl_text(line: str, where: str) -> str:
+    """The ``text`` field of one .jsonl line; ConfigError naming the file and line when there is none."""
+    row = load_json(line, where)
+    text = row.get("text") if isinstance(row, dict) else None
+    if not isinstance(text, str):
+        raise ConfigError(where, "a JSON object with a string field 'text' expected")
+    return text

@@ -8,12 +8,12 @@ never a hash merely read from the manifest."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
+from archpool.safeload import read_json_object
 
 
 @dataclass
@@ -91,23 +91,39 @@ def load_target(
         model = _load_hf(ckpt_dir, device)
         hf = model.config
         vocab = int(hf.vocab_size)
-        ours = ckpt_dir / "archpool_config.json"
-        pre = None
-        if ours.is_file():
-            ext = json.loads(ours.read_text()).get("extension") or {}
-            pre = ext.get("pretrain_seq_len")
+        pre, recorded_len = export_lengths(ckpt_dir / "archpool_config.json")
         rope = getattr(hf, "rope_parameters", None) or getattr(hf, "rope_scaling", None) or {}
         if isinstance(rope, dict):
             sub = rope.get("full_attention", rope) if isinstance(rope.get("full_attention"), dict) else rope
             pre = pre or sub.get("original_max_position_embeddings")
-        if pre is None and ours.is_file():
-            pre = json.loads(ours.read_text()).get("max_seq_len")
+        pre = pre or recorded_len
         pretrain_len = int(pre or hf.max_position_embeddings)
         lm = lm_from_hf(model, name=path.name, prefill_chunk=prefill_chunk, max_batch=max_batch)
     if tok is None:
         raise ConfigError("tokenizer", f"{path}: no tokenizer.json beside the model or in its run; pass --tokenizer")
     check_vocab(tok, vocab, path)
     return Target(kind, path, ckpt_dir, lm, tok, model_hash, tok.hash, pretrain_len, model, record)
+
+
+def export_lengths(path: Path) -> tuple[int | None, int | None]:
+    """The pretraining context (``extension.pretrain_seq_len``) and context (``max_seq_len``) an HF
+    export's ``archpool_config.json`` records, None where absent or without the file; ConfigError
+    naming the file when it is damaged or a length is not a positive integer."""
+    if not path.is_file():
+        return None, None
+    ours = read_json_object(path)
+    ext = ours.get("extension") if isinstance(ours.get("extension"), dict) else {}
+    pre = _positive_int(ext.get("pretrain_seq_len"), path, "extension.pretrain_seq_len")
+    return pre, _positive_int(ours.get("max_seq_len"), path, "max_seq_len")
+
+
+def _positive_int(value: Any, path: Path, field: str) -> int | None:
+    """``value`` (a field of ``path``) when it is a positive integer, None when absent; ConfigError otherwise."""
+    if value is None:
+        return None
+    if type(value) is not int or value <= 0:
+        raise ConfigError(f"{path}: {field}", f"a positive integer expected, got {value!r}")
+    return value
 
 
 def check_vocab(tokenizer, vocab_size: int, where: Path) -> None:

@@ -12,7 +12,6 @@ once per process until its size or modification time changes (``archpool.io.sha2
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from archpool.io import atomic_path, atomic_write_json, sha256_cached
 from archpool.model.config import ModelConfig
 from archpool.rundir import CONFIG_NAME, FORMAT_KEY
 from archpool.rundir import is_archpool_checkpoint as is_archpool_checkpoint  # the checkpoint format's test
+from archpool.safeload import read_json_object
 
 if TYPE_CHECKING:  # torch is imported where weights are read or written: reading a config stays cheap
     import torch
@@ -59,13 +59,13 @@ def read_manifest(directory: str | Path) -> dict[str, dict] | None:
     if not path.is_file():
         return None
     try:
-        files = json.loads(path.read_text())["files"]
-        ok = isinstance(files, dict) and all(
-            isinstance(info, dict) and isinstance(info.get("bytes"), int) and isinstance(info.get("sha256"), str)
-            for info in files.values()
-        )
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path}: unreadable manifest ({e})") from e
+        files = read_json_object(path).get("files")
+    except ConfigError as e:
+        raise CheckpointError(f"{e.field}: unreadable manifest ({e.message})") from None
+    ok = isinstance(files, dict) and all(
+        isinstance(info, dict) and isinstance(info.get("bytes"), int) and isinstance(info.get("sha256"), str)
+        for info in files.values()
+    )
     if not ok:
         raise CheckpointError(f"{path}: unreadable manifest (each file needs 'bytes' and 'sha256')")
     for name in files:
@@ -113,10 +113,10 @@ def verify_checkpoint(directory: str | Path) -> dict[str, str]:
 def load_config(directory: str | Path) -> ModelConfig:
     path = Path(directory) / CONFIG_NAME
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: cannot read archpool config ({e})") from e
-    if not isinstance(data, dict) or FORMAT_KEY not in data:
+        data = read_json_object(path)
+    except ConfigError as e:
+        raise CheckpointError(f"{e.field}: cannot read archpool config ({e.message})") from None
+    if FORMAT_KEY not in data:
         raise CheckpointError(f"{path}: not an archpool checkpoint config (no {FORMAT_KEY!r})")
     if not isinstance(data.get("model"), dict):
         raise CheckpointError(f"{path}: invalid archpool config (no 'model' mapping)")
@@ -148,13 +148,36 @@ def check_state(
             raise CheckpointError(
                 f"{where}: tensor {show(name)!r} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[name].shape)}"
             )
+        if expected[name].is_floating_point() and not tensor.is_floating_point():
+            raise CheckpointError(f"{where}: tensor {show(name)!r} has dtype {tensor.dtype}; weights are floating point")
+
+
+def load_safetensors(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors file ``path``; CheckpointError naming it when it is missing, truncated
+    or its header is damaged (a bad length, not JSON, a dtype or shape that does not fit the bytes)."""
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path), device=str(device))
+    except Exception as e:  # safetensors raises several types (SafetensorError, OSError, ValueError, ...)
+        raise CheckpointError(f"{path}: unreadable or truncated safetensors file ({' '.join(str(e).split())})") from None
+
+
+def safetensors_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` from the header of the safetensors file ``path`` (no tensor is read);
+    CheckpointError naming it when the file is missing, truncated or its header is damaged."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return {k: tuple(int(s) for s in f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 - not a mapping
+    except Exception as e:  # safetensors raises several types (SafetensorError, OSError, ValueError, ...)
+        raise CheckpointError(f"{path}: unreadable or truncated safetensors file ({' '.join(str(e).split())})") from None
 
 
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *, verify: bool = True) -> Decoder:
     """Our Decoder from a checkpoint directory, its files verified first (``verify=False``: the caller
     already ran ``verify_checkpoint`` and holds the hashes)."""
-    from safetensors.torch import load_file
-
     from archpool.model.model import Decoder
 
     directory = Path(directory)
@@ -162,10 +185,7 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu", *
         verify_checkpoint(directory)
     cfg = load_config(directory)
     weights = directory / WEIGHTS_NAME
-    try:
-        state = load_file(str(weights), device=str(device))
-    except Exception as e:  # safetensors raises several types for truncated / missing files
-        raise CheckpointError(f"{weights}: unreadable or incomplete weights ({e})") from e
+    state = load_safetensors(weights, device)
     model = Decoder(cfg)
     check_state(model, state, weights, tied=cfg.tie_embeddings)
     model.load_state_dict(state, strict=False)

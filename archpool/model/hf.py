@@ -20,7 +20,6 @@ is imported lazily: it is the optional dependency ``archpool[hf]``.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.model.geometry import type_theta
+from archpool.safeload import read_json_file, read_json_object, read_text_bounded
 from archpool.study import SLIDING, swa_pattern_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -318,9 +318,10 @@ def export_metadata(cfg: ModelConfig, source_dir: Path | None, provenance: dict[
     if source_dir is not None:
         meta["source_checkpoint"] = str(source_dir.resolve())
         try:
-            recorded = json.loads((source_dir / "config.json").read_text()).get("metadata") or {}
-        except (OSError, ValueError, AttributeError):
-            recorded = {}
+            recorded = read_json_object(source_dir / "config.json").get("metadata")
+        except ConfigError:
+            recorded = None
+        recorded = recorded if isinstance(recorded, dict) else {}
         for key in ("run", "stage", "step", "tokens", "imported_from", "hf_model_type"):
             if recorded.get(key) is not None:
                 meta[f"source_{key}"] = str(recorded[key])
@@ -435,18 +436,15 @@ def _tokenizer_dir(tokenizer: Any) -> Path | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The JSON object in ``path``, ``{}`` when there is no such file; ConfigError naming it when damaged."""
+    return read_json_object(path) if path.is_file() else {}
 
 
 def chat_template(directory: Path) -> str | None:
     """The chat template of a HF tokenizer directory: chat_template.jinja, else tokenizer_config.json's."""
     f = Path(directory) / CHAT_TEMPLATE_NAME
     if f.is_file():
-        return f.read_text()
+        return read_text_bounded(f)
     template = _read_json(Path(directory) / HF_TOKENIZER_CONFIG).get("chat_template")
     return template if isinstance(template, str) and template else None
 
@@ -481,7 +479,7 @@ def export_tokenizer(
     special_map = _read_json(hf_files / "special_tokens_map.json") if hf_files is not None else {}
     atomic_write_json(out_dir / "special_tokens_map.json", {**special_map, **names})
     if hf_files is not None and (hf_files / CHAT_TEMPLATE_NAME).is_file():
-        atomic_write_text(out_dir / CHAT_TEMPLATE_NAME, (hf_files / CHAT_TEMPLATE_NAME).read_text())
+        atomic_write_text(out_dir / CHAT_TEMPLATE_NAME, read_text_bounded(hf_files / CHAT_TEMPLATE_NAME))
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -645,8 +643,6 @@ def read_hf_config(hf_dir: str | Path) -> dict[str, Any]:
     config_path = Path(hf_dir) / "config.json"
     if not config_path.is_file():
         raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
-    from archpool.safeload import read_json_file
-
     try:
         raw = read_json_file(config_path)
     except ConfigError as e:
@@ -684,9 +680,9 @@ def _index_shards(index: Path) -> list[Path]:
     from archpool.names import name_problem
 
     try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{index}: unreadable shard index ({type(e).__name__}: {e})") from None
+        weight_map = read_json_object(index).get("weight_map")
+    except ConfigError as e:
+        raise CheckpointError(f"{index}: unreadable shard index ({e.message})") from None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{index}: weight_map must map tensor names to shard files")
     shards = []
@@ -713,14 +709,11 @@ def weights_sha256(hf_dir: str | Path, files: list[Path]) -> str:
 
 
 def _read_safetensors(files: list[Path]) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+    from archpool.model.checkpoint import load_safetensors
 
     state: dict[str, Any] = {}
     for f in files:
-        try:
-            state.update(load_file(str(f)))
-        except Exception as e:  # safetensors raises several types for truncated / malformed files
-            raise CheckpointError(f"{f}: unreadable or truncated safetensors file ({e})") from None
+        state.update(load_safetensors(f))
     return state
 
 
@@ -811,8 +804,6 @@ def import_hf(hf_dir: str | Path) -> Decoder:
     model = hf_state_to_archpool(hf_config, state, where=str(where))
     provenance = hf_dir / ARCHPOOL_CONFIG_NAME
     if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
-        from archpool.safeload import read_json_file
-
         try:
             ours = read_json_file(provenance)
         except ConfigError as e:

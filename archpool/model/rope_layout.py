@@ -128,15 +128,16 @@ def measure_layout(model_dir: str | Path, texts: list[str] | None = None) -> dic
 
 def convert_in_place(model_dir: str | Path) -> list[str]:
     """Rewrite the safetensors files of ``model_dir`` from interleaved to half-split (links replaced by files)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
+    from archpool.model.checkpoint import load_safetensors
     from archpool.model.hf import weight_files
 
     model_dir = Path(model_dir)
     config = read_json_object(model_dir / "config.json")
     written = []
     for f in weight_files(model_dir):
-        state = load_file(str(f))
+        state = load_safetensors(f)
         converted = convert_state(state, config, to_half=True)
         f.unlink()  # a link into the download cache is replaced, never written through
         save_file(converted, str(f), metadata={"format": "pt"})

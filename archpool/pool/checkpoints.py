@@ -17,6 +17,7 @@ cache hit and a changed one is not.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -121,18 +122,14 @@ def content_key(ref: ModelRef) -> str:
 
 
 def _safetensors_params(directory: Path) -> int:
-    from safetensors import safe_open
+    """Parameters in the safetensors files of ``directory``, from their headers; CheckpointError naming a
+    file whose header is damaged."""
+    from archpool.model.checkpoint import safetensors_shapes
 
     total = 0
     for name in _weight_names(directory):
-        if not name.endswith(".safetensors"):
-            continue
-        with safe_open(str(directory / name), framework="numpy") as f:
-            for k in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-                n = 1
-                for s in f.get_slice(k).get_shape():
-                    n *= int(s)
-                total += n
+        if name.endswith(".safetensors"):
+            total += sum(math.prod(shape) for shape in safetensors_shapes(directory / name).values())
     return total
 
 

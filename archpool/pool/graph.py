@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archpool.errors import StateError
+from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
 from archpool.runtime import peak_rss_mb, process_rank, reset_peak_rss
+from archpool.safeload import load_json, read_json_file
 
 DONE = "DONE"
 # Bump a stage's version when its outputs change meaning, to invalidate cached results.
@@ -77,9 +78,9 @@ def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
     if path.is_symlink() or not path.is_file():
         raise StateError(f"{path}: missing or not a regular file; re-run the pool to recompute the stage")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise StateError(f"{path}: truncated or corrupt ({type(e).__name__}); re-run the pool to recompute the stage") from None
+        data = read_json_file(path)
+    except ConfigError as e:
+        raise StateError(f"{path}: truncated or corrupt ({e.message}); re-run the pool to recompute the stage") from None
     if not isinstance(data, dict) or data.get("key", key) != key or not isinstance(data.get("result") or {}, dict):
         raise StateError(f"{path}: not this stage's marker; re-run the pool to recompute the stage")
     return data.get("result") or {}
@@ -132,8 +133,8 @@ def read_events(out: Path) -> list[dict[str, Any]]:
     events = []
     for line in path.read_bytes().splitlines():
         try:
-            event = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):  # a line cut by a kill, or garbage
+            event = load_json(line, str(path))
+        except ConfigError:  # a line cut by a kill, or garbage
             continue
         if isinstance(event, dict):
             events.append(event)

@@ -6,7 +6,6 @@ never takes the pool down.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from archpool.io import atomic_write_json, open_append_text
 from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
 from archpool.pool.plan import read_plan
 from archpool.runtime import process_rank
+from archpool.safeload import read_json_object
 
 
 def run_nodes(nodes: list[Node], run: str) -> list[Node]:
@@ -49,10 +49,10 @@ def read_status(out: Path, run: str) -> dict[str, Any]:
     if path.is_symlink():
         return {"state": "pending"}
     try:
-        status = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        status = read_json_object(path)
+    except ValueError:  # ConfigError: missing, unreadable or not an object
         return {"state": "pending"}
-    return status if isinstance(status, dict) and isinstance(status.get("state"), str) else {"state": "pending"}
+    return status if isinstance(status.get("state"), str) else {"state": "pending"}
 
 
 def write_status(out: Path, run: str, status: dict[str, Any]) -> None:

@@ -28,17 +28,17 @@ rebuilt from whatever finished, so a failed run shows up in it instead of blocki
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from archpool.columns import RUNG_SEP, affixes, rung_label
-from archpool.errors import StateError
+from archpool.errors import ConfigError, StateError
 from archpool.io import atomic_write_json, sha256_file
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
+from archpool.safeload import read_record
 
 PLAN_FILE = "plan.json"
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
@@ -233,7 +233,10 @@ def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
     try:
         if path.is_symlink():
             raise ValueError("a symbolic link")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = read_record(path)
         return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise StateError(f"{path}: truncated or corrupt ({e}); delete it and re-run `archpool run` on the pool file") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # ConfigError is a ValueError
+        reason = e.message if isinstance(e, ConfigError) else e
+        raise StateError(
+            f"{path}: truncated or corrupt ({reason}); delete it and re-run `archpool run` on the pool file"
+        ) from None

@@ -9,13 +9,13 @@ assumed rate. The remaining seconds are divided among the runs that can go in pa
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from archpool.pool.graph import DONE, Node, is_done, node_dir
+from archpool.safeload import load_json, read_json_object
 
 
 @dataclass
@@ -114,8 +114,8 @@ class Progress:
 
     def _observe_done_file(self, node: Node) -> None:
         try:
-            seconds = float(json.loads((node_dir(self.out, node) / DONE).read_text()).get("seconds"))
-        except (OSError, ValueError, TypeError, AttributeError):
+            seconds = float(read_json_object(node_dir(self.out, node) / DONE).get("seconds"))
+        except (ValueError, TypeError):  # ConfigError is a ValueError
             return
         self.rates.observe(stage_kind(node), node.cost, seconds, shared=node.run is None)
 
@@ -131,16 +131,17 @@ class Progress:
         self.offset += end
         for line in chunk[:end].splitlines():
             try:
-                e = json.loads(line)
-            except json.JSONDecodeError:
+                e = load_json(line, str(path))
+                if isinstance(e, dict):
+                    self.apply(e)
+            except (ValueError, TypeError):  # a damaged line (ConfigError is a ValueError) or field
                 continue
-            self.apply(e)
 
     def apply(self, e: dict) -> None:
         """One event: a stage start / done / skip / error, or the pool's start (which names ``jobs``)."""
         key, kind = e.get("key"), e.get("kind")
         if kind == "pool_start" and e.get("jobs"):
-            self.jobs = int(e["jobs"])
+            self.jobs = max(1, int(e["jobs"]))
         elif kind == "start":
             self.running[key] = (e.get("stage"), e.get("run"), float(e.get("t") or time.time()))
         elif kind in ("done", "skip", "error"):
@@ -190,13 +191,12 @@ class Progress:
 def _fraction_done(stage_dir: Path) -> float:
     """How far a running training stage is, from its metrics log (0 for other stages)."""
     try:
-        record = json.loads((stage_dir / "run_config.json").read_text())
-        train = record["train"]
+        train = read_json_object(stage_dir / "run_config.json")["train"]
         total = train.get("max_steps") or -(-int(train["max_tokens"]) // int(train["global_batch_tokens"]))
         with open(stage_dir / "metrics.jsonl", "rb") as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - 4096))
             last = f.read().splitlines()[-1]
-        return min(1.0, json.loads(last)["step"] / total)
-    except (OSError, KeyError, ValueError, IndexError, TypeError, ZeroDivisionError):
+        return min(1.0, max(0.0, float(load_json(last)["step"] / total)))
+    except (OSError, KeyError, ValueError, IndexError, TypeError, AttributeError, ZeroDivisionError):
         return 0.0

@@ -4,7 +4,6 @@ nodes' task results)."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from archpool.pool.graph import Node, node_dir, read_events
 from archpool.pool.spec import PoolSpec
 from archpool.report.context import ReportContext
+from archpool.safeload import load_json, read_json_object
 
 MAX_CURVE_POINTS = 200  # per run and phase: enough for a figure, bounded for long runs
 
@@ -21,8 +21,9 @@ def stage_seconds(out: Path, nodes: list[Node]) -> dict[str, float]:
     keys = {n.key: n.stage for n in nodes}
     last: dict[str, float] = {}
     for e in read_events(out):
-        if e.get("kind") == "done" and e.get("key") in keys and isinstance(e.get("seconds"), (int, float)):
-            last[e["key"]] = float(e["seconds"])
+        key, seconds = e.get("key"), e.get("seconds")
+        if e.get("kind") == "done" and isinstance(key, str) and key in keys and isinstance(seconds, (int, float)):
+            last[key] = float(seconds)
     per: dict[str, float] = defaultdict(float)
     for key, s in last.items():
         per[keys[key]] += s
@@ -37,10 +38,12 @@ def _curve(path: Path) -> list[tuple[int, float]]:
         return []
     for line in lines:
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = load_json(line, str(path))
+        except ValueError:  # a damaged line (ConfigError is a ValueError)
             continue
-        loss = row.get("loss_avg", row.get("loss")) if isinstance(row, dict) else None  # mean since the last log
+        if not isinstance(row, dict):
+            continue
+        loss = row.get("loss_avg", row.get("loss"))  # mean since the last log
         if isinstance(row.get("step"), int) and isinstance(loss, (int, float)):
             points.append((row["step"], float(loss)))
     stride = max(1, len(points) // MAX_CURVE_POINTS)
@@ -70,8 +73,8 @@ def chance_levels(out: Path, nodes: list[Node]) -> dict[str, float]:
             if task in found:
                 continue
             try:
-                chance = json.loads(path.read_text()).get("chance")
-            except (OSError, ValueError, AttributeError):
+                chance = read_json_object(path).get("chance")
+            except ValueError:  # ConfigError: unreadable or not an object
                 continue
             if isinstance(chance, (int, float)):
                 found[task] = float(chance) / 100.0

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from archpool.errors import CheckpointError
 from archpool.io import atomic_write_json, disk_error, replace_directory, sha256_file
-from archpool.model.checkpoint import MANIFEST_NAME, WEIGHTS_NAME, save_state_dict, verify_files
+from archpool.model.checkpoint import MANIFEST_NAME, WEIGHTS_NAME, load_safetensors, save_state_dict, verify_files
 from archpool.model.config import ModelConfig
 
 STATE_NAME = "train_state.pt"
@@ -165,10 +164,7 @@ def load_weights(directory: str | Path) -> tuple[ModelConfig, dict[str, torch.Te
 
     directory = Path(directory)
     cfg = load_config(directory)
-    try:
-        state = load_file(str(directory / WEIGHTS_NAME))
-    except Exception as e:
-        raise CheckpointError(f"{directory / WEIGHTS_NAME}: unreadable or incomplete weights ({e})") from e
+    state = load_safetensors(directory / WEIGHTS_NAME)
     if cfg.tie_embeddings and "lm_head.weight" not in state and "embed.weight" in state:
         state["lm_head.weight"] = state["embed.weight"]
     return cfg, state

@@ -41,6 +41,7 @@ from archpool.io import (
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
 from archpool.rundir import RUN_RECORD, run_dir_final
+from archpool.safeload import load_json, read_json_file
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
 from archpool.train.config import Stage, TrainConfig
@@ -521,10 +522,10 @@ def _truncate_metrics(path: Path, step: int) -> None:
     for i, raw in enumerate(lines):
         try:
             line = raw.decode("utf-8")
-            row = json.loads(line)
+            row = load_json(line, str(path))
             if not isinstance(row, dict):
                 raise ValueError("not a row")
-        except (UnicodeDecodeError, ValueError):
+        except ValueError:  # UnicodeDecodeError and ConfigError are ValueErrors
             bad += i < len(lines) - 1  # a torn last line is the normal trace of a kill
             continue
         if not isinstance(row.get("step", 0), (int, float)) or row.get("step", 0) <= step:
@@ -547,10 +548,11 @@ def _read_record(path: Path) -> dict[str, Any]:
     """The run's ``run_config.json``; ``StateError`` naming it when it is a link, truncated or not a mapping."""
     try:
         refuse_symlink(path)
-        record = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        record = read_json_file(path)
+    except (OSError, ConfigError) as e:
+        reason = e.message if isinstance(e, ConfigError) else type(e).__name__
         raise StateError(
-            f"{path}: truncated or corrupt ({type(e).__name__}); delete it to resume with the current config, or use a new --out"
+            f"{path}: truncated or corrupt ({reason}); delete it to resume with the current config, or use a new --out"
         ) from None
     if not isinstance(record, dict):
         raise StateError(f"{path}: not a run record (a mapping); delete it to resume with the current config, or use a new --out")
