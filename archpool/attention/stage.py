@@ -4,7 +4,8 @@ attention node.
 A target is a run directory (``run_config.json`` + ``milestones/final``), an archpool checkpoint
 directory, or a Hugging Face model directory (``runner.resolve_target``). Text is the held-out
 validation split of the pool's data store: the one the run's ``data:`` section names, or ``store=``
-explicitly; or plain-text files (``texts=``).
+explicitly; or plain-text files (``texts=``), which an explicit ``store=`` alone overrides, so models
+of every format can read one text.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.attention.corpus import corpus_from_store, corpus_from_texts
-from archpool.attention.runner import load_model, resolve_target, store_for
+from archpool.attention.runner import Target, load_model, resolve_target, store_for
 from archpool.attention.settings import Settings
 from archpool.attention.stats import VERSION, analyze
 from archpool.errors import ConfigError, DataError
@@ -36,6 +37,16 @@ def weights_digest(model_dir: Path) -> str:
 
     read_hf_config(model_dir)  # custom-code configs refused
     return sha256_json(verify_files(model_dir, [f.name for f in weight_files(model_dir)] + [CONFIG_NAME]))
+
+
+def text_source(target: Target, store: str | Path | None, texts: Sequence[str | Path] | None) -> tuple[Path | None, Path | None]:
+    """(store to read, tokenizer directory) for a target: an explicit ``store`` first, then explicit
+    ``texts`` (so models of every format can read the same text), then the run's own data store. Texts
+    are tokenised with the tokenizer beside the model, else with the run's data store's tokenizer."""
+    beside = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
+    if store is None and texts:
+        return None, beside if beside is not None else store_for(target, None)
+    return store_for(target, store), beside
 
 
 def cache_dir() -> Path:
@@ -60,8 +71,7 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
     digest = weights_digest(target.model_dir)  # verified first, once; the key never trusts a manifest's word
-    store_path_ = store_for(target, store)
-    tok_dir = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
+    store_path_, tok_dir = text_source(target, store, texts)
     if store_path_ is not None:
         text_id: dict[str, Any] = {
             "store": _store_key(store_path_),
@@ -69,7 +79,7 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
         }
     elif texts:
         if tok_dir is None:
-            raise DataError(f"{target.path}: --text needs the model's tokenizer.json beside it")
+            raise DataError(f"{target.path}: --text needs the model's tokenizer.json beside it, or the run's data store")
         text_id = {"files": [sha256_file(t) for t in texts]}
     else:
         raise DataError(

@@ -202,7 +202,13 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec) -> list[Node]:
                 Node(
                     id=f"attention:{run.name}{suffix}",
                     stage="attention",
-                    config=dict(common, attention=pool.attention, analysis_len=max(long_lengths), texts=texts),
+                    config=dict(
+                        common,
+                        attention=pool.attention,
+                        analysis_len=max(long_lengths),
+                        texts=texts,
+                        text="texts" if texts else "filler",
+                    ),
                     run=run.name,
                     cost=0.5,
                 )

@@ -79,6 +79,26 @@ def test_hf_export_gives_the_same_statistics_as_the_run(attn_run, tmp_path):
         assert theirs["metrics"][k] == pytest.approx(v, abs=1e-4), k
 
 
+def test_explicit_texts_win_over_the_runs_store_so_every_format_reads_one_text(attn_run, attn_store, tmp_path):
+    pytest.importorskip("transformers")
+    from archpool.cli.model import resolve_export_source
+    from archpool.model.hf import export_hf
+
+    src = resolve_export_source(attn_run, pretrained=True)
+    export_hf(src.checkpoint, tmp_path / "hf", tokenizer=src.tokenizer)
+    text = tmp_path / "heldout.txt"
+    text.write_text(" ".join(attn_store.text(int(i)) for i in attn_store.docs("val_long")))
+    s = {**FAST, "retrieval": False}
+    ours = analyze_target(attn_run, s, texts=[text], use_cache=False)
+    theirs = analyze_target(tmp_path / "hf", s, texts=[text], use_cache=False)
+    assert ours["text"]["source"] == theirs["text"]["source"] == "files"
+    assert ours["text"]["tokenizer_hash"] == attn_store.tokenizer_hash  # the run's store's tokenizer
+    on_store = analyze_target(attn_run, s, use_cache=False)  # without texts: the run's own store
+    assert on_store["text"]["source"] == "store" and on_store["metrics"] != ours["metrics"]
+    for k, v in ours["metrics"].items():
+        assert theirs["metrics"][k] == pytest.approx(v, abs=1e-4), k
+
+
 def test_cli_prints_side_by_side_and_json(attn_run, tmp_path, capsys):
     from archpool.cli import main
 

@@ -190,6 +190,10 @@ def test_checkpoint_pool_of_trained_models_end_to_end_and_cached(tmp_path):
         a, h = rows[f"{arch}_archpool"], rows[f"{arch}_hf"]
         assert a["kv_recall_lp@64"] and a["base_kv_recall_lp@64"] and a["attn_sink_rate"] and a["base_attn_sink_rate"]
         assert float(a["kv_recall_lp@64"]) == pytest.approx(float(h["kv_recall_lp@64"]), abs=1e-4)  # one model, two formats
+        attn = [k for k in a if k.startswith(("attn_", "base_attn_")) and a[k] not in ("", None)]
+        assert len(attn) >= 6 and all(h[k] != "" for k in attn)
+        for k in attn:  # one model, two formats, one text: the attention statistics agree
+            assert float(a[k]) == pytest.approx(float(h[k]), abs=2e-3), k
         assert a["pretrain_ctx"] == h["pretrain_ctx"] == "32"
     assert rows["olmo_hf"]["qk_norm"] == "layerwise" and rows["llama_hf"]["feature_count"] == "1"
     assert (out / "report" / "report.html").is_file()

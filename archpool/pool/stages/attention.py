@@ -32,8 +32,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
 
 def _checkpoint(ctx: StageContext) -> dict[str, Any]:
-    """A checkpoint run's model on its run record's data store (archpool runs), else the pool's ``texts``,
-    else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
+    """A checkpoint run's model on one text shared by every checkpoint run of the pool, whatever its
+    format (archpool run, archpool checkpoint, HF directory), so their columns are comparable: the
+    pool's ``texts``, else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
     import dataclasses
 
     from archpool.attention.stage import RESULT_NAME, analyze_target
