@@ -64,6 +64,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp_path, 0o666 & ~_umask())  # a writer that replaced the file (safetensors: 0600) gets it back
         refuse_symlink(path)
         os.replace(tmp_path, path)
     finally:

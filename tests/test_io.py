@@ -41,3 +41,22 @@ def _dir_with(path, text):
     path.mkdir()
     (path / "f").write_text(text)
     return path
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_checkpoints_and_exports_get_ordinary_permissions(tmp_path, umask):
+    """safetensors writes its files 0600; a checkpoint and an HF export are readable as any result is."""
+    from archpool.model.checkpoint import WEIGHTS_NAME, save_checkpoint
+    from archpool.model.config import ModelConfig
+    from archpool.model.hf import export_hf
+    from archpool.model.model import Decoder
+
+    model = Decoder(ModelConfig(vocab_size=64, d_model=16, n_layers=1, n_heads=2, max_seq_len=16), seed=0)
+    old = os.umask(umask)
+    try:
+        save_checkpoint(model, tmp_path / "ckpt")
+        export_hf(model, tmp_path / "hf")
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "ckpt" / WEIGHTS_NAME, tmp_path / "hf" / "model.safetensors", tmp_path / "hf" / "config.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path

@@ -17,11 +17,11 @@ place) or refuses an interleaved one.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError
+from archpool.io import atomic_path, atomic_write_json
 from archpool.safeload import read_json_object
 
 MARGIN = 0.02  # nats per token: smaller differences leave the layout undetermined (kept as loaded)
@@ -140,11 +140,12 @@ def convert_in_place(model_dir: str | Path) -> list[str]:
         state = load_safetensors(f)
         converted = convert_state(state, config, to_half=True)
         f.unlink()  # a link into the download cache is replaced, never written through
-        save_file(converted, str(f), metadata={"format": "pt"})
+        with atomic_path(f) as tmp:
+            save_file(converted, str(tmp), metadata={"format": "pt"})
         written.append(f.name)
     config["rope_layout"] = "half"
     config["archpool_rope_layout_converted_from"] = "interleaved"
-    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+    atomic_write_json(model_dir / "config.json", config)
     return written
 
 
