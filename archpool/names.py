@@ -59,4 +59,5 @@ TEXT_SUITES = ("longppl", "short")
 ALL_SUITES = "all"  # every suite above
 SUITE_NAMES = (*TASK_SUITES, *TEXT_SUITES, ALL_SUITES)
 # the task suites with one aggregate score each (a results.csv column); mqar's dense tasks have none
+MODES = ("gen", "ll")  # task scoring: greedy generation, log-likelihood of the answer
 SCORED_SUITES = tuple(s for s in TASK_SUITES if s != "mqar")

@@ -13,12 +13,11 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
-from archpool.names import ALL_SUITES, SCORED_SUITES, SUITE_NAMES, TASK_SUITES, TEXT_SUITES
+from archpool.names import ALL_SUITES, MODES, SCORED_SUITES, SUITE_NAMES, TASK_SUITES, TEXT_SUITES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, task_names
 
 DEFAULT_SUITES = [ALL_SUITES]
-MODES = ("gen", "ll")
 
 
 def default_lengths(pretrain_len: int) -> list[int]:

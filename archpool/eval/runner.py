@@ -17,14 +17,13 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
-from archpool.names import SCORED_SUITES
+from archpool.names import MODES, SCORED_SUITES
 from archpool.safeload import read_json_object
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
-MODES = ("gen", "ll")
 DENSE_MODE = "dense"  # dense tasks (MQAR) are scored once, whatever the modes
 
 
