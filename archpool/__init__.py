@@ -19,8 +19,8 @@ def load(path: str | Path, device: str = "cpu") -> Decoder:
     run has one, as ``archpool export-hf``), an archpool checkpoint or milestone, or a Hugging Face model
     directory (llama, mistral, ministral, qwen2, qwen3, olmo2, olmo3; needs ``archpool[hf]``).
     ``load(path)(input_ids)`` returns logits (B, T, vocab)."""
-    from archpool.cli.model import pool_run_lookup
     from archpool.model.checkpoint import load_checkpoint
+    from archpool.pool.lookup import pool_run_lookup
     from archpool.rundir import resolve_target
 
     target = resolve_target(path, extended=True, pool_run=pool_run_lookup())

@@ -33,6 +33,9 @@ FINAL = "final"
 EXTEND = "extend"
 POOL_RUNS = "runs"
 POOL_PLAN = "plan.json"
+POOL_STAGES = "stages"
+RUN_STATUS = "status.json"
+RUN_LOG = "log.txt"
 CONFIG_NAME = "config.json"
 FORMAT_KEY = "archpool_format"
 TOKENIZER_FILE = "tokenizer.json"
@@ -45,7 +48,7 @@ PoolRunLookup = Callable[[Path], tuple[Path, str]]
 # ---------------------------------------------------------------------------------------------- layout
 def run_dir_final(run_dir: str | Path) -> Path:
     """Where a finished run's model lives (a full checkpoint, loadable with ``load_checkpoint``)."""
-    return Path(run_dir) / MILESTONES / FINAL
+    return milestone_dir(run_dir, FINAL)
 
 
 def extension_root(run_dir: str | Path) -> Path:
@@ -57,8 +60,44 @@ def extension_run_dir(run_dir: str | Path, name: str) -> Path:
     return extension_root(run_dir) / name
 
 
+def checkpoints_dir(run_dir: str | Path) -> Path:
+    """A run's rolling checkpoints, one ``step_NNNNNN/`` each."""
+    return Path(run_dir) / CHECKPOINTS
+
+
+def milestones_dir(run_dir: str | Path) -> Path:
+    """A run's kept checkpoints: ``step_NNNNNN/`` and ``final/``."""
+    return Path(run_dir) / MILESTONES
+
+
+def milestone_dir(run_dir: str | Path, name: str) -> Path:
+    """One kept checkpoint of a run (``step_000050``, or ``final``)."""
+    return milestones_dir(run_dir) / name
+
+
+def pool_runs_dir(out: str | Path) -> Path:
+    return Path(out) / POOL_RUNS
+
+
 def pool_run_dir(out: str | Path, run: str) -> Path:
-    return Path(out) / POOL_RUNS / run
+    return pool_runs_dir(out) / run
+
+
+def pool_run_status(out: str | Path, run: str) -> Path:
+    return pool_run_dir(out, run) / RUN_STATUS
+
+
+def pool_run_log(out: str | Path, run: str) -> Path:
+    return pool_run_dir(out, run) / RUN_LOG
+
+
+def pool_plan_path(out: str | Path) -> Path:
+    return Path(out) / POOL_PLAN
+
+
+def stage_dir(out: str | Path, stage: str, key: str) -> Path:
+    """One stage output of a pool: ``OUT/stages/<stage>/<key>/``."""
+    return Path(out) / POOL_STAGES / stage / key
 
 
 def checkpoint_candidates(run_dir: str | Path, source: str) -> list[Path]:
@@ -67,7 +106,7 @@ def checkpoint_candidates(run_dir: str | Path, source: str) -> list[Path]:
     run_dir = Path(run_dir)
     if source == FINAL:
         return [run_dir_final(run_dir)]
-    return [run_dir / MILESTONES / source, run_dir / CHECKPOINTS / source, Path(source), run_dir / source]
+    return [milestone_dir(run_dir, source), checkpoints_dir(run_dir) / source, Path(source), run_dir / source]
 
 
 def is_archpool_checkpoint(directory: str | Path) -> bool:
@@ -191,6 +230,13 @@ class Target:
     @property
     def record_path(self) -> Path | None:
         return None if self.run_dir is None else self.run_dir / RUN_RECORD
+
+    @property
+    def name(self) -> str:
+        """A short name for tables: the run's for its final milestone, else the path's last part."""
+        if self.kind == "checkpoint" and self.path.name == FINAL:
+            return self.path.parent.parent.name
+        return self.path.name
 
     @property
     def data_cfg(self) -> dict[str, Any] | None:

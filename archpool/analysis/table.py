@@ -44,6 +44,7 @@ import pandas as pd
 from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.csvsafe import restore_cell
 from archpool.errors import ConfigError, DataError
+from archpool.rundir import pool_plan_path, pool_runs_dir
 from archpool.safeload import read_json_object, read_record
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
@@ -281,7 +282,7 @@ def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Ser
 def pool_report_settings(source: str | Path) -> dict:
     """A pool directory's ``report:`` settings (``target``, ``findings``, ...) from its ``plan.json``;
     ``{}`` for a CSV or a directory without a plan."""
-    plan = Path(source) / "plan.json"
+    plan = pool_plan_path(source)
     if not Path(source).is_dir() or not plan.is_file():
         return {}
     try:
@@ -328,7 +329,7 @@ def _failed_rows(df: pd.DataFrame) -> list[dict]:
 def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[dict]]:
     """Mark runs failed from ``runs/<run>/status.json``; collect failed runs that have no row."""
     failed: list[dict] = []
-    runs_dir = pool / "runs"
+    runs_dir = pool_runs_dir(pool)
     statuses = sorted(runs_dir.glob("*/status.json")) if runs_dir.is_dir() else []
     index = {r: i for i, r in enumerate(df["run"])}
     for path in statuses:

@@ -1,4 +1,4 @@
-"""Targets of the attention analysis: what a path names, its data store, and its model.
+"""Targets of the attention analysis (``archpool.rundir.Target``): their data store and their model.
 
 A target is a run directory (``run_config.json`` + ``milestones/final``), an archpool checkpoint
 directory, or a Hugging Face model directory.
@@ -6,32 +6,12 @@ directory, or a Hugging Face model directory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from archpool.errors import DataError
-
-
-@dataclass
-class Target:
-    path: Path
-    kind: str  # run | checkpoint | hf
-    model_dir: Path
-    data_cfg: dict[str, Any] | None = None
-    name: str = ""
-
-
-def resolve_target(path: str | Path) -> Target:
-    """A run directory (its final checkpoint), an archpool checkpoint, or a Hugging Face model directory."""
-    from archpool.rundir import resolve_target as resolve_path
-
-    found = resolve_path(path)
-    p = found.path
-    name = p.parent.parent.name if found.kind == "checkpoint" and p.name == "final" else p.name
-    return Target(p, found.kind, found.checkpoint, found.data_cfg, name=name)
+from archpool.rundir import Target
 
 
 def store_for(target: Target, store: str | Path | None) -> Path | None:
@@ -54,11 +34,11 @@ def load_model(target: Target, backend: str = "auto", device: str = "cpu", verif
     if target.kind in ("run", "checkpoint"):
         from archpool.model.checkpoint import load_checkpoint
 
-        return load_checkpoint(target.model_dir, device=device, verify=not verified)
+        return load_checkpoint(target.checkpoint, device=device, verify=not verified)
     if backend == "archpool":
         from archpool.model.hf import import_hf
 
-        return import_hf(target.model_dir).to(device)
+        return import_hf(target.checkpoint).to(device)
     from archpool.attention.capture import load_hf_for_capture
 
-    return load_hf_for_capture(target.model_dir, device=device, dtype=torch.float32 if device == "cpu" else None)
+    return load_hf_for_capture(target.checkpoint, device=device, dtype=torch.float32 if device == "cpu" else None)

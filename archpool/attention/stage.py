@@ -2,7 +2,7 @@
 attention node.
 
 A target is a run directory (``run_config.json`` + ``milestones/final``), an archpool checkpoint
-directory, or a Hugging Face model directory (``runner.resolve_target``). Text is the held-out
+directory, or a Hugging Face model directory (``archpool.rundir.resolve_target``). Text is the held-out
 validation split of the pool's data store: the one the run's ``data:`` section names, or ``store=``
 explicitly; or plain-text files (``texts=``), which an explicit ``store=`` alone overrides, so models
 of every format can read one text.
@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from archpool.attention.corpus import corpus_from_store, corpus_from_texts
-from archpool.attention.runner import Target, load_model, resolve_target, store_for
+from archpool.attention.runner import load_model, store_for
 from archpool.attention.settings import Settings
 from archpool.attention.stats import VERSION, analyze
 from archpool.errors import ConfigError, DataError
 from archpool.io import atomic_write_json, sha256_file, sha256_json
+from archpool.rundir import Target, resolve_target
 from archpool.safeload import read_json_object
 
 RESULT_NAME = "attention.json"
@@ -43,7 +44,7 @@ def text_source(target: Target, store: str | Path | None, texts: Sequence[str | 
     """(store to read, tokenizer directory) for a target: an explicit ``store`` first, then explicit
     ``texts`` (so models of every format can read the same text), then the run's own data store. Texts
     are tokenised with the tokenizer beside the model, else with the run's data store's tokenizer."""
-    beside = target.model_dir if (target.model_dir / "tokenizer.json").is_file() else None
+    beside = target.checkpoint if (target.checkpoint / "tokenizer.json").is_file() else None
     if store is None and texts:
         return None, beside if beside is not None else store_for(target, None)
     return store_for(target, store), beside
@@ -70,7 +71,7 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
     """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
-    digest = weights_digest(target.model_dir)  # verified first, once; the key never trusts a manifest's word
+    digest = weights_digest(target.checkpoint)  # verified first, once; the key never trusts a manifest's word
     store_path_, tok_dir = text_source(target, store, texts)
     if store_path_ is not None:
         text_id: dict[str, Any] = {

@@ -186,39 +186,6 @@ class ExportSource:
         return f"ExportSource({self.checkpoint}, {self.what!r}, tokenizer from {self.tokenizer_from!r})"
 
 
-def _pool_run_stage(run_dir, pretrained: bool, extension: str | None):
-    """A pool's ``runs/<run>/``: the stage directory of its extended model (or its pretraining)."""
-    from archpool.errors import CheckpointError
-    from archpool.pool.graph import is_done, node_dir
-    from archpool.pool.job import run_nodes
-    from archpool.pool.plan import read_plan
-    from archpool.rundir import pick_extension
-
-    out, run = run_dir.parent.parent, run_dir.name
-    _, nodes = read_plan(out)
-    mine = run_nodes(nodes, run)
-    pre = [n for n in mine if n.stage == "pretrain" and is_done(out, n)]
-    ext = {n.id: n for n in mine if n.stage == "extend" and is_done(out, n)}
-    if not pretrained:
-        full = {k: n for k, n in ext.items() if float(n.config.get("milestone", 1.0)) >= 1.0}
-        chosen = pick_extension(full if extension is None and full else ext, extension, run_dir)
-        if chosen is not None:
-            return node_dir(out, chosen[1]), f"pool run {run!r}, extended model (node {chosen[0]})"
-    if not pre:
-        raise CheckpointError(f"{run_dir}: pool run {run!r} has no finished pretraining stage yet")
-    return node_dir(out, pre[0]), f"pool run {run!r}, final pretraining milestone (node {pre[0].id})" + (
-        "" if pretrained else "; no finished extension"
-    )
-
-
-def pool_run_lookup(pretrained: bool = False, extension: str | None = None):
-    """``resolve_target``'s lookup of a pool run's model: its extended model, or with ``pretrained`` its
-    pretraining stage."""
-    from functools import partial
-
-    return partial(_pool_run_stage, pretrained=pretrained, extension=extension)
-
-
 def resolve_export_source(
     path, tokenizer=None, pretrained: bool = False, extension: str | None = None, require_tokenizer: bool = True
 ) -> ExportSource:
@@ -236,6 +203,7 @@ def resolve_export_source(
 
     from archpool.errors import CheckpointError
     from archpool.model.hf import TokenizerNotFoundError
+    from archpool.pool.lookup import pool_run_lookup
     from archpool.rundir import resolve_target
 
     lookup = pool_run_lookup(pretrained, extension)

@@ -133,11 +133,11 @@ class EvalRequest:
 def evaluate(
     target, request: EvalRequest, *, store=None, texts: list[str] | None = None, evaluator=None, progress: bool = True
 ) -> dict[str, Any]:
-    """Evaluate a loaded ``Target`` (see ``archpool.eval.target.load_target``) as ``request`` asks.
+    """Evaluate a ``LoadedModel`` (see ``archpool.eval.target.load_target``) as ``request`` asks.
 
     ``store``: a prepared data store (held-out haystacks, LongPPL documents, validation perplexity);
     ``texts``: held-out texts, the haystacks and LongPPL documents instead of the store's;
-    ``evaluator``: the LongPPL evaluator (a ``Target``; default the target itself).
+    ``evaluator``: the LongPPL evaluator (a ``LoadedModel``; default the target itself).
 
     Returns the results of the task list and the suites. ``out_dir/results.json`` and ``report.md``
     hold the suites' results (none is written for a task list alone); every task × length × mode

@@ -29,7 +29,7 @@ def final_loss(checkpoint: Path) -> float | None:
 
 def training_losses(target) -> dict[str, Any]:
     """``pretrain_loss`` and ``extension_loss`` (per extension) of a run / checkpoint target."""
-    from archpool.rundir import run_dir_final
+    from archpool.rundir import extension_root, run_dir_final
 
     out: dict[str, Any] = {}
     rec = target.record or {}
@@ -42,7 +42,7 @@ def training_losses(target) -> dict[str, Any]:
         out["pretrain_loss"] = final_loss(target.checkpoint)
         if target.run_dir is not None:
             exts = {}
-            for ext in sorted((target.run_dir / "extend").glob("*")):
+            for ext in sorted(extension_root(target.run_dir).glob("*")):
                 loss = final_loss(run_dir_final(ext))
                 if loss is not None:
                     exts[ext.name] = loss

@@ -13,26 +13,46 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
+from archpool.rundir import Target, resolve_target
 from archpool.safeload import read_json_object
 
 
 @dataclass
-class Target:
-    kind: str  # run | checkpoint | hf
-    path: Path
-    checkpoint: Path  # the directory holding the weights
+class LoadedModel:
+    """A resolved ``archpool.rundir.Target`` loaded for evaluation: its scoring backend, tokenizer,
+    content hashes (the cache keys) and pretraining context."""
+
+    target: Target
     lm: Any
     tokenizer: Any
     model_hash: str
     tokenizer_hash: str
     pretrain_len: int
     model: Any = None
-    record: dict[str, Any] | None = None  # the run record (run targets)
     info: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def kind(self) -> str:
+        return self.target.kind
+
+    @property
+    def path(self) -> Path:
+        return self.target.path
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.target.checkpoint
+
+    @property
     def run_dir(self) -> Path | None:
-        return self.path if self.kind == "run" else None
+        """The run directory of a run target (a checkpoint's own run is not consulted)."""
+        return self.target.run_dir if self.kind == "run" else None
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The run record of a run target."""
+        rec = self.target.record if self.kind == "run" else None
+        return None if rec is None else rec.raw
 
 
 def find_tokenizer(start: Path, explicit: str | Path | None = None):
@@ -60,17 +80,15 @@ def _run_tokenizer(record: dict[str, Any]):
 
 def load_target(
     path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512, max_batch: int = 16
-) -> Target:
+) -> LoadedModel:
     from archpool.eval.lm import lm_from_decoder, lm_from_hf
-    from archpool.rundir import resolve_target
 
     found = resolve_target(path)  # a run directory is evaluated at its final checkpoint
     path, ckpt_dir, kind = found.path, found.checkpoint, found.kind
     run = found.record if kind == "run" else None  # a checkpoint's own run is not consulted
-    record = None if run is None else run.raw
     tok = find_tokenizer(ckpt_dir, tokenizer) or (find_tokenizer(path) if kind == "run" else None)
-    if tok is None and record is not None:
-        tok = _run_tokenizer(record)
+    if tok is None and run is not None:
+        tok = _run_tokenizer(run.raw)
     if kind != "hf":
         from archpool.model.checkpoint import WEIGHTS_NAME, load_checkpoint, verify_checkpoint
 
@@ -102,7 +120,7 @@ def load_target(
     if tok is None:
         raise ConfigError("tokenizer", f"{path}: no tokenizer.json beside the model or in its run; pass --tokenizer")
     check_vocab(tok, vocab, path)
-    return Target(kind, path, ckpt_dir, lm, tok, model_hash, tok.hash, pretrain_len, model, record)
+    return LoadedModel(found, lm, tok, model_hash, tok.hash, pretrain_len, model)
 
 
 def export_lengths(path: Path) -> tuple[int | None, int | None]:

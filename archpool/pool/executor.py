@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.io import open_append
+from archpool.rundir import pool_run_log
 
 
 def split_threads(jobs: int, cores: int | None = None) -> int:
@@ -46,7 +47,7 @@ def worker_main(out: str, run: str, threads: int, parent_pid: int) -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
     # the run's log gets everything its stages print (progress bars, warnings, tracebacks)
-    log = Path(out) / "runs" / run / "log.txt"
+    log = pool_run_log(out, run)
     log.parent.mkdir(parents=True, exist_ok=True)
     fd = open_append(log)
     os.dup2(fd, 1)

@@ -24,6 +24,7 @@ from typing import Any
 
 from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
+from archpool.rundir import stage_dir
 from archpool.runtime import peak_rss_mb, process_rank, reset_peak_rss
 from archpool.safeload import load_json, read_json_file
 
@@ -58,7 +59,7 @@ def assign_keys(nodes: list[Node]) -> None:
 
 def node_dir(out: Path, node: Node | dict) -> Path:
     stage, key = (node.stage, node.key) if isinstance(node, Node) else (node["stage"], node["key"])
-    return Path(out) / "stages" / stage / key
+    return stage_dir(out, stage, key)
 
 
 def is_done(out: Path, node: Node | dict) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 from archpool.io import atomic_write_json, open_append_text
 from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
 from archpool.pool.plan import read_plan
+from archpool.rundir import pool_run_dir, pool_run_log, pool_run_status
 from archpool.runtime import process_rank
 from archpool.safeload import read_json_object
 
@@ -39,7 +40,7 @@ def run_complete(out: Path, nodes: list[Node], run: str) -> bool:
 
 
 def status_path(out: Path, run: str) -> Path:
-    return Path(out) / "runs" / run / "status.json"
+    return pool_run_status(out, run)
 
 
 def read_status(out: Path, run: str) -> dict[str, Any]:
@@ -66,10 +67,10 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
     out = Path(out)
     pool, nodes = read_plan(out)
     spec = pool.run(run)
-    run_dir = out / "runs" / run
+    run_dir = pool_run_dir(out, run)
     run_dir.mkdir(parents=True, exist_ok=True)
     rank = process_rank()  # under torchrun only rank 0 keeps the books
-    log_file = open_append_text(run_dir / ("log.txt" if rank == 0 else f"log.rank{rank}.txt"), buffering=1)
+    log_file = open_append_text(pool_run_log(out, run) if rank == 0 else run_dir / f"log.rank{rank}.txt", buffering=1)
 
     def record(status: dict[str, Any]) -> None:
         if rank == 0:

@@ -38,9 +38,10 @@ from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
+from archpool.rundir import POOL_PLAN
 from archpool.safeload import read_record
 
-PLAN_FILE = "plan.json"
+PLAN_FILE = POOL_PLAN
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archpool.pool.graph import DONE, Node, is_done, node_dir
+from archpool.rundir import RUN_RECORD, stage_dir
 from archpool.safeload import load_json, read_json_object
 
 
@@ -174,7 +175,7 @@ class Progress:
             from tqdm import tqdm
 
             def fraction(stage: str, key: str) -> float:
-                return _fraction_done(self.out / "stages" / stage / key)
+                return _fraction_done(stage_dir(self.out, stage, key))
 
             n = sum(self.cost[k] for k in self.complete)
             n += sum(self.cost.get(k, 0.0) * fraction(st, k) for k, (st, _, _) in self.running.items())
@@ -191,7 +192,7 @@ class Progress:
 def _fraction_done(stage_dir: Path) -> float:
     """How far a running training stage is, from its metrics log (0 for other stages)."""
     try:
-        train = read_json_object(stage_dir / "run_config.json")["train"]
+        train = read_json_object(stage_dir / RUN_RECORD)["train"]
         total = train.get("max_steps") or -(-int(train["max_tokens"]) // int(train["global_batch_tokens"]))
         with open(stage_dir / "metrics.jsonl", "rb") as f:
             f.seek(0, 2)

@@ -21,7 +21,7 @@ import torch
 from archpool.errors import CheckpointError
 from archpool.io import sha256_file
 from archpool.model.config import ModelConfig
-from archpool.rundir import RUN_RECORD, checkpoint_candidates, extension_run_dir, read_run_record
+from archpool.rundir import RUN_RECORD, checkpoint_candidates, extension_run_dir, milestone_dir, read_run_record
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig
 from archpool.train.extension_plan import (  # the plan is config arithmetic, importable without torch
@@ -131,7 +131,7 @@ def extend(
 
 def rung_dir(extension_dir: str | Path, budget: int) -> Path:
     """The checkpoint of one ladder rung (``budget`` steps) of an extension run."""
-    return Path(extension_dir) / "milestones" / ckpt.step_name(budget)
+    return milestone_dir(extension_dir, ckpt.step_name(budget))
 
 
 def load_run_config(run_dir: str | Path) -> RunConfig:

@@ -40,7 +40,7 @@ from archpool.io import (
 )
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
-from archpool.rundir import RUN_RECORD, run_dir_final
+from archpool.rundir import RUN_RECORD, checkpoints_dir, milestone_dir, milestones_dir, run_dir_final
 from archpool.safeload import load_json, read_json_file
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
@@ -209,10 +209,10 @@ class Trainer:
         resume = None
         if info.is_main:
             _discard_damaged_final(self.run_dir)
-            ckpt.clean_temporaries(self.run_dir / "ckpt")
-            ckpt.clean_temporaries(self.run_dir / "milestones")
+            ckpt.clean_temporaries(checkpoints_dir(self.run_dir))
+            ckpt.clean_temporaries(milestones_dir(self.run_dir))
             remove_stale_temporaries(self.run_dir, older_than_s=0.0)
-            found = ckpt.latest(self.run_dir / "ckpt")
+            found = ckpt.latest(checkpoints_dir(self.run_dir))
             resume = str(found) if found else None
         return D.all_gather_object(resume)[0]
 
@@ -361,10 +361,10 @@ class Trainer:
                 "record_sha256": sha256_json(_strict(self.record)),
             }
             meta = {**self.metadata, "step": step, "tokens": step * self.tcfg.global_batch_tokens}
-            root = self.run_dir / "ckpt"
+            root = checkpoints_dir(self.run_dir)
             path = ckpt.write_checkpoint(root / ckpt.step_name(step), model_state, self.cfg, train_state, meta)
             if milestone:
-                _link_copy(path, self.run_dir / "milestones" / ckpt.step_name(step))
+                _link_copy(path, milestone_dir(self.run_dir, ckpt.step_name(step)))
             atomic_write_json(self.run_dir / STABILITY, stability_score(run.losses))
             if final:
                 _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
@@ -375,7 +375,7 @@ class Trainer:
         """The weights before any step, as a milestone (an extension ladder's rung 0: the RoPE change alone)."""
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
         meta = {**self.metadata, "step": 0, "tokens": 0}
-        ckpt.write_checkpoint(self.run_dir / "milestones" / ckpt.step_name(0), state, self.cfg, None, meta)
+        ckpt.write_checkpoint(milestone_dir(self.run_dir, ckpt.step_name(0)), state, self.cfg, None, meta)
 
     def _complete_result(self) -> TrainResult:
         state = ckpt.load_train_state(run_dir_final(self.run_dir))
