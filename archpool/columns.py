@@ -13,6 +13,7 @@ Pure Python: the writer (``archpool.pool``) and the reader (``archpool.analysis`
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from typing import Any
 
 from archpool.names import SCORED_SUITES
@@ -51,6 +52,53 @@ def rung_budget(label: str) -> int | None:
     """The extension steps of a rung label (``ext5`` → 5); None for ``ladder_mean`` or anything else."""
     m = re.fullmatch(r"ext(\d+)", label)
     return int(m[1]) if m else None
+
+
+@dataclass(frozen=True)
+class ColumnKey:
+    """A score column's name, typed: ``[base_]<metric>@<length>[[<filter>]][#<rung>]``.
+
+    ``metric`` keeps a second recipe's prefix (``men_mqar_acc``); ``filter`` is a distance bucket or tail
+    without its brackets (``d>128``); ``rung`` a ladder label (``ext150``, ``ladder_mean``) or empty;
+    ``base`` marks a measurement before extension. ``parse(key.format()) == key``."""
+
+    metric: str
+    length: int
+    filter: str = ""
+    rung: str = ""
+    base: bool = False
+
+    @classmethod
+    def parse(cls, column: str) -> ColumnKey | None:
+        """The key of ``column``; None for a column that is not a score at a length (a milestone's
+        ``@<fraction>`` suffix included)."""
+        stem, rung = split_rung(column)
+        base = stem.startswith(BASE_PREFIX)
+        m = SCORE_RE.match(stem.removeprefix(BASE_PREFIX))
+        if not m:
+            return None
+        return cls(m["metric"], int(m["length"]), (m["filter"] or "")[1:-1], rung, base)
+
+    def format(self) -> str:
+        head = f"{BASE_PREFIX if self.base else ''}{self.metric}@{self.length}"
+        return head + (f"[{self.filter}]" if self.filter else "") + (f"{RUNG_SEP}{self.rung}" if self.rung else "")
+
+    __str__ = format
+
+    @property
+    def budget(self) -> int | None:
+        """The extension steps of the rung (None without one, or for ``ladder_mean``)."""
+        return rung_budget(self.rung)
+
+    def but(self, **changes: Any) -> ColumnKey:
+        """This key with ``changes`` (``key.but(rung="", base=True)``)."""
+        return replace(self, **changes)
+
+
+def keyed_columns(columns: Any) -> dict[str, ColumnKey]:
+    """``{column: key}`` for the score columns among ``columns``."""
+    keys = {c: ColumnKey.parse(c) for c in columns if isinstance(c, str)}
+    return {c: k for c, k in keys.items() if k is not None}
 
 
 def is_pre_extension(column: str) -> bool:

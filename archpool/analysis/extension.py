@@ -33,7 +33,6 @@ Factorial: a design is a full factorial when its distinct configurations of the 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -43,7 +42,7 @@ from scipy import stats as sps
 from archpool.analysis import effects as fx
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import FEATURES, features
-from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, SCORE_RE, rung_budget, split_rung
+from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keyed_columns, rung_budget, split_rung
 
 NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
 NOT_FACTORIAL = "not factorial: pairwise effects only"
@@ -112,31 +111,23 @@ def _has(df: pd.DataFrame, column: str) -> bool:
 def family(df: pd.DataFrame, target: str) -> dict[str, Any] | None:
     """The target's family: metric, filter, rung, and per rung suffix the column at each length
     (``{suffix: {length: column}}``); None for a target that is not a post-extension score at a length."""
-    stem, rung = split_rung(target)
-    m = SCORE_RE.match(stem)
-    if not m or stem.startswith(BASE_PREFIX):
+    p = ColumnKey.parse(target)
+    if p is None or p.base:
         return None
-    metric, filt = m["metric"], m["filter"] or ""
-    pat = re.compile(rf"^{re.escape(metric)}@(\d{{2,}})(\[[^\]]*\])?(?:{re.escape(RUNG_SEP)}(.+))?$")
-    lengths: set[int] = set()
-    suffixes: set[str] = set()
-    for c in df.columns:
-        x = pat.match(c)
-        if x and _has(df, c):
-            lengths.add(int(x[1]))
-            suffixes.add(x[3] or "")
+    keys = [k for c, k in keyed_columns(df.columns).items() if k.metric == p.metric and not k.base and _has(df, c)]
+    lengths = {k.length for k in keys}
     columns: dict[str, dict[int, str]] = {}
-    for suf in sorted(suffixes, key=_rung_order):
-        tail = f"{RUNG_SEP}{suf}" if suf else ""
+    for suf in sorted({k.rung for k in keys}, key=_rung_order):
         at = {}
         for L in sorted(lengths):
-            for c in (f"{metric}@{L}{filt}{tail}", f"{metric}@{L}{tail}"):
+            for c in (p.but(length=L, rung=suf).format(), p.but(length=L, rung=suf, filter="").format()):
                 if _has(df, c):
                     at[L] = c
                     break
         if at:
             columns[suf] = at
-    return {"metric": metric, "filter": filt, "rung": rung, "columns": columns}
+    filt = f"[{p.filter}]" if p.filter else ""
+    return {"metric": p.metric, "filter": filt, "rung": p.rung, "columns": columns}
 
 
 def _rung_order(label: str) -> tuple[int, int]:
@@ -257,7 +248,7 @@ def extension_effects(
             for L, col in at.items():
                 base_values = {k: v for k, v in _by_seed(d, base, d[col]).items() if k in kept}
                 post = _diff(_by_seed(d, arm, d[col]), base_values)
-                before_col = BASE_PREFIX + split_rung(col)[0]
+                before_col = ColumnKey.parse(col).but(base=True, rung="").format()
                 if _has(d, before_col):
                     before, did_from = _diff(_by_seed(d, arm, d[before_col]), _by_seed(d, base, d[before_col]), kept), before_col
                 else:

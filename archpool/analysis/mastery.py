@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from archpool.columns import BASE_PREFIX, SCORE_RE, split_rung
+from archpool.columns import BASE_PREFIX, ColumnKey
 
 MASTERY_METRIC = "mqar_acc"
 MASTERY_THRESHOLD = 0.9
@@ -64,13 +64,10 @@ def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | N
 
     A recipe prefix (``remedy_mqar_acc@…``) is dropped when ``columns`` are given and hold
     ``base_<metric>@…`` columns for the shorter name. None for a target that is not a score at a length."""
-    stem, _ = split_rung(target)
-    if stem.startswith(BASE_PREFIX):
-        stem = stem[len(BASE_PREFIX) :]
-    m = SCORE_RE.match(stem)
-    if not m:
+    key = ColumnKey.parse(target)
+    if key is None:
         return None
-    metric = m["metric"]
+    metric = key.metric
     if not metric.endswith("_acc"):
         task, sep, _mode = metric.rpartition("_")
         metric = f"{task}_acc" if sep else f"{metric}_acc"

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from archpool.columns import BASE_PREFIX, SCORE_RE, rung_budget, split_rung
+from archpool.columns import ColumnKey, keyed_columns
 
 SEED_SUFFIX = re.compile(r"_s\d+$")
 _BOUND = re.compile(r"(?:(?P<lo>\d+)<)?d(?:(?P<op><=|>)(?P<hi>\d+))?")
@@ -67,36 +67,27 @@ def per_arch(df: pd.DataFrame, column: str) -> dict[str, Mean]:
     return out
 
 
-def parse_target(target: str) -> tuple[str, int, str, str] | None:
-    """``(metric, length, filter, rung)`` of a score column, e.g. ``("mqar_acc", 1024, "[d>128]", "ladder_mean")``."""
-    stem, rung = split_rung(target)
-    m = SCORE_RE.match(stem)
-    if not m:
-        return None
-    return m["metric"], int(m["length"]), m["filter"] or "", rung
+def parse_target(target: str) -> ColumnKey | None:
+    """The key of a score column (``mqar_acc@1024[d>128]#ladder_mean``); None for any other column."""
+    return ColumnKey.parse(target)
 
 
-def _by_length(df: pd.DataFrame, metric: str, filt: str, rung: str) -> dict[int, str]:
-    """``{length: column}`` of ``metric@L<filt>[#rung]`` over the table's columns, shortest first."""
-    out = {}
-    for c in df.columns:
-        stem, r = split_rung(c)
-        m = SCORE_RE.match(stem)
-        if m and r == rung and m["metric"] == metric and (m["filter"] or "") == filt:
-            out[int(m["length"])] = c
+def _by_length(df: pd.DataFrame, like: ColumnKey) -> dict[int, str]:
+    """``{length: column}`` of the columns that are ``like`` at another length, shortest first."""
+    out = {k.length: c for c, k in keyed_columns(df.columns).items() if k == like.but(length=k.length)}
     return dict(sorted(out.items()))
 
 
 def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """The target's metric, filter and rung at every evaluated length: ``{length: column}``."""
     p = parse_target(target)
-    return _by_length(df, p[0], p[2], p[3]) if p else {}
+    return _by_length(df, p) if p else {}
 
 
 def base_length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """Before extension: the target's metric and filter at every length it was evaluated (``base_`` columns)."""
     p = parse_target(target)
-    return _by_length(df, BASE_PREFIX + p[0], p[2], "") if p else {}
+    return _by_length(df, p.but(base=True, rung="")) if p and not p.base else {}
 
 
 def _bucket_key(label: str) -> tuple[float, float] | None:
@@ -119,13 +110,7 @@ def distance_columns(df: pd.DataFrame, target: str) -> dict[str, str]:
     p = parse_target(target)
     if p is None:
         return {}
-    metric, length, _, rung = p
-    found: dict[str, str] = {}
-    for c in df.columns:
-        stem, r = split_rung(c)
-        m = SCORE_RE.match(stem)
-        if m and r == rung and m["metric"] == metric and int(m["length"]) == length and m["filter"]:
-            found[m["filter"][1:-1]] = c
+    found = {k.filter: c for c, k in keyed_columns(df.columns).items() if k.filter and k == p.but(filter=k.filter)}
     closed = sorted((k for k in found if _bucket_key(k)), key=lambda k: _bucket_key(k) or (0, 0))
     if not closed:
         return {}
@@ -138,13 +123,8 @@ def distance_columns(df: pd.DataFrame, target: str) -> dict[str, str]:
 
 def rung_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """The target's stem at every extension budget: ``{steps: column}`` (empty without a ladder)."""
-    stem, rung = split_rung(target)
-    if not rung:
+    p = parse_target(target)
+    if p is None or not p.rung:
         return {}
-    out = {}
-    for c in df.columns:
-        s, r = split_rung(c)
-        b = rung_budget(r) if s == stem else None
-        if b is not None:
-            out[b] = c
+    out = {k.budget: c for c, k in keyed_columns(df.columns).items() if k.budget is not None and k == p.but(rung=k.rung)}
     return dict(sorted(out.items()))

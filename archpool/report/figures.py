@@ -359,7 +359,7 @@ def accuracy_by_distance(df: pd.DataFrame, target: str, chance: float | None = N
     _arch_lines(ax, df, dict(enumerate(cols.values())), colors)
     ax.set_xticks(range(len(labels)), [lab.replace("<=", "≤") for lab in labels])
     p = archs.parse_target(target)
-    ax.set_xlabel("key–query distance (tokens)" + (f" at {p[1]:,} tokens" if p else ""))
+    ax.set_xlabel("key–query distance (tokens)" + (f" at {p.length:,} tokens" if p else ""))
     ax.set_title("Accuracy vs key–query distance after extension")
     _accuracy_axis(ax, chance)
     return fig

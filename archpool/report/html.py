@@ -477,7 +477,7 @@ def build_figures(
     target = r["target"]
     used = df[df["run"].isin({q["run"] for q in r["runs"]})]
     p = archs.parse_target(target)
-    chance = context.chance.get(p[0].rsplit("_", 1)[0]) if p else None
+    chance = context.chance.get(p.metric.rsplit("_", 1)[0]) if p else None
     a = r.get("attention") or {}
     arch_by_run = dict(zip(used["run"], archs.arch_of(used)))
     long_ctx = int(used["pretrain_ctx"].max()) if "pretrain_ctx" in used and used["pretrain_ctx"].notna().any() else None

@@ -10,20 +10,17 @@ or from the paper's published table (:mod:`archpool.report.paper`).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from archpool.analysis import inference
 from archpool.analysis.extension import summarise
-from archpool.columns import split_rung
+from archpool.columns import LADDER_MEAN, ColumnKey
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
 from archpool.report.transfer import at_ceiling
 
 AXIS_ORDER = ("qk_norm", "gqa", "swa", "short_ctx")
-_LEN = re.compile(r"@(\d+)")
-_FILTER = re.compile(r"\[(.*?)\]")
 
 
 @dataclass(frozen=True)
@@ -78,34 +75,30 @@ def _excludes_zero(ci: tuple[float | None, float | None]) -> bool:
 
 def describe_metric(column: str, long_ctx: int | None = None) -> str:
     """A metric id in words: ``mqar_acc@1024[d>128]#ladder_mean`` → MQAR accuracy at 1,024 tokens (8× …)."""
-    base, rung = split_rung(column)
-    task = base.split("@", 1)[0]
+    key = ColumnKey.parse(column)
+    if key is None:
+        return column.replace("_", " ")
     words = {
         "mqar_acc": "MQAR retrieval accuracy",
         "mqar_rebind_acc": "MQAR retrieval accuracy with keys bound again",
         "mqar_lp": "MQAR answer log-probability",
-    }.get(task, task.replace("_", " "))
-    parts = [words]
-    m = _LEN.search(base)
-    if m:
-        n = int(m.group(1))
-        mult = f" ({n / long_ctx:g}× the pretraining context)" if long_ctx else ""
-        parts.append(f"at {n:,} tokens{mult}")
-    f = _FILTER.search(base)
-    if f:
-        parts.append(f"for key–query distances {f.group(1).replace('d', '').replace('<=', '≤ ')}".replace(">", "> "))
-    if rung == "ladder_mean":
+    }.get(key.metric, key.metric.replace("_", " "))
+    mult = f" ({key.length / long_ctx:g}× the pretraining context)" if long_ctx else ""
+    parts = [("before extension: " if key.base else "") + words, f"at {key.length:,} tokens{mult}"]
+    if key.filter:
+        parts.append(f"for key–query distances {key.filter.replace('d', '').replace('<=', '≤ ')}".replace(">", "> "))
+    if key.rung == LADDER_MEAN:
         parts.append("averaged over the extension budgets")
-    elif rung:
-        parts.append(f"after {rung.removeprefix('ext')} extension steps")
+    elif key.rung:
+        parts.append(f"after {key.rung.removeprefix('ext')} extension steps")
     return " ".join(parts)
 
 
 def target_multiple(target: str, long_ctx: int | None) -> int | None:
-    m = _LEN.search(target)
-    if not m or not long_ctx:
+    key = ColumnKey.parse(target)
+    if key is None or not long_ctx:
         return None
-    ratio = int(m.group(1)) / long_ctx
+    ratio = key.length / long_ctx
     return int(ratio) if ratio == int(ratio) else None
 
 
