@@ -34,6 +34,8 @@ EXTEND = "extend"
 POOL_RUNS = "runs"
 POOL_PLAN = "plan.json"
 POOL_STAGES = "stages"
+POOL_EVENTS = "events.jsonl"
+POOL_REPORT = "report"
 RUN_STATUS = "status.json"
 RUN_LOG = "log.txt"
 CONFIG_NAME = "config.json"
@@ -93,6 +95,14 @@ def pool_run_log(out: str | Path, run: str) -> Path:
 
 def pool_plan_path(out: str | Path) -> Path:
     return Path(out) / POOL_PLAN
+
+
+def pool_events_path(out: str | Path) -> Path:
+    return Path(out) / POOL_EVENTS
+
+
+def pool_report_dir(out: str | Path) -> Path:
+    return Path(out) / POOL_REPORT
 
 
 def stage_dir(out: str | Path, stage: str, key: str) -> Path:

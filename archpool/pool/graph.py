@@ -24,7 +24,7 @@ from typing import Any
 
 from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
-from archpool.rundir import stage_dir
+from archpool.rundir import pool_events_path, stage_dir
 from archpool.runtime import peak_rss_mb, process_rank, reset_peak_rss
 from archpool.safeload import load_json, read_json_file
 
@@ -124,11 +124,11 @@ def log_event(out: Path, **event: Any) -> None:
     """Append one JSON line to the pool's event log (O_APPEND writes of one line are atomic)."""
     event["t"] = round(time.time(), 3)
     event["pid"] = os.getpid()
-    append_text(Path(out) / "events.jsonl", json.dumps(event, sort_keys=True, default=str) + "\n")
+    append_text(pool_events_path(out), json.dumps(event, sort_keys=True, default=str) + "\n")
 
 
 def read_events(out: Path) -> list[dict[str, Any]]:
-    path = Path(out) / "events.jsonl"
+    path = pool_events_path(out)
     if not path.is_file():
         return []
     events = []

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archpool.pool.graph import DONE, Node, is_done, node_dir
-from archpool.rundir import RUN_RECORD, stage_dir
+from archpool.rundir import RUN_RECORD, pool_events_path, stage_dir
 from archpool.safeload import load_json, read_json_object
 
 
@@ -122,7 +122,7 @@ class Progress:
 
     def read_events(self) -> None:
         """Apply the event log's lines appended since the last call."""
-        path = self.out / "events.jsonl"
+        path = pool_events_path(self.out)
         if not path.is_file():
             return
         with open(path, "rb") as f:

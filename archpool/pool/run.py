@@ -32,6 +32,7 @@ from archpool.pool.spec import PoolSpec
 from archpool.pool.stages import stage_function
 from archpool.report.context import ReportContext
 from archpool.report.pool import PoolReport, write_pool_report
+from archpool.rundir import pool_report_dir
 
 
 def default_out(pool: PoolSpec, size_overridden: bool = False) -> Path:
@@ -167,5 +168,5 @@ def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
         return write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)
     except Exception as e:
         print(f"report failed: {type(e).__name__}: {e}", file=sys.stderr)
-        atomic_write_text(Path(out) / "report" / "report_error.txt", format_exception(e))
+        atomic_write_text(pool_report_dir(out) / "report_error.txt", format_exception(e))
         return None

@@ -18,6 +18,7 @@ from archpool.analysis.table import ConstantTargetError
 from archpool.io import atomic_write_text
 from archpool.report.context import ReportContext
 from archpool.report.html import REPORT_FILES, write_report
+from archpool.rundir import pool_report_dir
 
 HEADLINE = ("mastery_acc", "mastered", "pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
 # files a previous analysis left; removed before a new one so a failure never leaves them looking current
@@ -42,7 +43,7 @@ class PoolReport:
 def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -> Path:
     """The report's entry page: report.html when the analysis ran, else report.md (which says why not)."""
     out = Path(out)
-    report_dir = out / "report"
+    report_dir = pool_report_dir(out)
     plain = _plain_report(out, settings, rows)
     for name in ANALYSIS_FILES:
         (report_dir / name).unlink(missing_ok=True)
@@ -105,7 +106,7 @@ def _plain_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -
     if failed:
         lines += ["", "## Failed runs", ""]
         lines += [f"- {md_escape(r['run'])}: {md_escape(r.get('error', ''))} (log: runs/{r['run']}/log.txt)" for r in failed]
-    path = out / "report" / "report.md"
+    path = pool_report_dir(out) / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
