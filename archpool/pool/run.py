@@ -159,14 +159,21 @@ def report_settings(pool: PoolSpec, context: ReportContext | None = None) -> Poo
     )
 
 
+REPORT_ERROR = "report_error.txt"  # the traceback of a pool report that failed
+
+
 def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
     """Write results.csv from whatever finished, then the report (failed runs are listed in it).
-    A report that fails leaves results.csv, report.md with the error, and ``report_error.txt``."""
+    A report that fails leaves results.csv, report.md with the error, and ``report_error.txt``; one that
+    succeeds removes an earlier failure's ``report_error.txt``."""
     rows = results_rows(out, pool, nodes)
     atomic_write_text(Path(out) / RESULTS, rows_to_csv(rows))
+    error = pool_report_dir(out) / REPORT_ERROR
     try:
-        return write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)
+        written = write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)
     except Exception as e:
         print(f"report failed: {type(e).__name__}: {e}", file=sys.stderr)
-        atomic_write_text(pool_report_dir(out) / "report_error.txt", format_exception(e))
+        atomic_write_text(error, format_exception(e))
         return None
+    error.unlink(missing_ok=True)
+    return written

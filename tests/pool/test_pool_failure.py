@@ -61,3 +61,26 @@ def test_only_runs_the_named_runs(tmp_path):
     assert rows["noqk_full_s1"] == "done" and list(rows.values()).count("pending") == 7
     r = run_cli("run", str(pool), "--out", str(out), "--no-progress", "--only", "nope_s0")
     assert r.returncode == 2 and "--only" in r.stderr
+
+
+def test_a_report_that_succeeds_removes_an_earlier_failures_traceback(tmp_path, monkeypatch):
+    from archpool.pool import run as pool_run
+
+    monkeypatch.setattr(pool_run, "results_rows", lambda out, pool, nodes: [{"run": "a_s0"}])
+    monkeypatch.setattr(pool_run, "report_context", lambda *a: None)
+    monkeypatch.setattr(pool_run, "report_settings", lambda pool, context: None)
+    html = tmp_path / "report" / "report.html"
+    outcomes = iter([ValueError("no default target column"), html])
+
+    def write_report(out, settings, rows):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(pool_run, "write_pool_report", write_report)
+    error = tmp_path / "report" / pool_run.REPORT_ERROR
+    assert pool_run.finalize(tmp_path, None, []) is None
+    assert "no default target column" in error.read_text()
+    assert pool_run.finalize(tmp_path, None, []) == html
+    assert not error.exists()
