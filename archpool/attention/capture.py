@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from archpool.model.features import HF_FAMILIES, hf_layer_types
 from archpool.model.geometry import layer_windows
 
 
@@ -223,11 +224,9 @@ class HFProbe(Probe):
         self.head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // self.n_heads)
         self.vocab_size = int(c.vocab_size)
         # layer types and windows are confirmed from the first forward (the kwargs the model passes)
-        lt = getattr(c, "layer_types", None)
         window = getattr(c, "sliding_window", None)
-        if lt is None:
-            lt = ["sliding_attention" if window else "full_attention"] * self.n_layers
-        self.layer_types = list(lt)
+        rule = HF_FAMILIES.get(getattr(c, "model_type", ""), {}).get("swa", "layer_types_or_every")
+        self.layer_types = hf_layer_types(c.to_dict(), rule)[0] if window else ["full_attention"] * self.n_layers
         self.windows = [window if t == "sliding_attention" else None for t in self.layer_types]
         self._layers = self._decoder_layers()
         import inspect
