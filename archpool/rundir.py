@@ -38,6 +38,7 @@ POOL_EVENTS = "events.jsonl"
 POOL_REPORT = "report"
 RUN_STATUS = "status.json"
 RUN_LOG = "log.txt"
+RUN_METRICS = "metrics.jsonl"  # one JSON row per logged training step
 CONFIG_NAME = "config.json"
 FORMAT_KEY = "archpool_format"
 TOKENIZER_FILE = "tokenizer.json"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from archpool.pool.graph import DONE, Node, is_done, node_dir
-from archpool.rundir import RUN_RECORD, pool_events_path, stage_dir
+from archpool.rundir import RUN_METRICS, RUN_RECORD, pool_events_path, stage_dir
 from archpool.safeload import load_json, read_json_object
 
 
@@ -194,7 +194,7 @@ def _fraction_done(stage_dir: Path) -> float:
     try:
         train = read_json_object(stage_dir / RUN_RECORD)["train"]
         total = train.get("max_steps") or -(-int(train["max_tokens"]) // int(train["global_batch_tokens"]))
-        with open(stage_dir / "metrics.jsonl", "rb") as f:
+        with open(stage_dir / RUN_METRICS, "rb") as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - 4096))
             last = f.read().splitlines()[-1]

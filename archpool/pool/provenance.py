@@ -11,6 +11,7 @@ from typing import Any
 from archpool.pool.graph import Node, node_dir, read_events
 from archpool.pool.spec import PoolSpec
 from archpool.report.context import ReportContext
+from archpool.rundir import RUN_METRICS
 from archpool.safeload import load_json, read_json_object
 
 MAX_CURVE_POINTS = 200  # per run and phase: enough for a figure, bounded for long runs
@@ -56,7 +57,7 @@ def loss_curves(out: Path, nodes: list[Node]) -> dict[str, dict[str, list[tuple[
     for n in nodes:
         if n.run is None or n.stage not in ("pretrain", "extend") or n.stage in curves[n.run]:
             continue
-        points = _curve(node_dir(out, n) / "metrics.jsonl")
+        points = _curve(node_dir(out, n) / RUN_METRICS)
         if points:
             curves[n.run][n.stage] = points
     return dict(curves)

@@ -40,7 +40,7 @@ from archpool.io import (
 )
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
-from archpool.rundir import RUN_RECORD, checkpoints_dir, milestone_dir, milestones_dir, run_dir_final
+from archpool.rundir import RUN_METRICS, RUN_RECORD, checkpoints_dir, milestone_dir, milestones_dir, run_dir_final
 from archpool.safeload import load_json, read_json_file
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
@@ -51,7 +51,6 @@ from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.precision import resolve_dtype
 from archpool.train.stability import stability_score
 
-METRICS = "metrics.jsonl"
 STABILITY = "stability.json"
 # Settings that may change between a run and its resumption without changing what is computed.
 RESUME_TOLERANT = {
@@ -263,7 +262,7 @@ class Trainer:
         (the final milestone was damaged: rebuilt from it here)."""
         past_end = bool(resume) and run.start_step >= self.total_steps
         if info.is_main:
-            _truncate_metrics(self.run_dir / METRICS, run.start_step)
+            _truncate_metrics(self.run_dir / RUN_METRICS, run.start_step)
             if run.start_step:
                 print(f"[archpool] resuming {self.run_dir} from step {run.start_step} ({resume})", flush=True)
             if past_end:
@@ -428,7 +427,7 @@ class _TrainLog:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
-        self.metrics_file = open_append_text(self.run_dir / METRICS) if info.is_main else None
+        self.metrics_file = open_append_text(self.run_dir / RUN_METRICS) if info.is_main else None
         self.t_log, self.tok_log, self.interval_losses = time.perf_counter(), 0, []
 
     def step(self, done: int, s: _StepResult) -> None:
@@ -455,7 +454,7 @@ class _TrainLog:
             "tokens_per_s": self.tok_log / max(now - self.t_log, 1e-9),
             "skipped": s.skipped,
         }
-        _write_row(self.metrics_file, self.run_dir / METRICS, row)
+        _write_row(self.metrics_file, self.run_dir / RUN_METRICS, row)
         if self.writer is not None:
             for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
                 self.writer.add_scalar(f"train/{k}", row[k], done)

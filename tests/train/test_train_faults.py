@@ -12,10 +12,11 @@ import pytest
 
 from archpool.errors import LockError, StateError
 from archpool.io import directory_lock
+from archpool.rundir import RUN_METRICS as METRICS
 from archpool.rundir import RUN_RECORD, run_dir_final
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import RunConfig
-from archpool.train.trainer import METRICS, _truncate_metrics, pretrain
+from archpool.train.trainer import _truncate_metrics, pretrain
 from tests.helpers.train import read_losses, tiny_run
 
 
