@@ -14,7 +14,6 @@ _EXPORTS = {
     "EvalRequest": "archpool.eval.api",
     "run_tasks": "archpool.eval.runner",
     "run_task": "archpool.eval.runner",
-    "TaskRunConfig": "archpool.eval.runner",
     "aggregate": "archpool.eval.runner",
     "run_longppl": "archpool.eval.longppl",
 }

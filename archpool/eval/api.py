@@ -179,12 +179,11 @@ class _Evaluation:
 
     def tasks_at(self, names: list[str], at: list[int]) -> list[dict[str, Any]]:
         """Every task of ``names`` × length of ``at`` × mode (with its samples)."""
-        from archpool.eval.runner import TaskRunConfig, run_tasks
+        from archpool.eval.runner import run_tasks
 
-        r, t = self.request, self.target
-        cfg = TaskRunConfig(names, at, list(r.modes), r.n_samples, r.seed, dict(r.task_params), self.haystack)
-        return run_tasks(t.lm, t.tokenizer, cfg, model_hash=t.model_hash, tokenizer_hash=t.tokenizer_hash,
-                         out_dir=r.out_dir, cache_dir=r.cache_dir, progress=self.progress, stop_ids=self.stop_ids)  # fmt: skip
+        t = self.target
+        return run_tasks(t.lm, t.tokenizer, self.request, names, at, model_hash=t.model_hash, tokenizer_hash=t.tokenizer_hash,
+                         haystack_texts=self.haystack, progress=self.progress, stop_ids=self.stop_ids)  # fmt: skip
 
     def aggregate(self, task_results: list[dict[str, Any]]) -> dict[str, Any]:
         from archpool.eval.runner import aggregate

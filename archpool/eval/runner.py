@@ -11,40 +11,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
-from archpool.names import MODES, SCORED_SUITES
+from archpool.names import SCORED_SUITES
 from archpool.safeload import read_json_object
-from archpool.study import EVAL_SAMPLES, EVAL_SEED
 from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
 DENSE_MODE = "dense"  # dense tasks (MQAR) are scored once, whatever the modes
 
-
-@dataclass
-class TaskRunConfig:
-    tasks: list[str]
-    lengths: list[int]
-    modes: list[str] = field(default_factory=lambda: list(MODES))
-    n_samples: int = EVAL_SAMPLES
-    seed: int = EVAL_SEED
-    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> parameter overrides
-    haystack_texts: list[str] | None = None  # held-out text for corpus haystacks
-
-    def __post_init__(self) -> None:
-        for m in self.modes:
-            if m not in MODES:
-                raise ConfigError("mode", f"unknown scoring mode {m!r}; allowed: gen, ll, both")
-        if self.n_samples < 1:
-            raise ConfigError("n_samples", f"must be >= 1, got {self.n_samples}")
-        for t in self.tasks:
-            get_task(t)
+if TYPE_CHECKING:  # pragma: no cover
+    from archpool.eval.api import EvalRequest
 
 
 def task_result_key(
@@ -141,18 +122,22 @@ def run_task(
 def run_tasks(
     lm,
     tokenizer,
-    cfg: TaskRunConfig,
+    request: EvalRequest,
+    tasks: Sequence[str],
+    lengths: Sequence[int],
     *,
     model_hash: str,
     tokenizer_hash: str,
-    out_dir: Path | None = None,
-    cache_dir: Path | None = None,
+    haystack_texts: list[str] | None = None,
     progress: bool = True,
     stop_ids: set[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every task × length × mode of ``cfg``; results are written to ``out_dir/tasks/`` and cached."""
-    haystack_hash = sha256_json(cfg.haystack_texts)[:16] if cfg.haystack_texts else None
-    jobs = [(t, L) for L in cfg.lengths for t in cfg.tasks]
+    """Every task of ``tasks`` × length of ``lengths`` × mode of ``request`` (its samples, seed and task
+    parameters); results are written to ``request.out_dir/tasks/`` and cached in ``request.cache_dir``.
+    ``haystack_texts``: held-out text for corpus haystacks."""
+    out_dir, cache_dir = request.out_dir, request.cache_dir
+    haystack_hash = sha256_json(haystack_texts)[:16] if haystack_texts else None
+    jobs = [(t, L) for L in lengths for t in tasks]
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -161,20 +146,20 @@ def run_tasks(
     results: list[dict[str, Any]] = []
     try:
         for task, length in jobs:
-            params = dict(cfg.params.get(task, {}))
+            params = dict(request.task_params.get(task, {}))
             dense = is_dense(task)  # token documents: no haystack, scored once whatever the modes
-            if cfg.haystack_texts and "haystack_texts" not in params and not dense:
-                params["haystack_texts"] = cfg.haystack_texts
+            if haystack_texts and "haystack_texts" not in params and not dense:
+                params["haystack_texts"] = haystack_texts
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
             if dense:  # validate early
                 dense_params(task, params)
             else:
                 resolve_params(get_task(task), params)
-            modes = [DENSE_MODE] if dense else cfg.modes
+            modes = [DENSE_MODE] if dense else list(request.modes)
             todo, got = [], {}
             for mode in modes:
                 key = task_result_key(
-                    model_hash, tokenizer_hash, task, length, mode, cfg.n_samples, cfg.seed, shown, haystack_hash
+                    model_hash, tokenizer_hash, task, length, mode, request.n_samples, request.seed, shown, haystack_hash
                 )
                 path = cache_dir / f"{key}.json" if cache_dir else None
                 cached = _cached_result(path, key, task, length, mode) if path is not None else None
@@ -186,10 +171,10 @@ def run_tasks(
                 if dense:
                     from archpool.eval.dense import run_dense_task
 
-                    fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, cfg.n_samples, cfg.seed, params)}
+                    fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, request.n_samples, request.seed, params)}
                 else:
                     fresh = run_task(
-                        lm, tokenizer, task, length, [m for m, _, _ in todo], cfg.n_samples, cfg.seed, params, stop_ids
+                        lm, tokenizer, task, length, [m for m, _, _ in todo], request.n_samples, request.seed, params, stop_ids
                     )
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
 from archpool.config import Config, check_keys, rerooted
 from archpool.errors import ConfigError
-from archpool.eval.runner import MODES
+from archpool.eval.api import EvalRequest
 from archpool.model.config import MAX_SEQ_LEN
-from archpool.names import SUITE_NAMES, check_name
+from archpool.names import MODES, SUITE_NAMES, check_name
 from archpool.tasks import get_task
 from archpool.train.config import ExtensionConfig
 
@@ -167,6 +168,20 @@ class EvalSettings(Config):
 
     def suite_list(self) -> list[str]:
         return list(self.suites) if self.suites is not None else ([] if self.tasks else ["tiny"])
+
+    def request(self, base: bool, long_ctx: int, out_dir: Path | None = None) -> EvalRequest:
+        """The evaluation of one phase (before extension with ``base``) as an ``EvalRequest``, at
+        :meth:`lengths_at`, writing into ``out_dir``."""
+        return EvalRequest(
+            suites=self.suite_list(),
+            tasks=self.tasks or (),
+            lengths=self.lengths_at(base, long_ctx),
+            modes=self.modes or ["ll"],
+            n_samples=self.n_samples,
+            seed=self.seed,
+            task_params=self.task_params,
+            out_dir=out_dir,
+        )
 
 
 def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> None:

@@ -164,3 +164,16 @@ def test_packed_task_documents_without_a_document_mask_warn():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             parse_pool({**pool, **fix})
+
+
+def test_eval_settings_resolve_to_one_request_per_phase(tmp_path):
+    from archpool.eval.api import EvalRequest
+    from archpool.pool.sections import EvalSettings
+
+    e = EvalSettings.from_dict(
+        {"tasks": ["mqar"], "suites": [], "length_ratios": [1, 8], "base_length_ratios": [0.5], "n_samples": 4}
+    )
+    after, before = e.request(False, 128, tmp_path), e.request(True, 128)
+    assert isinstance(after, EvalRequest) and after.lengths == (128, 1024) and before.lengths == (64,)
+    assert after.tasks == ("mqar",) and after.suites == () and after.modes == ("ll",) and after.n_samples == 4
+    assert after.out_dir == tmp_path and before.out_dir is None

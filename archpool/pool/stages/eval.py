@@ -18,12 +18,11 @@ STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds 
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from archpool.eval.api import EvalRequest, evaluate
+    from archpool.eval.api import evaluate
     from archpool.eval.target import load_target
 
     c = ctx.config
-    e = EvalSettings.from_dict(c["eval"])
-    at = e.lengths_at(c["phase"] == "base", int(c["long_ctx"]))
+    request = EvalSettings.from_dict(c["eval"]).request(c["phase"] == "base", int(c["long_ctx"]), ctx.out_dir / "eval")
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
     model = checkpoint.model_path(ctx) if checkpoint.is_checkpoint_node(ctx) else ctx.inputs["model"]
@@ -32,19 +31,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
         model = rung_dir(model, int(c["rung"]))
     target = load_target(model, tokenizer=tok)
-    request = EvalRequest(
-        suites=e.suite_list(),
-        tasks=e.tasks or (),
-        lengths=at,
-        modes=e.modes or ["ll"],
-        n_samples=e.n_samples,
-        seed=e.seed,
-        task_params=e.task_params,
-        out_dir=ctx.out_dir / "eval",
-    )
     result: dict[str, Any] = {}
     if request.tasks or request.suites:
         res = evaluate(target, request, store=store, progress=False)
         result = {k: res[k] for k in STAGE_KEYS if k in res}
     atomic_write_json(ctx.out_dir / "eval.json", result)
-    return {"metrics": eval_columns(result), "lengths": at}
+    return {"metrics": eval_columns(result), "lengths": list(request.lengths)}
