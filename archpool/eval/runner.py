@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, sha256_json
@@ -23,9 +23,6 @@ from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
 DENSE_MODE = "dense"  # dense tasks (MQAR) are scored once, whatever the modes
-
-if TYPE_CHECKING:  # pragma: no cover
-    from archpool.eval.api import EvalRequest
 
 
 def task_result_key(
@@ -122,7 +119,7 @@ def run_task(
 def run_tasks(
     lm,
     tokenizer,
-    request: EvalRequest,
+    request: Any,
     tasks: Sequence[str],
     lengths: Sequence[int],
     *,
@@ -132,7 +129,8 @@ def run_tasks(
     progress: bool = True,
     stop_ids: set[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every task of ``tasks`` × length of ``lengths`` × mode of ``request`` (its samples, seed and task
+    """Every task of ``tasks`` × length of ``lengths`` × mode of ``request`` (an
+    ``archpool.eval.api.EvalRequest``, which imports this module: its modes, samples, seed and task
     parameters); results are written to ``request.out_dir/tasks/`` and cached in ``request.cache_dir``.
     ``haystack_texts``: held-out text for corpus haystacks."""
     out_dir, cache_dir = request.out_dir, request.cache_dir
