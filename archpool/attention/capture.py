@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from archpool.model.features import HF_FAMILIES, hf_layer_types
+from archpool.model.features import hf_config_layer_types
 from archpool.model.geometry import layer_windows
 
 
@@ -225,8 +225,7 @@ class HFProbe(Probe):
         self.vocab_size = int(c.vocab_size)
         # layer types and windows are confirmed from the first forward (the kwargs the model passes)
         window = getattr(c, "sliding_window", None)
-        rule = HF_FAMILIES.get(getattr(c, "model_type", ""), {}).get("swa", "layer_types_or_every")
-        self.layer_types = hf_layer_types(c.to_dict(), rule)[0] if window else ["full_attention"] * self.n_layers
+        self.layer_types = hf_config_layer_types(c)
         self.windows = [window if t == "sliding_attention" else None for t in self.layer_types]
         self._layers = self._decoder_layers()
         import inspect

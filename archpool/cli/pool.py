@@ -101,19 +101,19 @@ def _pool_source(arg: str) -> str:
     closest shipped pools."""
     from archpool.cli import did_you_mean
     from archpool.errors import ConfigError
-    from archpool.pool.plan import PLAN_FILE
     from archpool.pool.spec import shipped_pools
+    from archpool.rundir import POOL_PLAN, pool_plan_path
 
     shipped = shipped_pools()
     if not _is_path_like(arg) and arg in shipped:
         return "shipped"
     path = Path(arg)
-    if path.is_dir() and (path / PLAN_FILE).is_file():
+    if path.is_dir() and pool_plan_path(path).is_file():
         return "dir"
     if path.is_file():
         return "file"
     if path.exists() or _is_path_like(arg):
-        raise ConfigError("POOL", f"{arg}: neither a pool YAML file nor a pool directory (no {PLAN_FILE}; has it been run?)")
+        raise ConfigError("POOL", f"{arg}: neither a pool YAML file nor a pool directory (no {POOL_PLAN}; has it been run?)")
     raise ConfigError(
         "POOL",
         f"{arg!r} is neither a shipped pool nor a pool file or directory{did_you_mean(arg, shipped)}; "
@@ -305,14 +305,11 @@ def cmd_pool_copy(args) -> int:
 
 
 def cmd_pool_export(args) -> int:
-    from archpool.errors import DataError
-    from archpool.pool.plan import PLAN_FILE
+    from archpool.pool.plan import require_pool_dir
     from archpool.pool.results import results_rows, rows_to_csv
 
     ns = argparse.Namespace(pool=args.pool_dir, size=None, seeds=None, out=None)
     _, out = _load(ns)
-    if not (Path(out) / PLAN_FILE).is_file():
-        raise DataError(f"{out}: not a pool directory (no {PLAN_FILE}); has this pool been run?")
-    Path(args.output).write_text(rows_to_csv(results_rows(Path(out))))
+    Path(args.output).write_text(rows_to_csv(results_rows(require_pool_dir(out))))
     print(args.output)
     return 0

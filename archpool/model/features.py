@@ -219,6 +219,16 @@ def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None
     raise AssertionError(rule)
 
 
+def hf_config_layer_types(config: Any) -> list[str]:
+    """Per-layer attention types of a transformers config object, by its family's rule
+    (:func:`hf_layer_types`); every layer full when the config has no window."""
+    n = int(config.num_hidden_layers)
+    if getattr(config, "sliding_window", None) is None:
+        return ["full_attention"] * n
+    rule = HF_FAMILIES.get(getattr(config, "model_type", ""), {}).get("swa", "layer_types_or_every")
+    return hf_layer_types(config.to_dict(), rule)[0]
+
+
 def features_from_hf_config(hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX, source: str = "hf-config") -> dict[str, Any]:
     """Features of a Hugging Face ``config.json`` (as a dict), transformers 4.x or 5.x spelling."""
     try:

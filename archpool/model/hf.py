@@ -544,9 +544,9 @@ def _rope_from_hf_config(hf_config: PreTrainedConfig, layer_types: list[str]) ->
 
 def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
     """Our ModelConfig for a transformers config of an importable family (or a ConfigError saying why not).
-    The layer types follow the family's rule (:func:`archpool.model.features.hf_layer_types`)."""
+    The layer types follow the family's rule (:func:`archpool.model.features.hf_config_layer_types`)."""
     from archpool.model.config import ModelConfig
-    from archpool.model.features import HF_FAMILIES, hf_layer_types
+    from archpool.model.features import hf_config_layer_types
 
     model_type = getattr(hf_config, "model_type", None)
     if model_type not in FAMILIES:
@@ -560,11 +560,7 @@ def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
             raise ConfigError(flag, "MLP biases are not supported by archpool's model")
     n_layers = int(hf_config.num_hidden_layers)
     window = getattr(hf_config, "sliding_window", None)
-    layer_types = (
-        hf_layer_types(hf_config.to_dict(), HF_FAMILIES[model_type]["swa"])[0]
-        if window is not None
-        else ["full_attention"] * n_layers
-    )
+    layer_types = hf_config_layer_types(hf_config)
     if len(layer_types) != n_layers:
         raise ConfigError("layer_types", f"{len(layer_types)} entries for num_hidden_layers={n_layers}")
     has_swa = "sliding_attention" in layer_types

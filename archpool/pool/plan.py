@@ -32,16 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from archpool.columns import RUNG_SEP, affixes, rung_label
-from archpool.errors import ConfigError, StateError
+from archpool.errors import ConfigError, DataError, StateError
 from archpool.io import atomic_write_json, sha256_file
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
 from archpool.pool.spec import PoolSpec, RunSpec
-from archpool.rundir import POOL_PLAN
+from archpool.rundir import POOL_PLAN, pool_plan_path
 from archpool.safeload import read_record
 
-PLAN_FILE = POOL_PLAN
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
 
 
@@ -231,12 +230,19 @@ def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
 
 
 def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
-    atomic_write_json(Path(out) / PLAN_FILE, dict(pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
+    atomic_write_json(pool_plan_path(out), dict(pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
+
+
+def require_pool_dir(out: str | Path) -> Path:
+    """``out`` as a Path when it holds a pool's plan; DataError saying it is no pool directory otherwise."""
+    if not pool_plan_path(out).is_file():
+        raise DataError(f"{out}: not a pool directory (no {POOL_PLAN}); has this pool been run?")
+    return Path(out)
 
 
 def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
     """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is damaged."""
-    path = Path(out) / PLAN_FILE
+    path = pool_plan_path(out)
     try:
         if path.is_symlink():
             raise ValueError("a symbolic link")

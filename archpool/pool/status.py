@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from archpool.errors import DataError
 from archpool.pool.graph import Node, is_done, is_running, node_dir
 from archpool.pool.job import read_status, run_nodes
-from archpool.pool.plan import PLAN_FILE, read_plan
+from archpool.pool.plan import read_plan, require_pool_dir
 
 
 def stage_label(node: Node) -> str:
@@ -25,9 +24,7 @@ STAGE_SYMBOL = {"done": "✓", "running": "▶", "partial": "…", "pending": "�
 
 def pool_status(out: Path) -> list[dict[str, Any]]:
     """Every run and the state of each of its stages."""
-    out = Path(out)
-    if not (out / PLAN_FILE).is_file():
-        raise DataError(f"{out}: not a pool directory (no {PLAN_FILE}); has this pool been run?")
+    out = require_pool_dir(out)
     pool, nodes = read_plan(out)
     rows = []
     for spec in pool.runs:

@@ -67,11 +67,6 @@ def per_arch(df: pd.DataFrame, column: str) -> dict[str, Mean]:
     return out
 
 
-def parse_target(target: str) -> ColumnKey | None:
-    """The key of a score column (``mqar_acc@1024[d>128]#ladder_mean``); None for any other column."""
-    return ColumnKey.parse(target)
-
-
 def _by_length(df: pd.DataFrame, like: ColumnKey) -> dict[int, str]:
     """``{length: column}`` of the columns that are ``like`` at another length, shortest first."""
     out = {k.length: c for c, k in keyed_columns(df.columns).items() if k == like.but(length=k.length)}
@@ -80,13 +75,13 @@ def _by_length(df: pd.DataFrame, like: ColumnKey) -> dict[int, str]:
 
 def length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """The target's metric, filter and rung at every evaluated length: ``{length: column}``."""
-    p = parse_target(target)
+    p = ColumnKey.parse(target)
     return _by_length(df, p) if p else {}
 
 
 def base_length_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """Before extension: the target's metric and filter at every length it was evaluated (``base_`` columns)."""
-    p = parse_target(target)
+    p = ColumnKey.parse(target)
     return _by_length(df, p.but(base=True, rung="")) if p and not p.base else {}
 
 
@@ -107,7 +102,7 @@ def _bucket_key(label: str) -> tuple[float, float] | None:
 def distance_columns(df: pd.DataFrame, target: str) -> dict[str, str]:
     """The disjoint key–query distance buckets of the target's metric at its length and rung, nearest first,
     plus the last open bucket (``d>512``) when it exists: ``{label: column}``."""
-    p = parse_target(target)
+    p = ColumnKey.parse(target)
     if p is None:
         return {}
     found = {k.filter: c for c, k in keyed_columns(df.columns).items() if k.filter and k == p.but(filter=k.filter)}
@@ -123,7 +118,7 @@ def distance_columns(df: pd.DataFrame, target: str) -> dict[str, str]:
 
 def rung_columns(df: pd.DataFrame, target: str) -> dict[int, str]:
     """The target's stem at every extension budget: ``{steps: column}`` (empty without a ladder)."""
-    p = parse_target(target)
+    p = ColumnKey.parse(target)
     if p is None or not p.rung:
         return {}
     out = {k.budget: c for c, k in keyed_columns(df.columns).items() if k.budget is not None and k == p.but(rung=k.rung)}

@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from archpool.columns import split_rung
+from archpool.columns import ColumnKey, split_rung
 from archpool.report import archs
 from archpool.report.archs import Mean
 from archpool.report.verdict import AxisVerdict
@@ -358,7 +358,7 @@ def accuracy_by_distance(df: pd.DataFrame, target: str, chance: float | None = N
     labels = list(cols)
     _arch_lines(ax, df, dict(enumerate(cols.values())), colors)
     ax.set_xticks(range(len(labels)), [lab.replace("<=", "≤") for lab in labels])
-    p = archs.parse_target(target)
+    p = ColumnKey.parse(target)
     ax.set_xlabel("key–query distance (tokens)" + (f" at {p.length:,} tokens" if p else ""))
     ax.set_title("Accuracy vs key–query distance after extension")
     _accuracy_axis(ax, chance)

@@ -25,6 +25,7 @@ import pandas as pd
 from archpool.analysis import inference
 from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
+from archpool.columns import ColumnKey
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
@@ -476,7 +477,7 @@ def build_figures(
 ) -> dict[str, bytes]:
     target = r["target"]
     used = df[df["run"].isin({q["run"] for q in r["runs"]})]
-    p = archs.parse_target(target)
+    p = ColumnKey.parse(target)
     chance = context.chance.get(p.metric.rsplit("_", 1)[0]) if p else None
     a = r.get("attention") or {}
     arch_by_run = dict(zip(used["run"], archs.arch_of(used)))

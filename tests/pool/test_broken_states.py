@@ -14,10 +14,11 @@ from archpool.errors import ConfigError, LockError, StateError
 from archpool.io import directory_lock
 from archpool.pool.graph import DONE, Node, assign_keys, execute_node, is_done, node_dir, read_events, read_result
 from archpool.pool.job import read_status, status_path, write_status
-from archpool.pool.plan import PLAN_FILE, read_plan
+from archpool.pool.plan import read_plan
 from archpool.pool.run import run_pool
 from archpool.pool.spec import load_pool
 from archpool.pool.stages import backend_module
+from archpool.rundir import POOL_PLAN
 from tests.helpers.pool import run_cli, toy_pool
 
 GARBAGE = bytes(range(256)) * 4
@@ -95,13 +96,13 @@ def test_a_damaged_status_reads_as_pending(tmp_path, content):
 
 @pytest.mark.parametrize("content", [b'{"pool": {"na', GARBAGE, b'{"nodes": []}'])
 def test_a_damaged_plan_is_a_named_error(tmp_path, content):
-    (tmp_path / PLAN_FILE).write_bytes(content)
+    (tmp_path / POOL_PLAN).write_bytes(content)
     with pytest.raises(StateError, match=r"plan.json: truncated or corrupt.*re-run `archpool run`"):
         read_plan(tmp_path)
 
 
 def test_archpool_status_on_a_damaged_plan_is_one_line(tmp_path):
-    (tmp_path / PLAN_FILE).write_bytes(GARBAGE)
+    (tmp_path / POOL_PLAN).write_bytes(GARBAGE)
     r = run_cli("status", str(tmp_path))
     assert r.returncode == 2 and "plan.json: truncated or corrupt" in r.stderr and "Traceback" not in r.stderr
 
@@ -111,7 +112,7 @@ def test_a_second_run_on_one_pool_directory_is_refused(tmp_path):
     out = tmp_path / "out"
     with directory_lock(out, "pool directory"), pytest.raises(LockError, match=f"pool directory is in use by pid {os.getpid()}"):
         run_pool(pool, out, progress=False)
-    assert not (out / PLAN_FILE).exists()
+    assert not (out / POOL_PLAN).exists()
 
 
 def test_a_pool_recovers_from_damaged_markers_and_status_on_rerun(tmp_path):
