@@ -1,0 +1,320 @@
+"""transformers configs for archpool's ModelConfig and back: the families, the export class, RoPE and size checks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from archpool.errors import CheckpointError, ConfigError
+from archpool.model.geometry import type_theta
+from archpool.safeload import read_json_file
+from archpool.study import SLIDING, swa_pattern_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedConfig
+
+    from archpool.model.config import ModelConfig, RopeConfig
+
+ARCHPOOL_CONFIG_NAME = "archpool_config.json"  # our config, written beside an export for provenance
+
+
+@dataclass(frozen=True)
+class HFFamily:
+    model_type: str
+    config_class: str
+    model_class: str
+    norm: str  # pre | post
+    qk_norm: str  # none | layerwise | headwise
+    swa: str  # none: no window; all: one window on every layer; layer_types: per-layer list
+    per_type_rope: bool = False  # rope_parameters split by layer type (Olmo 3)
+    qkv_bias: bool = False  # q/k/v projections always carry biases (Qwen 2)
+
+
+FAMILIES: dict[str, HFFamily] = {
+    f.model_type: f
+    for f in [
+        HFFamily("llama", "LlamaConfig", "LlamaForCausalLM", "pre", "none", "none"),
+        HFFamily("mistral", "MistralConfig", "MistralForCausalLM", "pre", "none", "all"),
+        HFFamily("ministral", "MinistralConfig", "MinistralForCausalLM", "pre", "none", "layer_types"),
+        HFFamily("qwen2", "Qwen2Config", "Qwen2ForCausalLM", "pre", "none", "layer_types", qkv_bias=True),
+        HFFamily("qwen3", "Qwen3Config", "Qwen3ForCausalLM", "pre", "headwise", "layer_types"),
+        HFFamily("olmo2", "Olmo2Config", "Olmo2ForCausalLM", "post", "layerwise", "none"),
+        HFFamily("olmo3", "Olmo3Config", "Olmo3ForCausalLM", "post", "layerwise", "layer_types", per_type_rope=True),
+    ]
+}
+IMPORTABLE = tuple(FAMILIES)
+
+
+# ---------------------------------------------------------------------------------------------- export
+def hf_family_for(cfg: ModelConfig) -> HFFamily:
+    """The transformers family that computes exactly ``cfg``'s function, or a ConfigError naming why none does."""
+    swa = cfg.swa
+    if cfg.qkv_bias:
+        if cfg.norm != "pre" or cfg.qk_norm != "none":
+            raise ConfigError(
+                "qkv_bias",
+                "q/k/v biases export only as Qwen2ForCausalLM (pre-norm, no QK-norm); "
+                f"this model has {cfg.norm}-norm and qk_norm {cfg.qk_norm!r}",
+            )
+        family = FAMILIES["qwen2"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "none":
+        if not swa:
+            family = FAMILIES["llama"]
+        elif all(t == "sliding_attention" for t in cfg.layer_types):
+            family = FAMILIES["mistral"]
+        else:
+            family = FAMILIES["ministral"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "headwise":
+        family = FAMILIES["qwen3"]
+    elif cfg.norm == "post" and cfg.qk_norm == "layerwise":
+        family = FAMILIES["olmo3"] if swa else FAMILIES["olmo2"]
+    elif cfg.norm == "pre" and cfg.qk_norm == "layerwise":
+        raise ConfigError(
+            "qk_norm",
+            "pre-norm with layerwise QK-norm has no native transformers class; nearest: "
+            "Qwen3ForCausalLM (pre-norm, headwise QK-norm) or Olmo2ForCausalLM (layerwise, post-norm)",
+        )
+    elif cfg.norm == "post" and cfg.qk_norm == "headwise":
+        raise ConfigError(
+            "qk_norm",
+            "post-norm with headwise QK-norm has no native transformers class; nearest: "
+            "Olmo2ForCausalLM / Olmo3ForCausalLM (post-norm, layerwise QK-norm) or Qwen3ForCausalLM (pre-norm, headwise)",
+        )
+    else:
+        raise ConfigError(
+            "norm",
+            "post-norm without QK-norm has no native transformers class; nearest: "
+            "Olmo2ForCausalLM (post-norm with layerwise QK-norm) or LlamaForCausalLM (pre-norm)",
+        )
+    rope = cfg.rope
+    local_theta = rope.full_layers_only and type_theta(rope, SLIDING) != rope.theta
+    if swa and rope.full_layers_only and (rope.type != "default" or local_theta) and not family.per_type_rope:
+        raise ConfigError(
+            "rope.full_layers_only",
+            f"RoPE scaling on full-attention layers only needs per-layer-type "
+            f"rope_parameters, which {family.model_class} lacks; nearest: Olmo3ForCausalLM (post-norm, layerwise QK-norm)",
+        )
+    return family
+
+
+def hf_rope_parameters(rope: RopeConfig, head_dim: int) -> dict[str, Any]:
+    """transformers' ``rope_parameters`` that reproduce our frequencies (NTK becomes a raised theta)."""
+    if rope.type == "default":
+        return {"rope_type": "default", "rope_theta": float(rope.theta)}
+    if rope.type == "ntk":
+        return {"rope_type": "default", "rope_theta": float(rope.theta * rope.factor ** (head_dim / (head_dim - 2)))}
+    if rope.type == "linear":
+        return {"rope_type": "linear", "rope_theta": float(rope.theta), "factor": float(rope.factor)}
+    if rope.type == "yarn":
+        return {
+            "rope_type": "yarn",
+            "rope_theta": float(rope.theta),
+            "factor": float(rope.factor),
+            "original_max_position_embeddings": int(rope.original_max_seq_len),
+            "beta_fast": float(rope.beta_fast),
+            "beta_slow": float(rope.beta_slow),
+            "attention_factor": float(rope.yarn_attention_factor()),
+        }
+    raise ConfigError("rope.type", f"cannot export RoPE type {rope.type!r}")
+
+
+def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) -> PreTrainedConfig:
+    """The transformers config of the native class for ``cfg`` (see ``hf_family_for``); ``special_ids`` maps
+    bos / eos / pad to the tokenizer's ids. ``max_position_embeddings`` is the model's (extended) length."""
+    import transformers
+
+    family = hf_family_for(cfg)
+    rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
+    layer_types = cfg.layer_types
+    kwargs: dict[str, Any] = dict(
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.mlp_width,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim,
+        max_position_embeddings=cfg.max_seq_len,
+        rms_norm_eps=cfg.norm_eps,
+        tie_word_embeddings=cfg.tie_embeddings,
+        initializer_range=cfg.init_std,
+        hidden_act="silu",
+        architectures=[family.model_class],
+        **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
+    )
+    if family.per_type_rope:
+        plain = {"rope_type": "default", "rope_theta": float(type_theta(cfg.rope, SLIDING))}
+        sliding = plain if cfg.rope.full_layers_only else dict(rope)
+        kwargs["rope_parameters"] = {"full_attention": rope, "sliding_attention": sliding}
+    else:
+        kwargs["rope_parameters"] = rope
+    if family.model_type == "mistral":
+        kwargs["sliding_window"] = cfg.window if cfg.swa else None
+    elif family.swa == "layer_types":
+        kwargs["layer_types"] = layer_types
+        kwargs["sliding_window"] = cfg.window if cfg.swa else None
+        if family.model_type in ("qwen2", "qwen3"):
+            kwargs["use_sliding_window"] = cfg.swa
+            kwargs["max_window_layers"] = cfg.n_layers
+    if family.model_type == "olmo3" and kwargs["sliding_window"] is None:
+        kwargs["sliding_window"] = 4096  # unused: no sliding layers
+    return getattr(transformers, family.config_class)(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- import
+def _rope_from_hf(params: dict[str, Any], where: str) -> RopeConfig:
+    from archpool.model.config import RopeConfig
+
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    theta = float(params.get("rope_theta") or 10_000.0)
+    if float(params.get("partial_rotary_factor", 1.0) or 1.0) != 1.0:
+        raise ConfigError(f"{where}.partial_rotary_factor", "partial rotary embeddings are not supported by archpool's RoPE")
+    if rope_type == "default":
+        return RopeConfig(theta=theta)
+    if rope_type == "linear":
+        return RopeConfig(theta=theta, type="linear", factor=float(params["factor"]))
+    if rope_type == "yarn":
+        if params.get("truncate", True) is False:
+            raise ConfigError(f"{where}.truncate", "YaRN without truncation is not supported by archpool's RoPE")
+        factor = float(params["factor"])
+        attention_factor = params.get("attention_factor")
+        mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+        if attention_factor is None and mscale and mscale_all:  # transformers' DeepSeek-style rule
+            get = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+            attention_factor = get(factor, mscale) / get(factor, mscale_all)
+        return RopeConfig(
+            theta=theta,
+            type="yarn",
+            factor=factor,
+            original_max_seq_len=int(params["original_max_position_embeddings"]),
+            beta_fast=float(params.get("beta_fast") or 32.0),
+            beta_slow=float(params.get("beta_slow") or 1.0),
+            attention_factor=None if attention_factor is None else float(attention_factor),
+        )
+    raise ConfigError(
+        f"{where}.rope_type", f"RoPE type {rope_type!r} is not supported by archpool (supported: default, linear, yarn)"
+    )
+
+
+def _rope_from_hf_config(hf_config: PreTrainedConfig, layer_types: list[str]) -> RopeConfig:
+    params = dict(getattr(hf_config, "rope_parameters", None) or {})
+    if not params:
+        return _rope_from_hf({"rope_theta": getattr(hf_config, "rope_theta", 10_000.0)}, "rope_parameters")
+    if not (set(params) & {"full_attention", "sliding_attention"}):
+        return _rope_from_hf(params, "rope_parameters")
+    used = sorted(set(layer_types))
+    ropes = {t: _rope_from_hf(params[t], f"rope_parameters.{t}") for t in used if params.get(t)}
+    full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
+    if full is None or sliding is None or full == sliding:
+        return full or sliding
+    if sliding.type == "default" and sliding.theta == full.theta:
+        full.full_layers_only = True
+        return full
+    if sliding.type == "default" and full.type == "default":  # theta raised on full layers only (Olmo 3 ABF)
+        full.full_layers_only, full.sliding_theta = True, sliding.theta
+        return full
+    raise ConfigError(
+        "rope_parameters",
+        f"per-layer-type RoPE {params} is not expressible in archpool "
+        "(only: the same for every layer, scaled on full-attention layers with plain RoPE at the same theta "
+        "on sliding ones, or plain RoPE with a different theta per layer type)",
+    )
+
+
+def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
+    """Our ModelConfig for a transformers config of an importable family (or a ConfigError saying why not).
+    The layer types follow the family's rule (:func:`archpool.model.features.hf_config_layer_types`)."""
+    from archpool.model.config import ModelConfig
+    from archpool.model.features import hf_config_layer_types
+
+    model_type = getattr(hf_config, "model_type", None)
+    if model_type not in FAMILIES:
+        raise ConfigError("model_type", f"cannot import model type {model_type!r}; importable: {', '.join(IMPORTABLE)}")
+    family = FAMILIES[model_type]
+    act = getattr(hf_config, "hidden_act", "silu")
+    if act != "silu":
+        raise ConfigError("hidden_act", f"{act!r}: archpool's MLP is SwiGLU (silu)")
+    for flag in ("mlp_bias",):
+        if getattr(hf_config, flag, False):
+            raise ConfigError(flag, "MLP biases are not supported by archpool's model")
+    n_layers = int(hf_config.num_hidden_layers)
+    window = getattr(hf_config, "sliding_window", None)
+    layer_types = hf_config_layer_types(hf_config)
+    if len(layer_types) != n_layers:
+        raise ConfigError("layer_types", f"{len(layer_types)} entries for num_hidden_layers={n_layers}")
+    has_swa = "sliding_attention" in layer_types
+    d_model, n_heads = int(hf_config.hidden_size), int(hf_config.num_attention_heads)
+    return ModelConfig(
+        vocab_size=int(hf_config.vocab_size),
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        n_kv_heads=int(getattr(hf_config, "num_key_value_heads", None) or n_heads),
+        head_dim=int(getattr(hf_config, "head_dim", None) or d_model // n_heads),
+        d_ff=int(hf_config.intermediate_size),
+        norm_eps=float(hf_config.rms_norm_eps),
+        tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
+        max_seq_len=int(hf_config.max_position_embeddings),
+        norm=family.norm,
+        qk_norm=family.qk_norm,
+        window=int(window) if has_swa else None,
+        swa_pattern=swa_pattern_name(layer_types),
+        rope=_rope_from_hf_config(hf_config, layer_types),
+        init_std=float(getattr(hf_config, "initializer_range", 0.02) or 0.02),
+        qkv_bias=family.qkv_bias,
+    )
+
+
+def read_hf_config(hf_dir: str | Path) -> dict[str, Any]:
+    """``config.json`` of a Hugging Face model directory, refusing custom-code models (``auto_map``)."""
+    config_path = Path(hf_dir) / "config.json"
+    if not config_path.is_file():
+        raise CheckpointError(f"{hf_dir}: no config.json (not a Hugging Face model directory)")
+    try:
+        raw = read_json_file(config_path)
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config_path}: not a config (a JSON object expected, got {type(raw).__name__})")
+    if raw.get("auto_map") or raw.get("trust_remote_code"):
+        raise ConfigError(
+            "auto_map",
+            f"{config_path}: a custom-code model (needs trust_remote_code); archpool never runs a model repository's own code",
+        )
+    return raw
+
+
+HF_SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+
+
+def check_hf_sizes(raw: dict[str, Any], where: str) -> None:
+    """The size fields of a raw ``config.json`` within archpool's bounds, checked before transformers builds
+    its config (which allocates per-layer lists) and before any weight is allocated."""
+    from archpool.model.config import MAX_DIM, MAX_PARAMS, MAX_SEQ_LEN
+
+    for key in HF_SIZE_FIELDS:
+        value = raw.get(key)
+        if value is None:
+            continue
+        limit = MAX_SEQ_LEN if key == "max_position_embeddings" else MAX_DIM
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit or value != int(value):
+            raise ConfigError(f"{where}: {key}", f"a positive integer of at most {limit:,}, got {value!r}")
+    types = raw.get("layer_types")
+    if types is not None and (not isinstance(types, list) or len(types) != raw.get("num_hidden_layers", len(types))):
+        n = len(types) if isinstance(types, list) else types
+        raise ConfigError(f"{where}: layer_types", f"{n} entries for num_hidden_layers={raw.get('num_hidden_layers')}")
+    d, layers = int(raw.get("hidden_size", 1)), int(raw.get("num_hidden_layers", 1))
+    rough = layers * (4 * d * d + 3 * d * int(raw.get("intermediate_size", 1))) + 2 * d * int(raw.get("vocab_size", 1))
+    if rough > 2 * MAX_PARAMS:  # the exact count is checked again by ModelConfig
+        raise ConfigError(f"{where}: num_hidden_layers", f"about {rough:,} parameters exceed the budget of {MAX_PARAMS:,}")
