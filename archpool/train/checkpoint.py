@@ -139,6 +139,22 @@ def prune(ckpt_root: str | Path, keep_last: int) -> None:
     clean_temporaries(root)
 
 
+def link_copy(src: Path, dst: Path) -> None:
+    """Copy a checkpoint directory by hard links (cheap), atomically replacing ``dst``."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.parent / f".tmp_{dst.name}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def link(s: str, d: str) -> None:
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+
+    shutil.copytree(src, tmp, symlinks=True, copy_function=link)  # a planted link stays a link (and fails validation)
+    replace_directory(tmp, dst)
+
+
 def clean_temporaries(root: str | Path) -> None:
     root = Path(root)
     if root.is_dir():

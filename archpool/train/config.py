@@ -22,6 +22,7 @@ from archpool.study import DEFAULT_RECIPE, Recipe
 Schedule = Literal["cosine", "linear", "wsd", "constant"]
 Dtype = Literal["auto", "float32", "bfloat16"]
 Parallel = Literal["auto", "none", "ddp", "fsdp"]
+WandbMode = Literal["online", "offline", "disabled"]
 AttnImpl = Literal[("auto", *ATTENTION_FUNCTIONS.training())]  # auto: see TrainConfig.resolved_attn_impl
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 DTYPES: tuple[str, ...] = get_args(Dtype)
@@ -64,6 +65,35 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> None:
 
 
 @dataclass
+class WandbConfig(Config):
+    """Weights & Biases logging of a run (``train.wandb``): every metrics row, from the main rank.
+
+    ``project`` and ``entity`` say where the run goes; ``name`` is its display name (default: the run
+    directory's name); ``mode`` is wandb's: ``online``, ``offline`` (synced later with ``wandb sync``)
+    or ``disabled`` (no logging, and the ``wandb`` package is not needed).
+    """
+
+    PATH = "train.wandb"
+
+    project: str = "archpool"
+    entity: str | None = None
+    name: str | None = None
+    mode: WandbMode = "online"
+
+    def validate(self, prefix: str = "train.wandb") -> None:
+        if not self.project.strip() or any(c in self.project for c in "/\\#?%:"):
+            raise ConfigError(f"{prefix}.project", f"a non-empty name without any of / \\ # ? % :, got {self.project!r}")
+        for name in ("entity", "name"):
+            value = getattr(self, name)
+            if value is not None and not value.strip():
+                raise ConfigError(f"{prefix}.{name}", "must be a non-empty string or null")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "disabled"
+
+
+@dataclass
 class TrainConfig(Config):
     """Pretraining: optimizer, schedule, batch geometry, budget, logging and checkpointing.
 
@@ -101,6 +131,7 @@ class TrainConfig(Config):
     intra_doc_mask: bool = False
     parallel: Parallel = "auto"  # auto: ddp under torchrun, none otherwise; fsdp = FSDP2 fully_shard
     tensorboard: bool = False
+    wandb: WandbConfig | None = None  # Weights & Biases logging (needs the wandb package unless mode: disabled)
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -179,8 +210,12 @@ class TrainConfig(Config):
         return math.ceil(self.max_tokens / self.global_batch_tokens)  # type: ignore[operator]
 
     def to_dict(self) -> dict[str, Any]:
+        """The section as a mapping; ``wandb`` is left out when unset, so the content hash of a run that does not
+        log to W&B does not depend on the field."""
         d = dataclasses.asdict(self)
         d["betas"] = list(self.betas)
+        if d["wandb"] is None:
+            del d["wandb"]
         return d
 
     @classmethod

@@ -6,19 +6,20 @@ micro-batches with gradient accumulation. The loss is the mean over *all* target
 global batch (each rank's token sum is divided by the global token count and DDP's averaging is
 undone), so 1 process and N processes compute the same update. Resuming restores weights,
 optimizer, RNG, data position and the loss history from the newest valid checkpoint, so a killed
-run continues bit for bit.
+run continues bit for bit. What the run does besides its steps (checkpoints, the metrics log,
+TensorBoard, W&B, the progress bar) is done by callbacks (``archpool.train.callbacks``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
-import os
 import random
 import shutil
-import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,23 +28,27 @@ import torch
 
 from archpool.data.section import DataSection
 from archpool.errors import CheckpointError, ConfigError, StateError
-from archpool.io import (
-    atomic_write_json,
-    atomic_write_text,
-    directory_lock,
-    disk_error,
-    open_append_text,
-    refuse_symlink,
-    remove_stale_temporaries,
-    replace_directory,
-    sha256_json,
-)
+from archpool.io import atomic_write_json, directory_lock, refuse_symlink, remove_stale_temporaries, sha256_json
 from archpool.model.config import ModelConfig
 from archpool.model.model import Decoder
-from archpool.rundir import RUN_METRICS, RUN_RECORD, checkpoints_dir, milestone_dir, milestones_dir, run_dir_final
-from archpool.safeload import load_json, read_json_file
+from archpool.rundir import RUN_RECORD, checkpoints_dir, milestones_dir, run_dir_final
+from archpool.safeload import read_json_file
 from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
+from archpool.train.callbacks import (
+    Callback,
+    CallbackList,
+    CheckpointCallback,
+    MetricsLogCallback,
+    MetricsMeter,
+    ProgressCallback,
+    Snapshot,
+    StepResult,
+    TensorBoardCallback,
+    WandbCallback,
+    require_wandb,
+)
+from archpool.train.callbacks import truncate_metrics as _truncate_metrics  # noqa: F401 — the metrics log's trim, also importable from here
 from archpool.train.config import Stage, TrainConfig
 from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream
@@ -51,11 +56,11 @@ from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.precision import resolve_dtype
 from archpool.train.stability import stability_score
 
-STABILITY = "stability.json"
 # Settings that may change between a run and its resumption without changing what is computed.
 RESUME_TOLERANT = {
     "progress",
     "tensorboard",
+    "wandb",
     "log_every",
     "ckpt_every",
     "keep_last",
@@ -103,6 +108,7 @@ class Trainer:
         metadata: dict[str, Any] | None = None,
         init_seed: int | None = None,
         initial_milestone: bool = False,
+        callbacks: Iterable[Callback] = (),
     ):
         self.run_dir = Path(run_dir)
         self.cfg, self.tcfg, self.data = model_cfg, train_cfg, data
@@ -116,8 +122,11 @@ class Trainer:
         self.metadata = metadata or {}
         self.init_seed = train_cfg.seed if init_seed is None else init_seed
         self.initial_milestone = initial_milestone  # also keep the weights before step 1 (milestones/step_000000)
+        self.extra_callbacks = list(callbacks)  # run on every rank, after the built-in ones
         for s in self.stages:
             train_cfg.sequences_per_step(s.seq_len)  # validate the geometry before any work
+        if train_cfg.wandb is not None and train_cfg.wandb.enabled:
+            require_wandb()  # on every rank, before any work: a ConfigError saying how to install it
 
     # ------------------------------------------------------------------ setup
     def _check_record(self, info: D.DistInfo) -> None:
@@ -179,17 +188,18 @@ class Trainer:
         model, state = self._build_model(info, resume)
         run = self._prepare(model, info)
         data_state = self._restore(run, state, info)
-        if self._resumed_past_end(run, resume, info):
-            D.barrier()
-            return self._complete_result()
-        if self.initial_milestone and run.start_step == 0 and info.is_main:
-            self._save_initial(model)
-        self._open_stream(run, data_state, info)
-        log = _TrainLog(self, run.start_step, info)
+        callbacks = self._callbacks(run, model, info)
         try:
-            self._loop(run, log, info)
+            callbacks.on_restore(run.start_step)
+            if self._resumed_past_end(run, resume, info):
+                D.barrier()
+                return self._complete_result()
+            self._open_stream(run, data_state, info)
+            callbacks.on_train_start(run.start_step)
+            self._loop(run, callbacks, info)
+            callbacks.on_train_end(self.total_steps)
         finally:
-            log.close()
+            callbacks.close()
         losses = run.losses
         return TrainResult(
             self.run_dir,
@@ -200,6 +210,23 @@ class Trainer:
             stability_score(losses),
             resumed_from=run.start_step,
         )
+
+    def _callbacks(self, run: _Run, model: Decoder, info: D.DistInfo) -> CallbackList:
+        """The metrics log, TensorBoard and W&B (when configured) and the progress bar on the main rank;
+        checkpoints on every rank; then the caller's callbacks."""
+        tcfg, built = self.tcfg, []
+        if info.is_main:
+            built.append(MetricsLogCallback(self.run_dir))
+            if tcfg.tensorboard:
+                built.append(TensorBoardCallback(self.run_dir))
+            if tcfg.wandb is not None and tcfg.wandb.enabled:
+                built.append(WandbCallback(tcfg.wandb, self.run_dir, self.record, job_type=self.metadata.get("stage")))
+            if tcfg.progress:
+                built.append(ProgressCallback(self.run_dir.name, self.total_steps))
+        initial = functools.partial(self._initial_snapshot, model) if self.initial_milestone and info.is_main else None
+        snapshot = functools.partial(self._snapshot, run, info)
+        built.append(CheckpointCallback(self.run_dir, tcfg, self.total_steps, snapshot, initial))
+        return CallbackList([*built, *self.extra_callbacks])
 
     # ------------------------------------------------------------------ restore
     def _find_resume(self, info: D.DistInfo) -> str | None:
@@ -258,15 +285,14 @@ class Trainer:
         return state["data"]
 
     def _resumed_past_end(self, run: _Run, resume: str | None, info: D.DistInfo) -> bool:
-        """Trim the metrics log to the resumed step; whether the resumed checkpoint is the last step
-        (the final milestone was damaged: rebuilt from it here)."""
+        """Whether the resumed checkpoint is the last step (the final milestone was damaged: rebuilt
+        from it here)."""
         past_end = bool(resume) and run.start_step >= self.total_steps
         if info.is_main:
-            _truncate_metrics(self.run_dir / RUN_METRICS, run.start_step)
             if run.start_step:
                 print(f"[archpool] resuming {self.run_dir} from step {run.start_step} ({resume})", flush=True)
             if past_end:
-                _link_copy(Path(resume), run_dir_final(self.run_dir))
+                ckpt.link_copy(Path(resume), run_dir_final(self.run_dir))
                 warnings.warn(f"{run_dir_final(self.run_dir)}: rebuilt from {resume}", stacklevel=3)
         return past_end
 
@@ -279,16 +305,20 @@ class Trainer:
             run.stream.load_state_dict(streams[info.rank] if len(streams) == info.world_size else streams[0])
 
     # ------------------------------------------------------------------ the loop
-    def _loop(self, run: _Run, log: _TrainLog, info: D.DistInfo) -> None:
-        """Every step from the resumed one to the last: update, log, checkpoint when due."""
+    def _loop(self, run: _Run, callbacks: Callback, info: D.DistInfo) -> None:
+        """Every step from the resumed one to the last: update, then the callbacks (a metrics row every
+        ``log_every`` steps and at the last, before the step's checkpoint)."""
+        meter = MetricsMeter(self.tcfg.global_batch_tokens)
         for step in range(run.start_step, self.total_steps):
             s = self._step(run, step, info)
             run.losses.append(s.loss)
             done = step + 1
-            log.step(done, s)
-            self._save_if_due(run, done, info)
+            meter.add(s)
+            if info.is_main and (done % self.tcfg.log_every == 0 or done == self.total_steps):
+                callbacks.on_log(done, meter.row(done, s))
+            callbacks.on_step_end(done, s)
 
-    def _step(self, run: _Run, step: int, info: D.DistInfo) -> _StepResult:
+    def _step(self, run: _Run, step: int, info: D.DistInfo) -> StepResult:
         """One optimizer step over the global batch (micro-batches with gradient accumulation); a
         non-finite gradient norm skips the update."""
         tcfg = self.tcfg
@@ -322,59 +352,37 @@ class Trainer:
             run.optimizer.step()
         run.optimizer.zero_grad(set_to_none=True)
         loss_value = D.all_reduce_sum(loss_sum).item() / max(n_global, 1.0)
-        return _StepResult(stage, loss_value, grad_norm, lr, skipped)
-
-    def _save_if_due(self, run: _Run, done: int, info: D.DistInfo) -> None:
-        """A checkpoint after the last step, a milestone step, and every ``ckpt_every`` steps."""
-        is_last = done == self.total_steps
-        milestone = done in self.tcfg.milestones
-        if is_last or milestone or done % self.tcfg.ckpt_every == 0:
-            _flush_generated(run.stream, info)
-            self._save(run, done, info, milestone=milestone, final=is_last)
+        return StepResult(stage, loss_value, grad_norm, lr, skipped)
 
     # ------------------------------------------------------------------ checkpoints
-    def _save(self, run: _Run, step: int, info: D.DistInfo, *, milestone: bool, final: bool) -> None:
-        """Checkpoint ``run`` after ``step``: weights, optimizer, RNG and data position of every rank;
-        a milestone and the final milestone are hard-linked copies."""
+    def _snapshot(self, run: _Run, info: D.DistInfo, step: int) -> Snapshot | None:
+        """The run after ``step`` on the main rank (None elsewhere): weights, optimizer, and the RNG and
+        data position of every rank, gathered from all ranks (every rank calls this)."""
+        _flush_generated(run.stream, info)
         stream_state = run.stream.state_dict()
         model_state = D.full_model_state(run.wrapped)
         optim_state = D.full_optimizer_state(run.wrapped, run.optimizer)
         rng = D.all_gather_object(_rng_state(info))
         streams = D.all_gather_object(stream_state)
-        if info.is_main:
-            train_state = {
-                "step": step,
-                "losses": run.losses,
-                "optimizer": optim_state,
-                "rng": rng,
-                "data": {"stage": run.stage_idx, "streams": streams},
-                "schedule": LRSchedule(
-                    self.tcfg.lr,
-                    self.tcfg.lr * self.tcfg.final_lr_ratio,
-                    self.tcfg.warmup_steps,
-                    self.total_steps,
-                    self.tcfg.schedule,
-                    self.tcfg.decay_fraction,
-                ).state_dict(),
-                "world_size": info.world_size,
-                "record_sha256": sha256_json(_strict(self.record)),
-            }
-            meta = {**self.metadata, "step": step, "tokens": step * self.tcfg.global_batch_tokens}
-            root = checkpoints_dir(self.run_dir)
-            path = ckpt.write_checkpoint(root / ckpt.step_name(step), model_state, self.cfg, train_state, meta)
-            if milestone:
-                _link_copy(path, milestone_dir(self.run_dir, ckpt.step_name(step)))
-            atomic_write_json(self.run_dir / STABILITY, stability_score(run.losses))
-            if final:
-                _link_copy(path, run_dir_final(self.run_dir))  # written last: marks the run complete
-            ckpt.prune(root, self.tcfg.keep_last)
-        D.barrier()
+        if not info.is_main:
+            return None
+        train_state = {
+            "step": step,
+            "losses": run.losses,
+            "optimizer": optim_state,
+            "rng": rng,
+            "data": {"stage": run.stage_idx, "streams": streams},
+            "schedule": run.schedule.state_dict(),
+            "world_size": info.world_size,
+            "record_sha256": sha256_json(_strict(self.record)),
+        }
+        meta = {**self.metadata, "step": step, "tokens": step * self.tcfg.global_batch_tokens}
+        return Snapshot(model_state, self.cfg, train_state, meta, run.losses)
 
-    def _save_initial(self, model: Decoder) -> None:
-        """The weights before any step, as a milestone (an extension ladder's rung 0: the RoPE change alone)."""
+    def _initial_snapshot(self, model: Decoder) -> Snapshot:
+        """The weights before any step (an extension ladder's rung 0: the RoPE change alone)."""
         state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-        meta = {**self.metadata, "step": 0, "tokens": 0}
-        ckpt.write_checkpoint(milestone_dir(self.run_dir, ckpt.step_name(0)), state, self.cfg, None, meta)
+        return Snapshot(state, self.cfg, None, {**self.metadata, "step": 0, "tokens": 0})
 
     def _complete_result(self) -> TrainResult:
         state = ckpt.load_train_state(run_dir_final(self.run_dir))
@@ -403,70 +411,6 @@ class _Run:
     losses: list[float] = field(default_factory=list)
     stage_idx: int = 0
     stream: Any = None
-
-
-@dataclass
-class _StepResult:
-    stage: Stage
-    loss: float
-    grad_norm: float
-    lr: float
-    skipped: bool
-
-
-class _TrainLog:
-    """The main rank's metrics rows (``metrics.jsonl``, TensorBoard) and progress bar."""
-
-    def __init__(self, trainer: Trainer, start_step: int, info: D.DistInfo):
-        tcfg = trainer.tcfg
-        self.run_dir, self.total_steps, self.is_main = trainer.run_dir, trainer.total_steps, info.is_main
-        self.log_every, self.gbt = tcfg.log_every, tcfg.global_batch_tokens
-        self.writer = _tensorboard(self.run_dir) if tcfg.tensorboard and info.is_main else None
-        self.bar = None
-        if tcfg.progress and info.is_main:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total_steps, initial=start_step, unit="step", dynamic_ncols=True, desc=self.run_dir.name)
-        self.metrics_file = open_append_text(self.run_dir / RUN_METRICS) if info.is_main else None
-        self.t_log, self.tok_log, self.interval_losses = time.perf_counter(), 0, []
-
-    def step(self, done: int, s: _StepResult) -> None:
-        """Count step ``done``; a row every ``log_every`` steps and at the last."""
-        self.interval_losses.append(s.loss)
-        self.tok_log += self.gbt
-        if self.is_main and (done % self.log_every == 0 or done == self.total_steps):
-            self._row(done, s)
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{s.loss:.4f}", lr=f"{s.lr:.2e}")
-
-    def _row(self, done: int, s: _StepResult) -> None:
-        now = time.perf_counter()
-        row = {
-            "step": done,
-            "stage": s.stage.name,
-            "seq_len": s.stage.seq_len,
-            "loss": s.loss,
-            "loss_avg": sum(self.interval_losses) / len(self.interval_losses),
-            "grad_norm": s.grad_norm,
-            "lr": s.lr,
-            "tokens": done * self.gbt,
-            "tokens_per_s": self.tok_log / max(now - self.t_log, 1e-9),
-            "skipped": s.skipped,
-        }
-        _write_row(self.metrics_file, self.run_dir / RUN_METRICS, row)
-        if self.writer is not None:
-            for k in ("loss", "grad_norm", "lr", "tokens_per_s"):
-                self.writer.add_scalar(f"train/{k}", row[k], done)
-        self.t_log, self.tok_log, self.interval_losses = now, 0, []
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        if self.metrics_file is not None:
-            self.metrics_file.close()
-        if self.writer is not None:
-            self.writer.close()
 
 
 # ---------------------------------------------------------------------- helpers
@@ -510,39 +454,6 @@ def _as_tuple(x: Any) -> Any:
     return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
 
 
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric rows past the resumed step (and a torn last line) so a resumed log reads as one run;
-    lines that are not JSON rows (garbage bytes) are dropped with a warning that counts them."""
-    if not path.is_file() and not path.is_symlink():
-        return
-    refuse_symlink(path)
-    keep, bad = [], 0
-    lines = path.read_bytes().splitlines()
-    for i, raw in enumerate(lines):
-        try:
-            line = raw.decode("utf-8")
-            row = load_json(line, str(path))
-            if not isinstance(row, dict):
-                raise ValueError("not a row")
-        except ValueError:  # UnicodeDecodeError and ConfigError are ValueErrors
-            bad += i < len(lines) - 1  # a torn last line is the normal trace of a kill
-            continue
-        if not isinstance(row.get("step", 0), (int, float)) or row.get("step", 0) <= step:
-            keep.append(line)
-    if bad:
-        warnings.warn(f"{path}: dropped {bad} damaged line(s) that were not JSON rows", stacklevel=2)
-    atomic_write_text(path, "".join(line + "\n" for line in keep))
-
-
-def _write_row(f, path: Path, row: dict[str, Any]) -> None:
-    """One metrics row, flushed; a full disk is a named error (checkpoints already written stay valid)."""
-    try:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
-    except OSError as e:
-        raise disk_error(path, e) from None
-
-
 def _read_record(path: Path) -> dict[str, Any]:
     """The run's ``run_config.json``; ``StateError`` naming it when it is a link, truncated or not a mapping."""
     try:
@@ -572,31 +483,6 @@ def _discard_damaged_final(run_dir: Path) -> None:
             final.unlink()
         else:
             shutil.rmtree(final)
-
-
-def _link_copy(src: Path, dst: Path) -> None:
-    """Copy a checkpoint directory by hard links (cheap), atomically replacing ``dst``."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.parent / f".tmp_{dst.name}.{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def link(s: str, d: str) -> None:
-        try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
-
-    shutil.copytree(src, tmp, symlinks=True, copy_function=link)  # a planted link stays a link (and fails validation)
-    replace_directory(tmp, dst)
-
-
-def _tensorboard(run_dir: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        warnings.warn("train.tensorboard: tensorboard is not installed; logging to metrics.jsonl only", stacklevel=2)
-        return None
-    return SummaryWriter(str(run_dir / "tb"))
 
 
 def pretrain(run_cfg, out: str | Path) -> TrainResult:
