@@ -36,16 +36,15 @@ BASE_REF = "c0344f3"  # the demo's first code: dense-mask attention, no task-doc
 
 def run_config(steps: int) -> tuple[dict, Path]:
     """The demo baseline's pretraining config (seed 0), and the generated-documents directory of its store."""
-    from archpool.data.section import DataSection
     from archpool.data.store import prepare
     from archpool.pool.spec import load_pool
 
     pool = load_pool("demo")
     run = next(r for r in pool.runs if r.name == "base_s0")
-    section = DataSection.from_dict(pool.data)
+    section = pool.data
     store = prepare(section.data, progress=False, log=lambda *a, **k: None)
     train = {**pool.train, "max_steps": steps, "log_every": 10, "seq_len": run.pretrain_ctx, "seed": run.seed}
-    return {"model": run.model.to_dict(), "data": dict(pool.data), "train": train}, store.path / "generated"
+    return {"model": run.model.to_dict(), "data": pool.data.to_dict(), "train": train}, store.path / "generated"
 
 
 def train_steps_per_s(tree: Path, config: Path, out: Path, skip: int, tokens_per_step: int) -> dict:

@@ -97,7 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="write the table here")
     a = p.parse_args(argv)
     from archpool.pool.run import run_pool
-    from archpool.pool.sections import extension_length
     from archpool.pool.spec import parse_pool
 
     budgets = [int(x) for x in a.budgets.split(",")]
@@ -108,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     rc = run_pool(spec, out, jobs=a.jobs, progress=False)
     wall = time.time() - t0
     first = spec.extension[0]
-    length = extension_length(first, spec.long_ctx)
-    recipe = first.get("recipe", "ntk")
+    length = first.length(spec.long_ctx)
+    recipe = first.written.get("recipe", "ntk")
     table = summarise(out, budgets, recipe, length, spec.runs[0].pretrain_ctx, spec.long_ctx)
 
     def f(x):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -40,6 +41,7 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
     import torch
 
     from archpool.pool.graph import StageContext
+    from archpool.pool.plan import node_from_dict, section_types
     from archpool.pool.stages import attention, eval
     from archpool.runtime import peak_rss_mb, reset_peak_rss
 
@@ -51,9 +53,9 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
     results = {name: json.loads((d / "DONE").read_text())["result"] for name, d in inputs.items()}
 
     def at(r: float) -> StageContext:
-        cfg = copy.deepcopy(node["config"])
+        cfg = node_from_dict(copy.deepcopy(node), section_types("real")).config
         if node["stage"] == "eval":
-            cfg["eval"].update(length_ratios=[r], base_length_ratios=[r])
+            cfg["eval"] = dataclasses.replace(cfg["eval"], length_ratios=[r], base_length_ratios=[r])
         else:
             cfg["analysis_len"] = int(round(r * int(cfg["long_ctx"])))
         return StageContext(Path(tmp), cfg, inputs, results, None, {}, 1, lambda *a: None)

@@ -54,14 +54,13 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from archpool.data.section import DataSection
     from archpool.data.store import prepare
     from archpool.pool.spec import load_pool
     from archpool.tasks import dense_params, mqar, task_vocab
     from archpool.train.data_stage import build_stream
 
     pool = load_pool("demo")
-    section = DataSection.from_dict(pool.data)
+    section = pool.data
     store = prepare(section.data, progress=False, log=lambda *a, **k: None)
     params = dense_params("mqar", section.tasks.params.get("mqar"))
     vocab = task_vocab(store.tokenizer, params)

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from archpool.cli.args import non_negative_int, positive_int
 
@@ -235,8 +236,12 @@ def cmd_pool_list(args) -> int:
     return 0
 
 
-def _settings(section: dict) -> str:
-    """``key=value`` pairs of a pool section, nested mappings inline (JSON-like, compact)."""
+def _settings(section: Any) -> str:
+    """``key=value`` pairs of a pool section (a mapping, or a typed section: the fields it sets
+    differently from their defaults), nested mappings inline (JSON-like, compact)."""
+    if hasattr(section, "to_dict"):
+        defaults = type(section)().to_dict()
+        section = {k: v for k, v in section.to_dict().items() if defaults.get(k) != v}
     return "  ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in section.items()) or "(defaults)"
 
 
@@ -252,8 +257,8 @@ def cmd_pool_show(args) -> int:
     print(f"pool {spec.name}: {len(spec.runs)} runs, size {spec.size}, seeds {spec.seeds}, backend {spec.backend}, out {out}")
     print(f"file: {spec.source or '(not recorded)'}")
     print(f"train: {_settings(spec.train)}")
-    for ext in spec.extension or []:
-        print(f"extension {ext.get('name', ext.get('recipe', ''))}: {_settings(ext)}")
+    for ext in spec.extension:
+        print(f"extension {ext.name}: {_settings(ext.written)}")
     if not spec.extension:
         print("extension: none")
     print(f"eval: {_settings(spec.eval)}")

@@ -39,14 +39,20 @@ class Node:
 
     id: str  # readable, unique within a plan: "pretrain:A_s0", "extend:A_s0@0.5:ntk"
     stage: str
-    config: dict[str, Any]
+    config: dict[str, Any]  # typed sections (ModelConfig, TrainConfig, ...) and plain values
     deps: dict[str, str] = field(default_factory=dict)  # input name -> node id
     run: str | None = None  # None for pool-level nodes
     cost: float = 1.0  # relative expected time, for the progress ETA
     key: str = ""
 
+    def plain_config(self) -> dict[str, Any]:
+        """``config`` as plain data: each typed section as its ``to_dict()`` (what the key hashes)."""
+        return {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in self.config.items()}
+
     def to_dict(self) -> dict[str, Any]:
-        return dict(id=self.id, stage=self.stage, config=self.config, deps=self.deps, run=self.run, cost=self.cost, key=self.key)
+        return dict(
+            id=self.id, stage=self.stage, config=self.plain_config(), deps=self.deps, run=self.run, cost=self.cost, key=self.key
+        )
 
 
 def assign_keys(nodes: list[Node]) -> None:
@@ -54,7 +60,8 @@ def assign_keys(nodes: list[Node]) -> None:
     by_id = {n.id: n for n in nodes}
     for n in nodes:  # nodes are listed in dependency order
         dep_keys = {name: by_id[d].key for name, d in sorted(n.deps.items())}
-        n.key = sha256_json(dict(stage=n.stage, version=STAGE_VERSIONS.get(n.stage, 1), config=n.config, deps=dep_keys))[:20]
+        config = n.plain_config()
+        n.key = sha256_json(dict(stage=n.stage, version=STAGE_VERSIONS.get(n.stage, 1), config=config, deps=dep_keys))[:20]
 
 
 def node_dir(out: Path, node: Node | dict) -> Path:
@@ -105,14 +112,15 @@ def discard_damaged_marker(out: Path, node: Node, log: Callable[[str], None]) ->
 
 @dataclass
 class StageContext:
-    """What a stage function gets: where to write (and resume), its config and its inputs."""
+    """What a stage function gets: where to write (and resume), its node's config (typed sections, as
+    the plan built them) and its inputs."""
 
     out_dir: Path
     config: dict[str, Any]
     inputs: dict[str, Path]  # input name -> finished output dir of that input
     input_results: dict[str, dict[str, Any]]
-    run: dict[str, Any] | None
-    pool: dict[str, Any]
+    run: Any  # the run's RunSpec / CheckpointRunSpec (archpool.pool.spec), None for pool-level nodes
+    pool: Any  # the PoolSpec
     threads: int
     log: Callable[[str], None]
 

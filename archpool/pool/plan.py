@@ -28,18 +28,24 @@ rebuilt from whatever finished, so a failed run shows up in it instead of blocki
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from archpool.attention.settings import Settings as AttentionSettings
 from archpool.columns import RUNG_SEP, affixes, rung_label
+from archpool.data.section import DataSection
 from archpool.errors import ConfigError, DataError, StateError
 from archpool.io import atomic_write_json, sha256_file
+from archpool.model.config import ModelConfig
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
-from archpool.pool.sections import extension_length, recipe_applies, recipe_budgets
+from archpool.pool.sections import EvalSettings
 from archpool.pool.spec import PoolSpec, RunSpec
 from archpool.rundir import POOL_PLAN, pool_plan_path
 from archpool.safeload import read_record
+from archpool.train.config import ExtensionConfig, TrainConfig
 
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
 
@@ -66,26 +72,26 @@ _PRETRAIN_RATE, _EXTEND_RATE = 10_000.0, 7_000.0
 def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
     runs = pool.runs if runs is None else runs
-    data_cost = 0.5 if pool.backend != "real" or "synthetic" in pool.data else 20.0
+    real = pool.backend == "real"
+    data_cost = 0.5 if not real or pool.data.synthetic is not None else 20.0
     trained = [r for r in runs if not isinstance(r, CheckpointRunSpec)]
     nodes: list[Node] = []
     if trained or not runs:
-        nodes.append(Node(id="data", stage="data", config=dict(pool.data, backend=pool.backend), cost=data_cost))
+        nodes.append(Node(id="data", stage="data", config=dict(data=pool.data, backend=pool.backend), cost=data_cost))
     pre_cost = _pretrain_tokens(pool.train) / _PRETRAIN_RATE
     for run in runs:
         if isinstance(run, CheckpointRunSpec):
             nodes.extend(checkpoint_nodes(pool, run))
             continue
-        model = run.model.to_dict()
         pre = Node(
             id=f"pretrain:{run.name}",
             stage="pretrain",
             config=dict(
-                model=model,
+                model=run.model,
                 seq_len=run.pretrain_ctx,
                 seed=run.seed,
                 init_seed=run.init_seed,
-                train=pool.train,
+                train=pool.pretrain_config(run.pretrain_ctx, run.seed) if real else pool.train,
                 milestones=pool.milestones,
             ),
             deps={"data": "data"},
@@ -93,8 +99,8 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
             cost=pre_cost,
         )
         nodes.append(pre)
-        evaluate = pool.eval_settings.enabled
-        if evaluate and pool.eval_settings.base:
+        evaluate = pool.eval.enabled
+        if evaluate and pool.eval.base:
             nodes.append(
                 Node(
                     id=f"eval:{run.name}:base",
@@ -105,7 +111,7 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                     cost=max(0.1, 0.05 * pre_cost),
                 )
             )
-        if evaluate and pool.eval_settings.base and pool.attention_enabled and pool.extension:
+        if evaluate and pool.eval.base and pool.attention_enabled and pool.extension:
             nodes.append(
                 Node(
                     id=f"attention:{run.name}:base",
@@ -114,7 +120,7 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                         attention=pool.attention,
                         seq_len=run.pretrain_ctx,
                         long_ctx=pool.long_ctx,
-                        analysis_len=extension_length(pool.extension[0], pool.long_ctx),
+                        analysis_len=pool.extension[0].length(pool.long_ctx),
                     ),
                     deps={"model": pre.id, "data": "data"},
                     run=run.name,
@@ -123,22 +129,26 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
             )
         for milestone in [*pool.milestones, 1.0]:
             for r_i, recipe in enumerate(pool.extension):
-                if not recipe_applies(recipe, run.arch):
+                if not recipe.applies(run.arch):
                     continue
                 primary = milestone == 1.0 and r_i == 0
-                tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe['name']}"
+                tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe.name}"
                 ext = Node(
                     id=f"extend:{tag}",
                     stage="extend",
                     config=dict(
-                        recipe=recipe, milestone=milestone, seed=run.seed, long_ctx=pool.long_ctx, pretrain_ctx=run.pretrain_ctx
+                        recipe=recipe.stage_config(),
+                        milestone=milestone,
+                        seed=run.seed,
+                        long_ctx=pool.long_ctx,
+                        pretrain_ctx=run.pretrain_ctx,
                     ),
                     deps={"model": pre.id, "data": "data"},
                     run=run.name,
-                    cost=_extension_tokens(recipe, pool.train) / _EXTEND_RATE,
+                    cost=_extension_tokens(recipe.written, pool.train) / _EXTEND_RATE,
                 )
                 nodes.append(ext)
-                rungs = recipe_budgets(recipe) or [None]
+                rungs = recipe.budgets or [None]
                 for rung in rungs if evaluate else []:
                     config = dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
                     if rung is not None:
@@ -162,7 +172,7 @@ def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
                                 attention=pool.attention,
                                 seq_len=run.pretrain_ctx,
                                 long_ctx=pool.long_ctx,
-                                analysis_len=extension_length(recipe, pool.long_ctx),
+                                analysis_len=recipe.length(pool.long_ctx),
                             ),
                             deps={"model": ext.id, "base": pre.id, "data": "data"},
                             run=run.name,
@@ -179,9 +189,9 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec) -> list[Node]:
     ``pretrained`` twin (``base_`` columns). Configs carry the models' content keys, not their paths
     (the stage finds the path in the run spec), so equal bytes are one cached result."""
     nodes: list[Node] = []
-    evaluate = pool.eval_settings.enabled
+    evaluate = pool.eval.enabled
     attend = pool.attention_enabled
-    long_lengths = pool.eval_settings.lengths_at(False, pool.long_ctx)
+    long_lengths = pool.eval.lengths_at(False, pool.long_ctx)
     texts = {Path(t).name: sha256_file(t) for t in pool.texts}
     for which, ref in run.refs.items():
         base = which == "pretrained"
@@ -229,8 +239,37 @@ def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
     return prefix, suffix + (f"{RUNG_SEP}{rung}" if rung else "")
 
 
+PLAN_SCHEMA = 2  # plan.json's layout: node configs as their typed sections' mappings
+
+
 def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
-    atomic_write_json(pool_plan_path(out), dict(pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
+    atomic_write_json(pool_plan_path(out), dict(schema=PLAN_SCHEMA, pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
+
+
+def _model_config(d: Any) -> ModelConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
+        return ModelConfig.from_dict(d)
+
+
+def section_types(backend: str) -> dict[str, Callable[[Any], Any]]:
+    """How a node's config keys parse back into typed sections. ``train`` and ``recipe`` are the
+    real backend's ``TrainConfig`` / ``ExtensionConfig``; another backend gets its sections as written."""
+    types: dict[str, Callable[[Any], Any]] = {
+        "model": _model_config,
+        "data": DataSection.from_dict,
+        "eval": EvalSettings.from_dict,
+        "attention": AttentionSettings.from_dict,
+    }
+    if backend == "real":
+        types.update(train=TrainConfig.from_dict, recipe=ExtensionConfig.from_dict)
+    return types
+
+
+def node_from_dict(d: dict[str, Any], types: dict[str, Callable[[Any], Any]]) -> Node:
+    """A node from :meth:`Node.to_dict`'s mapping, its config's sections parsed by ``types``."""
+    config = {k: types[k](v) if k in types else v for k, v in d["config"].items()}
+    return Node(**{**d, "config": config})
 
 
 def require_pool_dir(out: str | Path) -> Path:
@@ -241,15 +280,23 @@ def require_pool_dir(out: str | Path) -> Path:
 
 
 def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
-    """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is damaged."""
+    """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is
+    damaged or written by another version of archpool (another ``schema``)."""
     path = pool_plan_path(out)
     try:
         if path.is_symlink():
             raise ValueError("a symbolic link")
         data = read_record(path)
-        return PoolSpec.from_dict(data["pool"]), [Node(**n) for n in data["nodes"]]
+        schema = data.get("schema")
+        if schema == PLAN_SCHEMA or not (isinstance(data.get("pool"), dict) and isinstance(data.get("nodes"), list)):
+            pool = PoolSpec.from_dict(data["pool"])
+            types = section_types(pool.backend)
+            return pool, [node_from_dict(n, types) for n in data["nodes"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # ConfigError is a ValueError
         reason = e.message if isinstance(e, ConfigError) else e
         raise StateError(
             f"{path}: truncated or corrupt ({reason}); delete it and re-run `archpool run` on the pool file"
         ) from None
+    raise StateError(
+        f"{path}: plan schema {str(schema)[:40]!r}, not {PLAN_SCHEMA} (another version of archpool); re-run `archpool run`"
+    )

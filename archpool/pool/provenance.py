@@ -85,7 +85,7 @@ def chance_levels(out: Path, nodes: list[Node]) -> dict[str, float]:
 
 
 def _budget(nodes: list[Node], stage: str) -> str | None:
-    configs = [n.config for n in nodes if n.stage == stage]
+    configs = [n.to_dict()["config"] for n in nodes if n.stage == stage]
     if not configs:
         return None
     if stage == "pretrain":
@@ -107,7 +107,8 @@ def _budget(nodes: list[Node], stage: str) -> str | None:
     parts = []
     for name, r in recipes.items():
         budget = f"ladder {r['budgets']} steps" if r.get("budgets") else f"{r.get('steps', '?')} steps"
-        parts.append(f"{name}: {budget}, RoPE theta ×{r.get('theta_ratio', '?')}, length ×{r.get('length_ratio', '?')}")
+        length = f"length {r['length']:,}" if r.get("length") else f"length ×{r.get('length_ratio', '?')}"
+        parts.append(f"{name}: {budget}, RoPE theta ×{r.get('theta_ratio', '?')}, {length}")
     return "; ".join(parts)
 
 

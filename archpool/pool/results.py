@@ -26,7 +26,7 @@ RESULTS = RESULTS_FILE
 
 
 def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[str, Any]:
-    primary = pool.extension[0]["name"] if pool.extension else ""
+    primary = pool.extension[0].name if pool.extension else ""
     metrics: dict[str, Any] = {}
     ladders: dict[tuple[str, str], list[tuple[int, dict[str, Any] | None]]] = {}  # (prefix, suffix) -> (budget, rung)
     for n in nodes:
@@ -87,7 +87,7 @@ def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | No
     if pool is None or nodes is None:
         pool, nodes = read_plan(out)
     short = pool.short_ctx
-    target = pool.report_settings.target
+    target = pool.report.target
     metric = (mastery_metric(target) if target else None) or MASTERY_METRIC  # the task whose mastery is checked
     rows = []
     for spec in pool.runs:

@@ -115,7 +115,7 @@ def _run_shared_nodes(
                 node,
                 by_id,
                 stage_function(pool.backend, node.stage),
-                pool.to_dict(),
+                pool,
                 None,
                 threads,
                 lambda m: None,
@@ -146,16 +146,15 @@ def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, A
 
 
 def report_settings(pool: PoolSpec, context: ReportContext | None = None) -> PoolReport:
-    opts = pool.report
     return PoolReport(
         context=context or ReportContext(),
         name=pool.name,
         size=pool.size,
         description=pool.description,
-        target=opts.get("target"),
+        target=pool.report.target,
         short_ctx=pool.short_ctx,
-        covariates=tuple(opts.get("covariates") or ()),
-        findings=tuple(opts.get("findings") or ()),
+        covariates=tuple(pool.report.covariates),
+        findings=tuple(pool.report.findings),
     )
 
 

@@ -1,8 +1,8 @@
 """The pool's typed sections besides ``model`` and ``data``: extension recipes, evaluation, attention, report.
 
 Each is validated when the pool is loaded, so a pool that cannot finish never starts: an unknown
-recipe, task, suite or setting is a named error before any training. The pool keeps each section's
-mapping as written (stage keys hash it); the stage adapters read it back through these classes.
+recipe, task, suite or setting is a named error before any training. The pool holds these objects,
+its stage nodes carry them (content keys hash their ``to_dict()``) and the stage adapters receive them.
 """
 
 from __future__ import annotations
@@ -29,25 +29,49 @@ MAX_SAMPLES = 100_000  # evaluation samples per task and length
 MAX_LENGTH_RATIO = 1024  # an evaluation length as a multiple of the pool's long context
 
 
+# ---------------------------------------------------------------------------------------------- milestones
+def milestone_steps(fractions: list[float], total_steps: int) -> dict[str, int]:
+    """The pretraining step of each ``milestones:`` fraction (at least step 1), keyed as the pool
+    names them (``"0.5"``)."""
+    return {f"{m:g}": max(1, round(m * total_steps)) for m in fractions}
+
+
 # ---------------------------------------------------------------------------------------------- extension
-def extension_length(recipe: dict[str, Any], long_ctx: int) -> int:
-    """The length a pool recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
-    × the pool's long context."""
-    return int(recipe.get("length") or int(recipe.get("length_ratio", DEFAULT_EXTENSION_RATIO)) * long_ctx)
-
-
 POOL_RECIPE_KEYS = ("name", "archs", "seq_len")  # a pool recipe's keys that are not ExtensionConfig fields
 
 
-def recipe_applies(recipe: dict[str, Any], arch: str) -> bool:
-    """Whether a pool recipe extends runs of architecture ``arch`` (``archs:`` limits it; default: all)."""
-    archs = recipe.get("archs")
-    return not archs or arch in archs
+@dataclass(frozen=True)
+class PoolRecipe:
+    """One ``extension:`` recipe of a pool: the mapping as written (what a non-``real`` backend's
+    extend stage reads), its name and architectures, and for the ``real`` backend the extend stage's
+    config, resolved to the pool's length (:func:`extension_config`)."""
 
+    name: str
+    written: dict[str, Any]
+    archs: tuple[str, ...] | None = None  # None: every architecture
+    config: ExtensionConfig | None = None  # the real backend's; None for other backends
 
-def recipe_budgets(recipe: dict[str, Any]) -> list[int]:
-    """A pool recipe's ladder of step budgets, ascending (empty: no ladder)."""
-    return sorted(recipe.get("budgets") or [])
+    def applies(self, arch: str) -> bool:
+        """Whether this recipe extends runs of architecture ``arch``."""
+        return not self.archs or arch in self.archs
+
+    @property
+    def budgets(self) -> list[int]:
+        """The ladder of step budgets, ascending (empty: no ladder)."""
+        return sorted(self.written.get("budgets") or [])
+
+    def length(self, long_ctx: int) -> int:
+        """The length this recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
+        × the pool's long context."""
+        written = self.written
+        return int(written.get("length") or int(written.get("length_ratio", DEFAULT_EXTENSION_RATIO)) * long_ctx)
+
+    def stage_config(self) -> ExtensionConfig | dict[str, Any]:
+        """What the extend stage receives: the resolved config (real backend) or the mapping as written."""
+        return self.config if self.config is not None else dict(self.written)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.written)
 
 
 def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final") -> ExtensionConfig:
@@ -68,15 +92,16 @@ def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final
         raise rerooted(e, ExtensionConfig.PATH, f"extension[{name}]") from None
 
 
-def parse_extensions(value: Any, long_ctx: int, backend: str) -> tuple[list[dict[str, Any]], dict[str, ExtensionConfig]]:
-    """The pool's recipes as written (each named; names unique, plain and not reserved), and the extend
-    stage's config of each by name, every one validated as the extend stage will read it (only for the
-    real backend, whose configs these are: others define their own). ``archs: [names]`` limits a recipe
-    to those architectures (a remedy for one arm); the first recipe, the primary one, extends every run."""
+def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[PoolRecipe]:
+    """The pool's recipes (each named; names unique, plain and not reserved), each with the extend
+    stage's config validated as the extend stage will read it (only for the real backend, whose
+    configs these are: others define their own). ``archs: [names]`` limits a recipe to those
+    architectures (a remedy for one arm); the first recipe, the primary one, extends every run."""
     if value is None:
         value = [dict(name=study.DEFAULT_RECIPE)]
     recipes = value if isinstance(value, list) else [value]
-    out, configs, names = [], {}, set()
+    out: list[PoolRecipe] = []
+    names: set[str] = set()
     for i, r in enumerate(recipes):
         if not isinstance(r, dict):
             raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
@@ -91,10 +116,9 @@ def parse_extensions(value: Any, long_ctx: int, backend: str) -> tuple[list[dict
             raise ConfigError(f"extension[{i}].archs", f"a non-empty list of architecture names, got {archs!r}")
         if archs is not None and i == 0:
             raise ConfigError(f"extension[{i}].archs", "the first (primary) recipe extends every run; limit a later one")
-        if backend == "real":
-            configs[r["name"]] = extension_config(r, long_ctx)
-        out.append(r)
-    return out, configs
+        config = extension_config(r, long_ctx) if backend == "real" else None
+        out.append(PoolRecipe(name=r["name"], written=r, archs=tuple(archs) if archs else None, config=config))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- eval

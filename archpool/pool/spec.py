@@ -23,11 +23,11 @@ import math
 import re
 import warnings
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.attention.settings import Settings as AttentionSettings
 from archpool.config import check_keys
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError
@@ -39,12 +39,13 @@ from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, pl
 from archpool.pool.checkpoints import is_checkpoint_entry, parse_checkpoint_run, run_from_dict
 from archpool.pool.sections import (
     EvalSettings,
+    PoolRecipe,
     ReportSettings,
     attention_settings,
+    milestone_steps,
     parse_extensions,
-    recipe_applies,
 )
-from archpool.train.config import ExtensionConfig, TrainConfig
+from archpool.train.config import TrainConfig
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
@@ -101,6 +102,10 @@ class RunSpec(study.DesignAxes):
 
 @dataclass
 class PoolSpec:
+    """A validated pool: its runs and its typed sections. ``train`` is the training section as
+    written, which each run completes (context, seed, milestones) into the pretrain stage's
+    ``TrainConfig`` (:meth:`pretrain_config`); every other section is its parsed object."""
+
     name: str
     runs: list[RunSpec]
     description: str = ""
@@ -108,38 +113,31 @@ class PoolSpec:
     backend: str = "real"
     seeds: list[int] = field(default_factory=lambda: [0])
     long_ctx: int = 0
-    data: dict[str, Any] = field(default_factory=dict)
+    data: DataSection = field(default_factory=DataSection)
     train: dict[str, Any] = field(default_factory=dict)
-    extension: list[dict[str, Any]] = field(default_factory=list)
-    eval: dict[str, Any] = field(default_factory=dict)
-    attention: dict[str, Any] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)
+    extension: list[PoolRecipe] = field(default_factory=list)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    attention: AttentionSettings = field(default_factory=AttentionSettings)
+    attention_enabled: bool = True  # ``attention.enabled``: whether the pool runs the attention stage
+    report: ReportSettings = field(default_factory=ReportSettings)
     milestones: list[float] = field(default_factory=list)
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
     texts: list[str] = field(default_factory=list)  # held-out text files for checkpoint runs' attention
-
-    @cached_property
-    def eval_settings(self) -> EvalSettings:
-        """The ``eval:`` section, typed (the mapping as written stays in ``eval`` for the plan's hashes)."""
-        return EvalSettings.from_dict(self.eval)
-
-    @cached_property
-    def report_settings(self) -> ReportSettings:
-        """The ``report:`` section, typed."""
-        return ReportSettings.from_dict(self.report or {})
-
-    @cached_property
-    def attention_enabled(self) -> bool:
-        """Whether the pool runs the attention stage (``attention.enabled``)."""
-        return attention_settings(self.attention)[0]
 
     @property
     def short_ctx(self) -> int:
         """The pool's one definition of a short pretraining context (the paper's 4K of 8K): contexts
         ≤ this count as short. ``report.short_ctx`` if given, else half the pool's long context.
         results.csv records it in every row, so ``archpool analyze`` and the report count alike."""
-        return study.pool_short_ctx(self.long_ctx, self.report_settings.short_ctx)
+        return study.pool_short_ctx(self.long_ctx, self.report.short_ctx)
+
+    def pretrain_config(self, seq_len: int, seed: int) -> TrainConfig:
+        """The pretrain stage's config of a run pretrained at ``seq_len`` with ``seed``: the pool's
+        ``train:`` section, the pool's milestones as steps, no progress bars."""
+        train = {"progress": False, **self.train, "seq_len": seq_len, "seed": seed}
+        total = TrainConfig.from_dict({**train, "milestones": []}).total_steps()
+        return TrainConfig.from_dict({**train, "milestones": sorted(set(milestone_steps(self.milestones, total).values()))})
 
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
@@ -148,14 +146,44 @@ class PoolSpec:
         raise ConfigError("--only", f"no run {name!r} in pool {self.name!r}; runs: {', '.join(r.name for r in self.runs)}")
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        return d
+        """The pool as plan.json records it: every section as a mapping :meth:`from_dict` parses back."""
+        return dict(
+            name=self.name,
+            runs=[r.to_dict() for r in self.runs],
+            description=self.description,
+            size=self.size,
+            backend=self.backend,
+            seeds=list(self.seeds),
+            long_ctx=self.long_ctx,
+            data=self.data.to_dict(),
+            train=copy.deepcopy(self.train),
+            extension=[r.to_dict() for r in self.extension],
+            eval=self.eval.to_dict(),
+            attention={"enabled": self.attention_enabled, **self.attention.to_dict()},
+            report=self.report.to_dict(),
+            milestones=list(self.milestones),
+            jobs=self.jobs,
+            source=self.source,
+            texts=list(self.texts),
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PoolSpec:
+        """A pool from :meth:`to_dict`'s mapping, every section parsed (and validated) again."""
         d = dict(d)
-        d["runs"] = [run_from_dict(r) or RunSpec.from_dict(r) for r in d["runs"]]
-        return cls(**d)
+        enabled, attention = attention_settings(d.pop("attention"))
+        return cls(
+            **{
+                **d,
+                "runs": [run_from_dict(r) or RunSpec.from_dict(r) for r in d["runs"]],
+                "data": DataSection.from_dict(d["data"]),
+                "extension": parse_extensions(d["extension"], d["long_ctx"], d["backend"]),
+                "eval": EvalSettings.from_dict(d["eval"]),
+                "attention": attention,
+                "attention_enabled": enabled,
+                "report": ReportSettings.from_dict(d["report"]),
+            }
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,10 +235,10 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         raise ConfigError("long_ctx", f"must be a positive integer, got {long_ctx!r}")
     sections = _sections(data)
     section = DataSection.from_dict(sections["data"])
-    EvalSettings.from_dict(sections["eval"])
-    attention_settings(sections["attention"])
-    ReportSettings.from_dict(sections["report"])
-    extension, ext_configs = parse_extensions(data.get("extension"), long_ctx, backend)
+    eval_settings = EvalSettings.from_dict(sections["eval"])
+    attention_enabled, attention = attention_settings(sections["attention"])
+    report = ReportSettings.from_dict(sections["report"])
+    extension = parse_extensions(data.get("extension"), long_ctx, backend)
     milestones = _milestones(data.get("milestones") or [])
     base_model = data.get("model") or {}
     if not isinstance(base_model, dict):
@@ -227,7 +255,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     if backend == "real" and trained:
         _check_training(sections["train"], trained)
         _check_packing(section, sections["train"], runs)
-    check_before_work(runs, section, sections, extension, ext_configs, long_ctx, backend)
+    check_before_work(runs, section, sections["train"], extension, report, eval_settings, long_ctx, backend)
     _check_extension_archs(extension, runs)
 
     return PoolSpec(
@@ -243,7 +271,12 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         source=source,
         jobs=_jobs(data.get("jobs", 1)),
         texts=_texts(data.get("texts"), base_dir),
-        **sections,
+        data=section,
+        train=sections["train"],
+        eval=eval_settings,
+        attention=attention,
+        attention_enabled=attention_enabled,
+        report=report,
     )
 
 
@@ -305,11 +338,11 @@ def _parse_runs(entries: list[Any], ctx: _Ctx) -> list[RunSpec]:
     return runs
 
 
-def _check_extension_archs(extension: list[dict[str, Any]], runs: list[RunSpec]) -> None:
+def _check_extension_archs(extension: list[PoolRecipe], runs: list[RunSpec]) -> None:
     """Every architecture an extension recipe names (``archs:``) is one of the pool's."""
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
-        unknown = sorted(set(recipe.get("archs") or []) - archs)
+        unknown = sorted(set(recipe.archs or ()) - archs)
         if unknown:
             raise ConfigError(
                 f"extension[{i}].archs", f"no architecture {unknown[0]!r} in the pool; it has {', '.join(sorted(archs))}"
@@ -588,9 +621,10 @@ def check_columns(columns: dict[Any, Any], field_name: str) -> None:
 def check_before_work(
     runs: list[Any],
     section: DataSection,
-    sections: dict[str, dict[str, Any]],
-    extension: list[dict[str, Any]],
-    ext_configs: dict[str, ExtensionConfig],
+    train: dict[str, Any],
+    extension: list[PoolRecipe],
+    report: ReportSettings,
+    eval_settings: EvalSettings,
     long_ctx: int,
     backend: str,
 ) -> None:
@@ -600,9 +634,9 @@ def check_before_work(
     _check_run_names(runs)
     trained = [r for r in runs if isinstance(r, RunSpec)]  # checkpoint runs are neither trained nor extended
     if backend == "real":
-        _check_extensions(trained, sections["train"], extension, ext_configs)
+        _check_extensions(trained, train, extension)
         _check_vocab(trained, section)
-        _check_report_target(sections["report"], sections["eval"], long_ctx)
+        _check_report_target(report, eval_settings, long_ctx)
 
 
 def _check_run_names(runs: list[Any]) -> None:
@@ -617,21 +651,19 @@ def _check_run_names(runs: list[Any]) -> None:
             )
 
 
-def _check_extensions(
-    runs: list[RunSpec], train: dict[str, Any], extension: list[dict[str, Any]], configs: dict[str, ExtensionConfig]
-) -> None:
-    """Plan every recipe (its extend-stage config in ``configs``) for every distinct (model, pretraining
-    context) it applies to, as the extend stage will: a length within the pretraining context or more
-    warmup than steps fails here."""
+def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[PoolRecipe]) -> None:
+    """Plan every recipe (its extend-stage config) for every distinct (model, pretraining context) it
+    applies to, as the extend stage will: a length within the pretraining context or more warmup
+    than steps fails here."""
     from archpool.train.extension_plan import plan_extension
 
     seen: set[tuple[str, str]] = set()
     for recipe in extension:
-        ext = configs[recipe["name"]]
+        ext = recipe.config
         for r in runs:
-            if not recipe_applies(recipe, r.arch):
+            if not recipe.applies(r.arch):
                 continue
-            key = (recipe["name"], repr((r.model.to_dict(), r.pretrain_ctx)))
+            key = (recipe.name, repr((r.model.to_dict(), r.pretrain_ctx)))
             if key in seen:
                 continue
             seen.add(key)
@@ -639,7 +671,7 @@ def _check_extensions(
                 pre = TrainConfig.from_dict({**train, "seq_len": r.pretrain_ctx, "seed": 0, "milestones": []})
                 plan_extension(r.model, pre, ext, "final")
             except ConfigError as e:
-                field_name = e.field.replace("extension.", f"extension[{recipe['name']}].", 1)
+                field_name = e.field.replace("extension.", f"extension[{recipe.name}].", 1)
                 raise ConfigError(field_name, f"{e.message} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)") from None
 
 
@@ -666,12 +698,12 @@ def _check_vocab(runs: list[RunSpec], section: DataSection) -> None:
             )
 
 
-def _check_report_target(report: dict[str, Any], eval_section: dict[str, Any], long_ctx: int) -> None:
+def _check_report_target(report: ReportSettings, e: EvalSettings, long_ctx: int) -> None:
     """A ``report.target`` that names a length must name one the eval stage measures in that phase;
     a design column is never a target."""
     from archpool.columns import DESIGN_COLUMNS, LENGTH_RE, split_rung
 
-    target = (report or {}).get("target")
+    target = report.target
     if not target:
         return
     if target in DESIGN_COLUMNS:
@@ -679,7 +711,6 @@ def _check_report_target(report: dict[str, Any], eval_section: dict[str, Any], l
     m = LENGTH_RE.match(re.sub(r"\[[^\]]*\]$", "", split_rung(target)[0]))  # a distance bucket aside
     if m is None:
         return
-    e = EvalSettings.from_dict(eval_section)
     base = bool(m["base"]) or m["phase"] == "pre"
     lengths = e.lengths_at(base, long_ctx) if e.enabled and (e.base or not base) else []
     if int(m["length"]) not in lengths:

@@ -63,7 +63,9 @@ def _stage(tmp_path: Path, checkpoint: Path, settings: dict) -> Path:
     from archpool.pool.stages import eval as stage
 
     out = tmp_path / "stage"
-    config = {"eval": settings, "phase": "base", "long_ctx": 128}
+    from archpool.pool.sections import EvalSettings
+
+    config = {"eval": EvalSettings.from_dict(settings), "phase": "base", "long_ctx": 128}
     ctx = StageContext(out, config, {"model": checkpoint}, {}, None, {}, 1, print)
     stage.run(ctx)
     return out

@@ -58,11 +58,16 @@ def data(ctx: StageContext) -> dict[str, Any]:
     return {"docs": 1, "metrics": {}}
 
 
+def _run(ctx: StageContext) -> dict[str, Any]:
+    """The run spec as its plan.json mapping (empty for pool-level nodes)."""
+    return ctx.run.to_dict() if ctx.run is not None else {}
+
+
 def pretrain(ctx: StageContext) -> dict[str, Any]:
     c = ctx.config
     steps = int(c["train"].get("steps", 4))
-    state = _stepped(ctx, steps, float(c["train"].get("step_seconds", 0)), sha256_json([c["model"], c["init_seed"]]))
-    run = ctx.run or {}
+    state = _stepped(ctx, steps, float(c["train"].get("step_seconds", 0)), sha256_json([c["model"].to_dict(), c["init_seed"]]))
+    run = _run(ctx)
     loss = 3.0 + 0.1 * (run.get("model", {}).get("norm") == "post") + 0.05 * _unit("loss", run.get("arch"), c["seed"])
     return {"state": state, "steps": steps, "metrics": {"pretrain_loss": round(loss, 6)}}
 
@@ -87,8 +92,7 @@ def _score(run: dict[str, Any], milestone: float, recipe: str, long_ctx: int) ->
 
 
 def eval(ctx: StageContext) -> dict[str, Any]:
-    run = ctx.run or {}
-    time.sleep(float(ctx.config["eval"].get("seconds", 0)))
+    run = _run(ctx)
     if ctx.config["phase"] == "base":
         return {"metrics": {"short_score": round(_score(run, 1.0, "base", ctx.config["long_ctx"]) + 10, 6)}}
     milestone = float(json.loads((ctx.inputs["model"] / "node.json").read_text())["config"]["milestone"])
@@ -98,7 +102,7 @@ def eval(ctx: StageContext) -> dict[str, Any]:
 
 
 def attention(ctx: StageContext) -> dict[str, Any]:
-    run = ctx.run or {}
+    run = _run(ctx)
     qk = run["model"]["qk_norm"] != "none"
     sink = 0.4 - 0.2 * qk + 0.02 * _unit("sink", run["arch"], run["seed"])
     return {"metrics": {"sink_strength": round(sink, 6), "entropy": round(2.0 + 0.5 * qk, 6)}}
@@ -110,7 +114,7 @@ class InjectedFailure(RuntimeError):
 
 def _failing(stage: str, fn):
     def run(ctx: StageContext) -> dict[str, Any]:
-        label = (ctx.run or {}).get("name", "pool")
+        label = _run(ctx).get("name", "pool")
         for item in filter(None, os.environ.get("TOY_FAIL", "").split(",")):
             run_name, _, fail_stage = item.partition(":")
             if fail_stage.strip() == stage and run_name.strip() in (label, "*"):

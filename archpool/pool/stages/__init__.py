@@ -7,6 +7,10 @@ brings it: a backend is an entry point of the ``archpool.backends`` group, a mod
 distribution, or a module the environment lists in ``$ARCHPOOL_BACKENDS`` (comma-separated; how the
 test suite registers its test double). A module that is none of these (e.g. a file beside the YAML
 or in the working directory) is refused before anything is imported.
+
+A stage function receives its node's config with the pool's typed sections (docs/contributing.md,
+"A pool setting: parsed once, carried typed"), the run's spec as ``ctx.run`` and the pool's as
+``ctx.pool``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from archpool.pool.graph import StageContext
-from archpool.pool.sections import attention_settings
 from archpool.pool.stages import checkpoint
 
 
@@ -17,7 +16,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     c = ctx.config
     if checkpoint.is_checkpoint_node(ctx):
         return _checkpoint(ctx)
-    _, settings = attention_settings(c["attention"])
+    settings = c["attention"]
     length = c.get("analysis_len") or int(ctx.input_results["model"].get("length") or 0) or None
     res = pool_stage(
         ctx.inputs["model"],
@@ -40,13 +39,13 @@ def _checkpoint(ctx: StageContext) -> dict[str, Any]:
     from archpool.attention.stage import RESULT_NAME, analyze_target
 
     c = ctx.config
-    _, settings = attention_settings(c["attention"])
+    settings = c["attention"]
     settings = dataclasses.replace(
         settings,
         seq_len=settings.seq_len if settings.seq_len is not None else int(c["seq_len"]),
         long_ctx=settings.long_ctx if settings.long_ctx is not None else int(c["analysis_len"]),
     )
-    texts = (ctx.pool or {}).get("texts") or [str(_filler_text(ctx.out_dir))]
+    texts = ctx.pool.texts or [str(_filler_text(ctx.out_dir))]
     out = ctx.out_dir / RESULT_NAME
     r = analyze_target(checkpoint.model_path(ctx), settings, texts=texts, out=out, log=ctx.log)
     return {"metrics": r["metrics"], "json": str(out)}

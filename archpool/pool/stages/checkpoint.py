@@ -4,6 +4,7 @@ content key it was planned with) or a Hub repository at a revision, downloaded o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,11 @@ def is_checkpoint_node(ctx: StageContext) -> bool:
 
 def model_path(ctx: StageContext) -> Path:
     """The directory of the model this node measures (``final``: the run's checkpoint; ``pretrained``: its twin)."""
-    run = ctx.run or {}
-    which = ctx.config["checkpoint"]
-    ref = ModelRef(**run["checkpoint" if which == "final" else "pretrained"])
+    ref = ctx.run.refs[ctx.config["checkpoint"]]
     if ref.is_hub:
-        probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in (ctx.pool or {}).get("texts") or []]
-        return prepare_hub_model(download(ref), ctx.out_dir / "model", run.get("model") or {}, probe or None)
+        probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in ctx.pool.texts]
+        design = dataclasses.asdict(ctx.run.model)
+        return prepare_hub_model(download(ref), ctx.out_dir / "model", design, probe or None)
     key = content_key(ref)
     if key != ctx.config["content"]:
         raise CheckpointError(f"{ref.path}: the model changed since the pool was planned; run the pool again to re-plan it")

@@ -13,7 +13,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     """Train-side keys (``tasks`` mixing, ``short_share``, ...) pass through to the trainers."""
     from archpool.data.store import prepare
 
-    section = DataSection.from_dict({k: v for k, v in ctx.config.items() if k != "backend"})
+    section = ctx.config["data"]
     if section.data is None:  # the trainer's built-in synthetic stream: nothing to prepare
         return {"data_cfg": section.to_dict(), "metrics": {}}
     store = prepare(section.data, progress=False, log=ctx.log)

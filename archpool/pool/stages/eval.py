@@ -11,7 +11,6 @@ from typing import Any
 from archpool.columns import eval_columns
 from archpool.io import atomic_write_json
 from archpool.pool.graph import StageContext
-from archpool.pool.sections import EvalSettings
 from archpool.pool.stages import checkpoint, data
 
 STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds of an evaluation, in this order
@@ -22,7 +21,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     from archpool.eval.target import load_target
 
     c = ctx.config
-    request = EvalSettings.from_dict(c["eval"]).request(c["phase"] == "base", int(c["long_ctx"]), ctx.out_dir / "eval")
+    request = c["eval"].request(c["phase"] == "base", int(c["long_ctx"]), ctx.out_dir / "eval")
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
     model = checkpoint.model_path(ctx) if checkpoint.is_checkpoint_node(ctx) else ctx.inputs["model"]
