@@ -24,6 +24,7 @@ records and stage keys hash it). Training-side keys:
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,10 @@ class DataSection:
         return copy.deepcopy(self.raw)
 
     def with_store(self, path: str | Path) -> DataSection:
-        """This section, reading the prepared store at ``path``."""
-        return DataSection.from_dict({**self.raw, "store": str(path)})
+        """This section, reading the prepared store at ``path`` (recorded in its mapping too)."""
+        if not str(path):
+            raise ConfigError("data.store", "a path of a prepared store, got ''")
+        return dataclasses.replace(self, store=str(path), raw={**self.raw, "store": str(path)})
 
     def store_path(self) -> Path | None:
         """The store this section reads: its ``store`` when it records one, else the store of its

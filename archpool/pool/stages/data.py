@@ -10,17 +10,16 @@ from archpool.pool.graph import StageContext
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    """Train-side keys (``tasks`` mixing, ``short_share``, ...) pass through to the trainers."""
+    """Prepare the store the pool's ``data:`` section describes (the synthetic stream needs none)."""
     from archpool.data.store import prepare
 
     section = ctx.config["data"]
     if section.data is None:  # the trainer's built-in synthetic stream: nothing to prepare
-        return {"data_cfg": section.to_dict(), "metrics": {}}
+        return {"metrics": {}}
     store = prepare(section.data, progress=False, log=ctx.log)
     counts = store.manifest.get("counts", {})
     ctx.log(f"data store {store.path}: {counts}")
     return {
-        "data_cfg": {**section.to_dict(), "store": str(store.path)},
         "store": str(store.path),
         "key": store.key,
         "vocab_size": store.tokenizer.vocab_size,
@@ -30,8 +29,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
 
 def section(ctx: StageContext) -> DataSection:
-    """The ``data:`` section a training stage hands its trainer, with the prepared store's path."""
-    return DataSection.from_dict(ctx.input_results.get("data", {}).get("data_cfg"))
+    """The pool's ``data:`` section a training stage hands its trainer, reading the prepared store."""
+    path = ctx.input_results.get("data", {}).get("store")
+    return ctx.pool.data.with_store(path) if path else ctx.pool.data
 
 
 def store(ctx: StageContext):

@@ -7,6 +7,7 @@ from typing import Any
 
 from archpool import study
 from archpool.pool.graph import StageContext
+from archpool.pool.stages import data
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -18,5 +19,6 @@ def run(ctx: StageContext) -> dict[str, Any]:
     source = "final" if milestone >= 1.0 else ctx.input_results["model"]["milestones"][f"{milestone:g}"]
     # the recipe's ExtensionConfig, resolved to the pool's length when the pool was parsed
     ext = c["recipe"] if source == "final" else dataclasses.replace(c["recipe"], source=source)
-    res = extend(pre_dir, ext, load_run_config(pre_dir), progress=False, out=ctx.out_dir)
+    run_cfg = dataclasses.replace(load_run_config(pre_dir), data=data.section(ctx))  # the pool's typed data section
+    res = extend(pre_dir, ext, run_cfg, progress=False, out=ctx.out_dir)
     return {"metrics": {"extension_loss": study.final_loss(res.losses)}, "tokens": res.tokens, "length": ext.length}
