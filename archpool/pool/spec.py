@@ -169,19 +169,21 @@ class PoolSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PoolSpec:
-        """A pool from :meth:`to_dict`'s mapping, every section parsed (and validated) again."""
+        """A pool from :meth:`to_dict`'s mapping, every section parsed (and validated) again; an
+        absent section is its defaults (an absent ``extension`` none)."""
         d = dict(d)
-        enabled, attention = attention_settings(d.pop("attention"))
+        enabled, attention = attention_settings(d.pop("attention", None))
+        long_ctx, backend = d.get("long_ctx", 0), d.get("backend", "real")
         return cls(
             **{
                 **d,
                 "runs": [run_from_dict(r) or RunSpec.from_dict(r) for r in d["runs"]],
-                "data": DataSection.from_dict(d["data"]),
-                "extension": parse_extensions(d["extension"], d["long_ctx"], d["backend"]),
-                "eval": EvalSettings.from_dict(d["eval"]),
+                "data": DataSection.from_dict(d.get("data")),
+                "extension": parse_extensions(d.get("extension", []), long_ctx, backend),
+                "eval": EvalSettings.from_dict(d.get("eval")),
                 "attention": attention,
                 "attention_enabled": enabled,
-                "report": ReportSettings.from_dict(d["report"]),
+                "report": ReportSettings.from_dict(d.get("report")),
             }
         )
 

@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 from archpool.cli import main  # noqa: E402
 from archpool.eval.lm import lm_from_decoder  # noqa: E402
 from archpool.model.checkpoint import load_checkpoint  # noqa: E402
+from archpool.pool.plan import PLAN_SCHEMA  # noqa: E402
 from tests.helpers.corpus import SENTENCES  # noqa: E402
 from tests.helpers.export import train_run  # noqa: E402
 
@@ -100,7 +101,8 @@ def test_export_of_a_pool_run_directory(run, store_tokenizer, tmp_path, capsys):
         dict(id="pretrain:A", stage="pretrain", config={}, deps={}, run="A", key="k1"),
         dict(id="extend:A:ntk", stage="extend", config={"milestone": 1.0}, deps={"model": "pretrain:A"}, run="A", key="k2"),
     ]
-    (pool / "plan.json").write_text(json.dumps({"pool": {"name": "p", "runs": []}, "nodes": nodes}))
+    plan = {"schema": PLAN_SCHEMA, "pool": {"name": "p", "runs": []}, "nodes": nodes}
+    (pool / "plan.json").write_text(json.dumps(plan))
     (pool / "runs" / "A").mkdir(parents=True)
     assert main(["export-hf", str(pool / "runs" / "A"), str(tmp_path / "hf")]) == 0
     said = capsys.readouterr().out
