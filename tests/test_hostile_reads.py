@@ -248,12 +248,12 @@ def test_trainer_run_record(tmp_path, raw):
 @FAST
 @given(st.lists(st.one_of(st.binary(max_size=40), st.sampled_from(JSON_EDGES), record_with(["step", "loss"])), max_size=6))
 def test_truncate_metrics(tmp_path, lines):
-    from archpool.train.trainer import _truncate_metrics
+    from archpool.train.callbacks import truncate_metrics
 
     path = write(tmp_path / "metrics.jsonl", b"\n".join(lines))
     with warnings.catch_warnings():  # a damaged line is reported with a warning
         warnings.simplefilter("ignore")
-        _truncate_metrics(path, step=3)
+        truncate_metrics(path, step=3)
     for line in path.read_text().splitlines():
         assert isinstance(json.loads(line), dict)
 

@@ -28,7 +28,6 @@ rebuilt from whatever finished, so a failed run shows up in it instead of blocki
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,10 @@ from archpool.columns import RUNG_SEP, affixes, rung_label
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError, DataError, StateError
 from archpool.io import atomic_write_json, sha256_file
-from archpool.model.config import ModelConfig
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
 from archpool.pool.sections import EvalSettings
-from archpool.pool.spec import PoolSpec, RunSpec
+from archpool.pool.spec import PoolSpec, RunSpec, pool_model_config
 from archpool.rundir import POOL_PLAN, pool_plan_path
 from archpool.safeload import read_record
 from archpool.train.config import ExtensionConfig, TrainConfig
@@ -246,17 +244,11 @@ def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
     atomic_write_json(pool_plan_path(out), dict(schema=PLAN_SCHEMA, pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
 
 
-def _model_config(d: Any) -> ModelConfig:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
-        return ModelConfig.from_dict(d)
-
-
 def section_types(backend: str) -> dict[str, Callable[[Any], Any]]:
     """How a node's config keys parse back into typed sections. ``train`` and ``recipe`` are the
     real backend's ``TrainConfig`` / ``ExtensionConfig``; another backend gets its sections as written."""
     types: dict[str, Callable[[Any], Any]] = {
-        "model": _model_config,
+        "model": pool_model_config,
         "data": DataSection.from_dict,
         "eval": EvalSettings.from_dict,
         "attention": AttentionSettings.from_dict,

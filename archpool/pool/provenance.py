@@ -85,7 +85,7 @@ def chance_levels(out: Path, nodes: list[Node]) -> dict[str, float]:
 
 
 def _budget(nodes: list[Node], stage: str) -> str | None:
-    configs = [n.to_dict()["config"] for n in nodes if n.stage == stage]
+    configs = [n.plain_config() for n in nodes if n.stage == stage]
     if not configs:
         return None
     if stage == "pretrain":

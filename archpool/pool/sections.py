@@ -23,8 +23,7 @@ from archpool.tasks import get_task
 from archpool.train.config import ExtensionConfig
 
 RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
-DEFAULT_EXTENSION_RATIO = 8  # the paper extends 8K models to 64K
-DEFAULT_LENGTH_RATIO = ExtensionConfig.length_ratio  # the extend stage's default, recorded once a length is set
+DEFAULT_LENGTH_RATIO = ExtensionConfig.length_ratio  # 8: the paper extends 8K models to 64K
 MAX_SAMPLES = 100_000  # evaluation samples per task and length
 MAX_LENGTH_RATIO = 1024  # an evaluation length as a multiple of the pool's long context
 
@@ -64,7 +63,7 @@ class PoolRecipe:
         """The length this recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
         × the pool's long context."""
         written = self.written
-        return int(written.get("length") or int(written.get("length_ratio", DEFAULT_EXTENSION_RATIO)) * long_ctx)
+        return int(written.get("length") or int(written.get("length_ratio", DEFAULT_LENGTH_RATIO)) * long_ctx)
 
     def stage_config(self) -> ExtensionConfig | dict[str, Any]:
         """What the extend stage receives: the resolved config (real backend) or the mapping as written."""

@@ -95,9 +95,25 @@ class RunSpec(study.DesignAxes):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
-            return cls(**{**d, "model": ModelConfig.from_dict(d["model"])})
+        return cls(**{**d, "model": pool_model_config(d["model"])})
+
+
+def pool_model_config(d: Any, path: str | None = None) -> ModelConfig:
+    """A pool member's ``ModelConfig``; post-norm without QK-norm is allowed in a pool (flagged in the
+    report), so its warning is not raised here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ModelConfig.from_dict(d, path)
+
+
+def run_train_config(train: dict[str, Any], seq_len: int, seed: int = 0, milestones: list[float] | None = None) -> TrainConfig:
+    """The pretrain stage's ``TrainConfig`` of a run: the pool's ``train:`` section at the run's context
+    and seed, the pool's ``milestones`` (fractions) as steps, no progress bars."""
+    base = {"progress": False, **train, "seq_len": seq_len, "seed": seed}
+    cfg = TrainConfig.from_dict({**base, "milestones": []})
+    if not milestones:
+        return cfg
+    return TrainConfig.from_dict({**base, "milestones": sorted(set(milestone_steps(milestones, cfg.total_steps()).values()))})
 
 
 @dataclass
@@ -135,9 +151,7 @@ class PoolSpec:
     def pretrain_config(self, seq_len: int, seed: int) -> TrainConfig:
         """The pretrain stage's config of a run pretrained at ``seq_len`` with ``seed``: the pool's
         ``train:`` section, the pool's milestones as steps, no progress bars."""
-        train = {"progress": False, **self.train, "seq_len": seq_len, "seed": seed}
-        total = TrainConfig.from_dict({**train, "milestones": []}).total_steps()
-        return TrainConfig.from_dict({**train, "milestones": sorted(set(milestone_steps(self.milestones, total).values()))})
+        return run_train_config(self.train, seq_len, seed, self.milestones)
 
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
@@ -394,8 +408,7 @@ def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
     included), so that a pool whose training cannot start never starts."""
     for ctx in sorted({r.pretrain_ctx for r in runs}):
         try:
-            cfg = TrainConfig.from_dict({**train, "seq_len": ctx, "seed": 0, "milestones": []})
-            cfg.accumulation_steps(ctx, world_size=1)
+            run_train_config(train, ctx).accumulation_steps(ctx, world_size=1)
         except ConfigError as e:
             raise ConfigError(e.field, f"{e.message} (runs pretrained at {ctx} tokens)") from None
 
@@ -482,9 +495,7 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     model["max_seq_len"] = model_ctx(pretrain_ctx, model, long_ctx)
 
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # post-norm without QK-norm: allowed in a pool, flagged in the report
-            cfg = ModelConfig.from_dict(model, f"{label}.model")
+        cfg = pool_model_config(model, f"{label}.model")
     except TypeError as e:
         raise ConfigError(f"{label}.model", str(e)) from None
 
@@ -670,8 +681,7 @@ def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: lis
                 continue
             seen.add(key)
             try:
-                pre = TrainConfig.from_dict({**train, "seq_len": r.pretrain_ctx, "seed": 0, "milestones": []})
-                plan_extension(r.model, pre, ext, "final")
+                plan_extension(r.model, run_train_config(train, r.pretrain_ctx), ext, "final")
             except ConfigError as e:
                 field_name = e.field.replace("extension.", f"extension[{recipe.name}].", 1)
                 raise ConfigError(field_name, f"{e.message} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)") from None

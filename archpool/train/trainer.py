@@ -48,7 +48,6 @@ from archpool.train.callbacks import (
     WandbCallback,
     require_wandb,
 )
-from archpool.train.callbacks import truncate_metrics as _truncate_metrics  # noqa: F401 — the metrics log's trim, also importable from here
 from archpool.train.config import Stage, TrainConfig
 from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream

@@ -15,8 +15,9 @@ from archpool.io import directory_lock
 from archpool.rundir import RUN_METRICS as METRICS
 from archpool.rundir import RUN_RECORD, run_dir_final
 from archpool.train import checkpoint as ckpt
+from archpool.train.callbacks import truncate_metrics
 from archpool.train.config import RunConfig
-from archpool.train.trainer import _truncate_metrics, pretrain
+from archpool.train.trainer import pretrain
 from tests.helpers.train import read_losses, tiny_run
 
 
@@ -73,7 +74,7 @@ def test_garbage_lines_in_metrics_are_dropped_with_a_warning(tmp_path):
     garbage = bytes(b for b in range(256) if b not in b"\r\n")
     path.write_bytes((rows[0] + "\n").encode() + garbage + b"\n" + (rows[1] + "\n" + rows[2] + '\n{"step": 4, "lo').encode())
     with pytest.warns(UserWarning, match="dropped 1 damaged line"):
-        _truncate_metrics(path, 2)
+        truncate_metrics(path, 2)
     assert path.read_text().splitlines() == rows[:2]
 
 
