@@ -101,6 +101,12 @@ def keyed_columns(columns: Any) -> dict[str, ColumnKey]:
     return {c: k for c, k in keys.items() if k is not None}
 
 
+def lower_is_better(metric: str) -> bool:
+    """Perplexity and loss metrics (``ppl``/``loss`` in the name, e.g. LongPPL): lower is better."""
+    m = metric.lower()
+    return "ppl" in m or "loss" in m
+
+
 def is_pre_extension(column: str) -> bool:
     """A column measured before extension (``base_`` prefix or ``_pre`` suffix)."""
     return column.startswith(BASE_PREFIX) or column.endswith("_pre")

@@ -78,20 +78,20 @@ def is_factorial(df: pd.DataFrame, short_ctx: int) -> bool:
     return len(f[varying].drop_duplicates()) == 2 ** len(varying) if varying else True
 
 
-def _seeds(df: pd.DataFrame) -> pd.Series:
+def seeds_of(df: pd.DataFrame) -> pd.Series:
     return df["seed"] if "seed" in df.columns else pd.Series(0, index=df.index)
 
 
-def _by_seed(d: pd.DataFrame, runs: list[str], values: pd.Series) -> dict[Any, float]:
+def by_seed(d: pd.DataFrame, runs: list[str], values: pd.Series) -> dict[Any, float]:
     """Mean of ``values`` (indexed like ``d``) over the given runs, per seed; seeds without a value left out."""
     sel = d["run"].isin(runs)
     v = pd.to_numeric(values[sel], errors="coerce")
-    s = _seeds(d)[sel]
+    s = seeds_of(d)[sel]
     ok = v.notna()
-    return {_plain(k): float(x) for k, x in v[ok].groupby(s[ok], sort=True).mean().items()}
+    return {plain(k): float(x) for k, x in v[ok].groupby(s[ok], sort=True).mean().items()}
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
     if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, np.floating):
@@ -182,7 +182,7 @@ def mastery_summary(
     if mf["mastered"].notna().sum() == 0:
         return None
     runs = [
-        {"run": r, **{k: _plain(mf.at[i, k]) if pd.notna(mf.at[i, k]) else None for k in mf.columns}}
+        {"run": r, **{k: plain(mf.at[i, k]) if pd.notna(mf.at[i, k]) else None for k in mf.columns}}
         for i, r in zip(d.index, d["run"])
     ]
     c = fx.cells(pd.concat([d, mf["mastery_acc"].astype(float).rename("_m")], axis=1), "_m", short_ctx)
@@ -239,18 +239,18 @@ def extension_effects(
     axes = []
     for p in ps:
         base, arm = list(p["runs_from"]), list(p["runs_to"])
-        pre = _diff(_by_seed(d, arm, own), _by_seed(d, base, own))
+        pre = _diff(by_seed(d, arm, own), by_seed(d, base, own))
         involved = d["run"].isin(base + arm)
-        dropped = sorted({_plain(s) for s in _seeds(d)[involved & d["run"].isin(bad)]})
-        kept = {_plain(s) for s in _seeds(d)[involved]} - set(dropped)
+        dropped = sorted({plain(s) for s in seeds_of(d)[involved & d["run"].isin(bad)]})
+        kept = {plain(s) for s in seeds_of(d)[involved]} - set(dropped)
         rows = []
         for suf, at in fam["columns"].items():
             for L, col in at.items():
-                base_values = {k: v for k, v in _by_seed(d, base, d[col]).items() if k in kept}
-                post = _diff(_by_seed(d, arm, d[col]), base_values)
+                base_values = {k: v for k, v in by_seed(d, base, d[col]).items() if k in kept}
+                post = _diff(by_seed(d, arm, d[col]), base_values)
                 before_col = ColumnKey.parse(col).but(base=True, rung="").format()
                 if _has(d, before_col):
-                    before, did_from = _diff(_by_seed(d, arm, d[before_col]), _by_seed(d, base, d[before_col]), kept), before_col
+                    before, did_from = _diff(by_seed(d, arm, d[before_col]), by_seed(d, base, d[before_col]), kept), before_col
                 else:
                     before, did_from = pre, own_from
                 did = {s: post[s] - before[s] for s in post if s in before}
@@ -321,10 +321,10 @@ def remedy(
         arms = []
         for _, row in c.iterrows():
             runs = list(row["runs"])
-            treated = _by_seed(d, runs, z)
+            treated = by_seed(d, runs, z)
             if not treated:
                 continue
-            primary = _by_seed(d, runs, y)
+            primary = by_seed(d, runs, y)
             entry: dict[str, Any] = {
                 "arm": _arm_label(row, _archs(d)),
                 "runs": runs,
@@ -333,8 +333,8 @@ def remedy(
             p = base_of.get(tuple(runs))
             if p is not None:
                 base_runs = list(p["runs_from"])
-                gap_primary = _diff(primary, _by_seed(d, base_runs, y))
-                gap_recipe = _diff(treated, _by_seed(d, base_runs, z))  # both treated: a controlled gap
+                gap_primary = _diff(primary, by_seed(d, base_runs, y))
+                gap_recipe = _diff(treated, by_seed(d, base_runs, z))  # both treated: a controlled gap
                 common = set(gap_primary) & set(gap_recipe) if gap_recipe else set(gap_primary)
                 gp = summarise({s: gap_primary[s] for s in gap_primary if s in common})
                 gr = summarise({s: gap_recipe[s] for s in gap_recipe if s in common})
@@ -345,7 +345,7 @@ def remedy(
                     axis=p["axis"],
                     feature=p["feature"],
                     runs_base=base_runs,
-                    base_treated=bool(_by_seed(d, base_runs, z)),
+                    base_treated=bool(by_seed(d, base_runs, z)),
                     gap_primary=gp,
                     gap_recipe=gr,
                     closed_fraction=closed,
