@@ -19,6 +19,7 @@ from typing import Any
 from archpool.names import SCORED_SUITES
 
 RESULTS_FILE = "results.csv"  # one row per run, in a pool directory
+ANSWERS_FILE = "items.parquet"  # one row per scored answer, beside results.csv (archpool.analysis.answers)
 # the design columns a pool writes first, in this order (what a run is, not what it measured)
 DESIGN_COLUMNS = (
     "run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8",

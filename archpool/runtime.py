@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 
 def process_rank() -> int:
@@ -39,3 +40,15 @@ def peak_rss_mb() -> float | None:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def compute_device() -> str | None:
+    """What this process computes on, as torch dispatches it: the GPU's name, or the CPU's vector unit
+    (torch's CPU capability: AVX2, AVX512, ...) and its thread count; None when torch is not loaded.
+    Runs on one machine are bit-identical; another vector unit rounds differently."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return f"{torch.cuda.get_device_name()} (CUDA)"
+    return f"CPU, torch dispatch {torch.backends.cpu.get_cpu_capability()}, {torch.get_num_threads()} threads"

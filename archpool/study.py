@@ -142,6 +142,14 @@ def final_loss(losses: Sequence[float], tail: float = LOSS_TAIL) -> float:
 
 EVAL_SAMPLES = 20  # samples per task and length
 EVAL_SEED = 42  # task generation seed
+# the smallest effect of interest: one point on the paper's 0–100 scale for an accuracy; for a gold
+# log-probability 0.01 nats, the gold answer's probability changed by 1% (docs/extensibility.md, "Statistics")
+MIN_EFFECT = 0.01
+# the paper's extension: 10B tokens after 140B of pretraining
+PAPER_EXTENSION_SHARE = 10 / 140
+# the headroom window: the baseline's mean at the target must lie inside it for a cost (or a gain) of the
+# paper's relative size to show (docs/extensibility.md, "Headroom")
+HEADROOM = (0.40, 0.90)
 
 
 class DesignAxes:

@@ -45,6 +45,16 @@ def cells(df: pd.DataFrame, target: str, short_ctx: int, match: tuple[str, ...] 
     return out
 
 
+def arch_labels(df: pd.DataFrame) -> list[str]:
+    """An architecture per run: the ``arch`` column where every run has one, else its configuration
+    (the design axes, head count and the confounds that must match): runs with the same label differ
+    only in seed."""
+    if "arch" in df.columns and df["arch"].astype(str).str.strip().ne("").all():
+        return [str(a) for a in df["arch"]]
+    key = [c for c in dict.fromkeys([*AXES, "n_heads", *MATCH_CONFOUNDS]) if c in df.columns]
+    return ["/".join(str(v) for v in row) for row in df[key].itertuples(index=False)]
+
+
 def pooled_sd(groups: list[np.ndarray]) -> tuple[float | None, int]:
     """Pooled within-group standard deviation and its degrees of freedom (groups of size ≥ 2)."""
     groups = [g for g in groups if len(g) > 1]

@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from archpool.analysis import effects as fx
+from archpool.analysis import inference
+from archpool.analysis.answers import Answers, from_seeds
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import FEATURES, features
 from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keyed_columns, rung_budget, split_rung
@@ -49,16 +50,20 @@ NOT_FACTORIAL = "not factorial: pairwise effects only"
 
 
 def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:
-    """Mean, 95% t-interval over seeds, seed sd and n of per-seed values (``per_seed`` kept)."""
-    x = np.asarray(list(per_seed.values()), float)
-    n = len(x)
-    mean = float(x.mean()) if n else None
-    sd = float(x.std(ddof=1)) if n > 1 else None
-    ci: list[float | None] = [None, None]
-    if n > 1 and sd is not None:
-        h = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-        ci = [mean - h, mean + h]
-    return {"mean": mean, "ci95": ci, "sd": sd, "n": n, "per_seed": dict(per_seed)}
+    """Mean, 95% t-interval over seeds, seed sd, n, the paired t-test's p (with its standard error and
+    degrees of freedom) of per-seed values (``per_seed`` kept): an effect without its answers."""
+    return from_seeds(per_seed)
+
+
+def effect(answers: Answers | None, terms: list[tuple[str, list[str], float]], per_seed: dict[Any, float]) -> dict[str, Any]:
+    """The effect ``Σ c · column(runs)`` (terms: column, runs, coefficient) on the seeds of ``per_seed``:
+    from the scored answers with both sources of noise when ``answers`` cover every term, else from the
+    per-seed values (:func:`summarise`)."""
+    if answers is not None and per_seed:
+        est = answers.contrast(terms, seeds=per_seed)
+        if est is not None and set(est["per_seed"]) == set(per_seed):
+            return est
+    return summarise(per_seed)
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float | None]:
@@ -88,7 +93,7 @@ def by_seed(d: pd.DataFrame, runs: list[str], values: pd.Series) -> dict[Any, fl
     v = pd.to_numeric(values[sel], errors="coerce")
     s = seeds_of(d)[sel]
     ok = v.notna()
-    return {plain(k): float(x) for k, x in v[ok].groupby(s[ok], sort=True).mean().items()}
+    return {seed_key(k): float(x) for k, x in v[ok].groupby(s[ok], sort=True).mean().items()}
 
 
 def plain(v: Any) -> Any:
@@ -97,6 +102,12 @@ def plain(v: Any) -> Any:
     if isinstance(v, np.floating):
         return int(v) if float(v).is_integer() else float(v)
     return v
+
+
+def seed_key(v: Any) -> Any:
+    """A seed as a plain number: an integral float (results.csv reads seeds as floats) becomes an int."""
+    v = plain(v)
+    return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
 def _diff(a: dict[Any, float], b: dict[Any, float], seeds: set | None = None) -> dict[Any, float]:
@@ -208,11 +219,25 @@ def mastery_summary(
     return {"metric": metric, "threshold": threshold, "runs": runs, "arms": arms}
 
 
+def _own_column(d: pd.DataFrame, runs: list[str], metric: str) -> str | None:
+    """``base_<metric>@<ctx>`` when the runs share one pretraining length ``ctx`` and the table has it."""
+    ctx = set(pd.to_numeric(d.loc[d["run"].isin(runs), "pretrain_ctx"], errors="coerce").dropna().astype(int))
+    col = f"{BASE_PREFIX}{metric}@{ctx.pop()}" if len(ctx) == 1 else None
+    return col if col is not None and _has(d, col) else None
+
+
 def extension_effects(
-    df: pd.DataFrame, target: str, short_ctx: int, metric: str | None = None, threshold: float = MASTERY_THRESHOLD
+    df: pd.DataFrame,
+    target: str,
+    short_ctx: int,
+    metric: str | None = None,
+    threshold: float = MASTERY_THRESHOLD,
+    answers: Answers | None = None,
 ) -> dict[str, Any] | None:
     """Pre, post and extension-only (difference-in-differences) effects per single-feature arm (see the
-    module docstring); None when the target is no score at a length or no run has mastery values."""
+    module docstring), each estimated from the scored ``answers`` when they cover it (seeds and
+    documents as sources of noise), else from the per-seed values; None when the target is no score at
+    a length or no run has mastery values."""
     d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
     fam = family(d, target)
     if fam is None or len(d) < 2:
@@ -240,20 +265,25 @@ def extension_effects(
     for p in ps:
         base, arm = list(p["runs_from"]), list(p["runs_to"])
         pre = _diff(by_seed(d, arm, own), by_seed(d, base, own))
+        own_arm, own_base = _own_column(d, arm, fam["metric"]), _own_column(d, base, fam["metric"])
+        pre_terms = [(own_arm, arm, 1.0), (own_base, base, -1.0)] if own_arm and own_base else []
         involved = d["run"].isin(base + arm)
-        dropped = sorted({plain(s) for s in seeds_of(d)[involved & d["run"].isin(bad)]})
-        kept = {plain(s) for s in seeds_of(d)[involved]} - set(dropped)
+        dropped = sorted({seed_key(s) for s in seeds_of(d)[involved & d["run"].isin(bad)]})
+        kept = {seed_key(s) for s in seeds_of(d)[involved]} - set(dropped)
         rows = []
         for suf, at in fam["columns"].items():
             for L, col in at.items():
                 base_values = {k: v for k, v in by_seed(d, base, d[col]).items() if k in kept}
                 post = _diff(by_seed(d, arm, d[col]), base_values)
+                post_terms = [(col, arm, 1.0), (col, base, -1.0)]
                 before_col = ColumnKey.parse(col).but(base=True, rung="").format()
                 if _has(d, before_col):
                     before, did_from = _diff(by_seed(d, arm, d[before_col]), by_seed(d, base, d[before_col]), kept), before_col
+                    before_terms = [(before_col, arm, 1.0), (before_col, base, -1.0)]
                 else:
-                    before, did_from = pre, own_from
+                    before, did_from, before_terms = pre, own_from, pre_terms
                 did = {s: post[s] - before[s] for s in post if s in before}
+                did_terms = post_terms + [(c, r, -w) for c, r, w in before_terms] if before_terms else []
                 rows.append(
                     {
                         "rung": suf,
@@ -261,10 +291,12 @@ def extension_effects(
                         "column": col,
                         "is_target": col == target,
                         "base_mean": float(np.mean([base_values[k] for k in post])) if post else None,
-                        "post": summarise(post),
-                        "before": summarise({s: before[s] for s in did}),
+                        "post": effect(answers, post_terms, post),
+                        "before": effect(answers, before_terms, {s: before[s] for s in did})
+                        if before_terms
+                        else summarise({s: before[s] for s in did}),
                         "did_from": did_from,
-                        "did": summarise(did),
+                        "did": effect(answers, did_terms, did) if did_terms else summarise(did),
                     }
                 )
         axes.append(
@@ -276,7 +308,7 @@ def extension_effects(
                 "to": p["to"],
                 "runs_base": base,
                 "runs_arm": arm,
-                "pre": summarise(pre),
+                "pre": effect(answers, pre_terms, pre) if pre_terms else summarise(pre),
                 "dropped_seeds": dropped,
                 "effects": rows,
             }
@@ -296,7 +328,13 @@ def extension_effects(
 
 
 def remedy(
-    df: pd.DataFrame, target: str, short_ctx: int, metric: str | None = None, threshold: float = MASTERY_THRESHOLD
+    df: pd.DataFrame,
+    target: str,
+    short_ctx: int,
+    metric: str | None = None,
+    threshold: float = MASTERY_THRESHOLD,
+    answers: Answers | None = None,
+    min_effect: float = inference.MIN_EFFECT,
 ) -> list[dict[str, Any]]:
     """Per extension recipe other than the primary one (``<recipe>_<target>`` columns with a value, or the
     target's metric at the recipe's last rung: :func:`recipe_columns`), per configuration that has it: the
@@ -328,7 +366,7 @@ def remedy(
             entry: dict[str, Any] = {
                 "arm": _arm_label(row, _archs(d)),
                 "runs": runs,
-                "paired": summarise(_diff(treated, primary)),
+                "paired": effect(answers, [(col, runs, 1.0), (untreated, runs, -1.0)], _diff(treated, primary)),
             }
             p = base_of.get(tuple(runs))
             if p is not None:
@@ -336,11 +374,14 @@ def remedy(
                 gap_primary = _diff(primary, by_seed(d, base_runs, y))
                 gap_recipe = _diff(treated, by_seed(d, base_runs, z))  # both treated: a controlled gap
                 common = set(gap_primary) & set(gap_recipe) if gap_recipe else set(gap_primary)
-                gp = summarise({s: gap_primary[s] for s in gap_primary if s in common})
-                gr = summarise({s: gap_recipe[s] for s in gap_recipe if s in common})
-                closed = None
-                if gp["mean"] and gr["mean"] is not None and gr["n"]:
-                    closed = 1 - gr["mean"] / gp["mean"]
+                gp = effect(
+                    answers,
+                    [(untreated, runs, 1.0), (untreated, base_runs, -1.0)],
+                    {s: gap_primary[s] for s in gap_primary if s in common},
+                )
+                gr = effect(
+                    answers, [(col, runs, 1.0), (col, base_runs, -1.0)], {s: gap_recipe[s] for s in gap_recipe if s in common}
+                )
                 entry.update(
                     axis=p["axis"],
                     feature=p["feature"],
@@ -348,12 +389,34 @@ def remedy(
                     base_treated=bool(by_seed(d, base_runs, z)),
                     gap_primary=gp,
                     gap_recipe=gr,
-                    closed_fraction=closed,
                 )
             arms.append(entry)
         if arms:
+            _close_gaps(arms, min_effect)
             out.append({"recipe": prefix[:-1], "column": col, "column_untreated": untreated, "arms": arms})
     return out
+
+
+def _close_gaps(arms: list[dict[str, Any]], min_effect: float) -> None:
+    """Each arm's share of its untreated gap that the treatment closes (``1 − treated gap / untreated
+    gap``), only where the untreated gap is an effect (beyond noise after Holm over the arms and at
+    least ``min_effect``); else None with the reason (``closed_note``): a ratio of a gap that is not
+    there is noise."""
+    gapped = [a for a in arms if "gap_primary" in a]
+    tests = inference.family([a["gap_primary"] for a in gapped], min_effect=min_effect)
+    for a, t in zip(gapped, tests):
+        gp, gr = a["gap_primary"], a["gap_recipe"]
+        a["gap_primary_test"] = t
+        claim_ = (t or {}).get("claim")
+        if claim_ == inference.EFFECT and gp["mean"] and gr["mean"] is not None and gr["n"]:
+            a["closed_fraction"], a["closed_note"] = 1 - gr["mean"] / gp["mean"], ""
+        else:
+            a["closed_fraction"] = None
+            a["closed_note"] = "no share: the untreated gap is " + {
+                inference.BELOW_INTEREST: f"beyond noise but smaller than the smallest effect of interest ({min_effect:g})",
+                inference.EQUIVALENT: f"no larger than the smallest effect of interest ({min_effect:g})",
+                inference.UNRESOLVED: "not beyond noise",
+            }.get(claim_ or "", "not tested")
 
 
 def recipe_columns(d: pd.DataFrame, target: str) -> dict[str, tuple[str, str]]:

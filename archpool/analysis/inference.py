@@ -1,15 +1,19 @@
-"""Inference over seed-paired effects: a paired test per effect, Holm's correction over a family of
-effects, and what a number of seeds can resolve (docs/extensibility.md, "Statistics").
+"""Inference over effects: a test per effect, Holm's correction over a family of effects, an
+equivalence test against the smallest effect of interest, the words the two tests allow, and what
+the design can resolve (docs/extensibility.md, "Statistics").
 
-An effect here is a set of per-seed differences ``d_s`` (arm − baseline, each pair sharing data order
-and initial weights). Its test is the one-sample t-test of ``d_s`` against 0 (the paired t-test);
-a family of such tests (the verdict's axes, the transfer table's axes × lengths) is corrected with Holm's
-step-down method, which controls the family-wise error rate without assuming independence.
+An effect is an estimate with a standard error and degrees of freedom: from the scored answers, with
+the noise of the seeds and of the documents (:mod:`archpool.analysis.crossed`), or, without them, the
+paired t-test over its per-seed differences ``d_s`` (arm − baseline, each pair sharing data order and
+initial weights). A family of tests (the verdict's axes, the transfer table's axes × lengths) is
+corrected with Holm's step-down method, which controls the family-wise error rate without assuming
+independence; the equivalence tests (two one-sided tests against ``± min_effect``) of a family are
+Holm-corrected the same way.
 
-The minimum detectable effect (MDE) of ``n`` seed pairs with a seed-pair sd ``σ`` is the absolute mean
-difference a two-sided paired t-test at level ``α`` detects with probability ``power``: ``d* · σ`` where
-``d*`` solves the noncentral-t power equation (statsmodels ``TTestPower``). With ``m`` tests in the family,
-the MDE is given at ``α / m`` (Holm's first step, the level an effect must meet to be certain to count).
+The minimum detectable effect (MDE) is the absolute effect a two-sided t-test with the effect's
+standard error and degrees of freedom detects with probability ``power`` at ``α / m`` (``m`` tests in
+the family: Holm's first step, the level an effect must meet to be certain to count), from the
+noncentral t.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from scipy.optimize import brentq
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
+from archpool.analysis import crossed
+from archpool.study import MIN_EFFECT
+
 ALPHA = 0.05
 POWER = 0.8
 MAX_SEEDS = 1000  # seeds_needed answers None beyond this
@@ -32,12 +39,13 @@ MAX_SEEDS = 1000  # seeds_needed answers None beyond this
 
 def paired_p(per_seed: Sequence[float]) -> float | None:
     """Two-sided p of the paired t-test (mean of the per-seed differences against 0); None below 2
-    values; 0 when every difference is the same non-zero number, 1 when all are 0."""
+    values, and None when every difference is the same non-zero number (no spread to test against:
+    identical seeds are never "beyond noise" on their own); 1 when all are 0."""
     x = np.asarray(list(per_seed), float)
     if len(x) < 2 or not np.all(np.isfinite(x)):
         return None
     if np.ptp(x) == 0:
-        return 1.0 if x[0] == 0 else 0.0
+        return 1.0 if x[0] == 0 else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # scipy's precision note for nearly equal differences
         return float(sps.ttest_1samp(x, 0.0).pvalue)
@@ -108,28 +116,78 @@ def seeds_needed(effect: float | None, sd: float | None, alpha: float = ALPHA, p
     return max(2, math.ceil(n))
 
 
-def family(effects: Sequence[dict[str, Any] | None], alpha: float = ALPHA, power: float = POWER) -> list[dict[str, Any] | None]:
-    """Test a family of effects (each a :func:`archpool.analysis.extension.summarise` dict with
-    ``per_seed``): per effect ``p``, Holm-adjusted ``p_holm``, ``mde`` at ``alpha / m`` and the seeds
-    needed to detect an effect of its observed size at that level (``m``: the effects with a p-value)."""
-    ps = [paired_p(list(e["per_seed"].values())) if e else None for e in effects]
+def test_of(e: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """``(p, se, df)`` of an effect: its own (an estimate from the answers, :mod:`archpool.analysis.answers`)
+    or the paired t over its per-seed values."""
+    if "se" in e and "df" in e and "p" in e:
+        return e["p"], e["se"], e["df"]
+    x = np.asarray(list((e.get("per_seed") or {}).values()), float)
+    if len(x) < 2:
+        return None, None, None
+    se = float(x.std(ddof=1)) / math.sqrt(len(x))
+    return paired_p(x), se, float(len(x) - 1)
+
+
+# What an effect's tests allow one to say (docs/extensibility.md, "Statistics: the words")
+EFFECT = "effect"  # beyond noise (Holm) and at least the smallest effect of interest
+BELOW_INTEREST = "below interest"  # beyond noise, but smaller than the smallest effect of interest
+EQUIVALENT = "equivalent"  # not beyond noise, and the equivalence test rules out the smallest effect of interest
+UNRESOLVED = "unresolved"  # neither: the interval allows no effect and effects larger than the smallest of interest
+UNTESTED = "untested"  # no test: one seed and no answers, or no spread to test against
+
+
+def claim(mean: float | None, p_holm: float | None, tost_holm: float | None, min_effect: float, alpha: float = ALPHA) -> str:
+    """One of EFFECT, BELOW_INTEREST, EQUIVALENT, UNRESOLVED, UNTESTED (see their definitions)."""
+    if mean is None or (p_holm is None and tost_holm is None):
+        return UNTESTED
+    if p_holm is not None and p_holm < alpha:
+        return EFFECT if abs(mean) >= min_effect else BELOW_INTEREST
+    if tost_holm is not None and tost_holm < alpha:
+        return EQUIVALENT
+    return UNRESOLVED
+
+
+def family(
+    effects: Sequence[dict[str, Any] | None], alpha: float = ALPHA, power: float = POWER, min_effect: float = MIN_EFFECT
+) -> list[dict[str, Any] | None]:
+    """Test a family of effects (each an estimate with ``mean`` and either ``se``/``df``/``p`` or
+    ``per_seed``): per effect ``p`` and its Holm-adjusted ``p_holm``; the equivalence test against
+    ``± min_effect`` (``p_equivalent``, Holm-adjusted over the family as ``p_equivalent_holm``); the
+    ``claim`` they allow; the MDE at ``alpha / m`` and the seeds needed to detect an effect of the
+    observed size at that level (``m``: the effects with a p-value)."""
+    tests = [test_of(e) if e else (None, None, None) for e in effects]
+    ps = [t[0] for t in tests]
     adj = holm(ps, alpha)
+    tost_ps = [
+        crossed.tost(e.get("mean"), se, df, min_effect) if e is not None and se is not None else None
+        for e, (_, se, df) in zip(effects, tests)
+    ]
+    tost_adj = holm(tost_ps, alpha)
     m = max(1, sum(p is not None for p in ps))
+    level = alpha / m
     out: list[dict[str, Any] | None] = []
-    for e, p, a in zip(effects, ps, adj):
+    for e, (p, se, df), a, eq, eq_a in zip(effects, tests, adj, tost_ps, tost_adj):
         if e is None:
             out.append(None)
             continue
-        level = alpha / m
+        if e.get("source") == "answers":
+            needed = crossed.seeds_needed(e.get("mean"), {**(e.get("components") or {}), "n_docs": e.get("n_docs")}, level, power)
+        else:
+            needed = seeds_needed(e.get("mean"), e.get("sd"), level, power)
         out.append(
             {
                 "p": p,
                 "p_holm": a,
+                "p_equivalent": eq,
+                "p_equivalent_holm": eq_a,
+                "min_effect": min_effect,
+                "claim": claim(e.get("mean"), a, eq_a, min_effect, alpha),
                 "family_size": m,
-                "mde": mde(e.get("sd"), e.get("n", 0), level, power),
+                "mde": crossed.mde(se, df, level, power),
                 "mde_alpha": level,
                 "power": power,
-                "seeds_needed": seeds_needed(e.get("mean"), e.get("sd"), level, power),
+                "seeds_needed": needed,
+                "source": e.get("source", "seeds"),
             }
         )
     return out

@@ -1,20 +1,24 @@
-"""Regressions of a target on predictors: OLS fits (statsmodels) with 95% CIs, and leave-one-out R².
+"""Regressions of a target on predictors: OLS fits (statsmodels) with 95% CIs, and cross-validated R².
 
-LOO R² is ``1 − Σ(y − ŷ_loo)² / Σ(y − ȳ)²`` where ``ŷ_loo`` are the leave-one-out predictions of the same
-linear model and ``ȳ`` is the full-sample mean; it can be negative when the model predicts worse than the mean.
+Cross-validated R² is ``1 − Σ(y − ŷ_cv)² / Σ(y − ȳ)²`` where ``ŷ_cv`` are the held-out predictions of the
+same linear model and ``ȳ`` is the full-sample mean; it can be negative when the model predicts worse than
+the mean. A pool's runs are held out by architecture (every seed of an arm together: a seed of the same
+architecture left in the fit would predict its sibling), which is the paper's leave-one-out when each
+architecture is one run.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import LeaveOneOut, cross_val_predict
+from sklearn.model_selection import LeaveOneGroupOut, cross_val_predict
 from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 
 ALPHA = 0.05
@@ -25,25 +29,53 @@ def _num(x: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def loo_predictions(X: pd.DataFrame, y: pd.Series) -> np.ndarray:
-    """Each run's prediction from the linear model fitted without it.
+def loo_predictions(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None = None) -> np.ndarray:
+    """Each run's prediction from the linear model fitted without it, or, with ``groups`` (an
+    architecture per run), without every run of its group (leave-one-architecture-out: every seed of
+    an arm held out together, as the paper's leave-one-out holds out one architecture).
 
-    Exact for OLS from the hat matrix (statsmodels PRESS residuals, y − e/(1 − h)); where a run has
-    leverage 1 (it alone fixes a coefficient) scikit-learn refits each fold instead.
-    """
+    Exact for OLS from the hat matrix: the held-out residuals of a group ``g`` are
+    ``(I − H_gg)⁻¹ e_g`` (statsmodels' PRESS residuals when every group is one run); where a group alone
+    fixes a coefficient (``I − H_gg`` singular) each fold is refitted with scikit-learn instead."""
+    yv = y.to_numpy(float)
+    labels = np.arange(len(yv)) if groups is None else pd.factorize(pd.Series(list(groups), dtype=object))[0]
     infl = ols(X, y).get_influence()
-    if np.max(infl.hat_matrix_diag) < 1 - 1e-9:
-        return y.to_numpy(float) - np.asarray(infl.resid_press)
-    return cross_val_predict(LinearRegression(), X.to_numpy(float), y.to_numpy(float), cv=LeaveOneOut())
+    if len(np.unique(labels)) == len(yv) and np.max(infl.hat_matrix_diag) < 1 - 1e-9:
+        return yv - np.asarray(infl.resid_press)
+    A = sm.add_constant(X.astype(float), has_constant="add").to_numpy(float)
+    H = A @ np.linalg.pinv(A)
+    e = yv - H @ yv
+    pred = np.empty(len(yv))
+    for g in np.unique(labels):
+        idx = np.flatnonzero(labels == g)
+        block = np.eye(len(idx)) - H[np.ix_(idx, idx)]
+        if np.linalg.svd(block, compute_uv=False).min() < 1e-9:  # the group alone fixes a coefficient
+            return cross_val_predict(LinearRegression(), X.to_numpy(float), yv, cv=LeaveOneGroupOut(), groups=labels)
+        pred[idx] = yv[idx] - np.linalg.solve(block, e[idx])
+    return pred
 
 
-def loo_r2(X: pd.DataFrame, y: pd.Series) -> float | None:
-    """Leave-one-out R² of a linear regression of ``y`` on ``X`` (with intercept)."""
-    if len(y) < 3:
+def loo_r2(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None = None) -> float | None:
+    """Leave-one-out R² of a linear regression of ``y`` on ``X`` (with intercept); with ``groups``,
+    leave-one-group-out (see :func:`loo_predictions`). None with fewer than 3 runs or groups."""
+    n_units = len(set(groups)) if groups is not None else len(y)
+    if len(y) < 3 or n_units < 3:
         return None
-    pred = loo_predictions(X, y)
+    pred = loo_predictions(X, y, groups)
     sst = float(((y - y.mean()) ** 2).sum())
     return _num(1.0 - float(((y.to_numpy(float) - pred) ** 2).sum()) / sst) if sst > 0 else None
+
+
+def r2_without_each(x: pd.Series, y: pd.Series, groups: Sequence[Any]) -> dict[str, float | None]:
+    """In-sample R² of ``y ~ x`` with each group's runs left out (does one architecture carry the fit?)."""
+    labels = pd.Series(list(groups), index=y.index, dtype=object)
+    out: dict[str, float | None] = {}
+    for g in dict.fromkeys(labels):
+        keep = labels != g
+        xv, yv = x[keep].to_numpy(float), y[keep].to_numpy(float)
+        ok = len(yv) >= 3 and np.ptp(xv) > 0 and np.ptp(yv) > 0
+        out[str(g)] = _num(np.corrcoef(xv, yv)[0, 1] ** 2) if ok else None
+    return out
 
 
 def ols(X: pd.DataFrame, y: pd.Series):
@@ -63,11 +95,14 @@ def terms(res, names: list[str]) -> dict[str, dict[str, float | list | None]]:
     }
 
 
-def fit(X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
-    """In-sample and LOO R² plus coefficient table of one linear model; drops constant predictors."""
+def fit(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None = None) -> dict[str, Any]:
+    """In-sample and cross-validated R² plus coefficient table of one linear model; drops constant
+    predictors. ``loo_r2`` holds out one group (architecture) at a time when ``groups`` are given, else
+    one run; ``n_groups`` says how many held-out units the fit rests on."""
     keep = [c for c in X.columns if X[c].nunique() > 1]
     dropped = [c for c in X.columns if c not in keep]
-    out: dict[str, Any] = {"n": len(y), "predictors": keep, "dropped_constant": dropped}
+    n_groups = len(set(groups)) if groups is not None else len(y)
+    out: dict[str, Any] = {"n": len(y), "n_groups": n_groups, "predictors": keep, "dropped_constant": dropped}
     if not keep or len(y) < len(keep) + 2:
         return {**out, "r2": None, "loo_r2": None, "note": "not identifiable (constant predictors or too few runs)"}
     X = X[keep]
@@ -76,7 +111,7 @@ def fit(X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
     out.update(
         r2=_num(res.rsquared),
         adj_r2=_num(res.rsquared_adj),
-        loo_r2=loo_r2(X, y),
+        loo_r2=loo_r2(X, y, groups),
         df_resid=_num(res.df_resid),
         terms=terms(res, keep),
     )
@@ -85,10 +120,15 @@ def fit(X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
     return out
 
 
-def fit_single(x: pd.Series, y: pd.Series, name: str) -> dict[str, Any]:
-    """Simple regression ``y ~ x`` on the rows where both are present; coef/intercept/ci95/p flattened."""
+def fit_single(x: pd.Series, y: pd.Series, name: str, groups: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Simple regression ``y ~ x`` on the rows where both are present; coef/intercept/ci95/p flattened;
+    with ``groups`` (an architecture per row) cross-validated by group, with each group's R² without it
+    (``r2_without``)."""
     ok = x.notna() & y.notna()
-    r = fit(pd.DataFrame({name: x[ok]}), y[ok])
+    g = None if groups is None else [v for v, k in zip(groups, ok) if k]
+    r = fit(pd.DataFrame({name: x[ok]}), y[ok], g)
+    if g is not None and r.get("r2") is not None and len(set(g)) >= 3:
+        r["r2_without"] = r2_without_each(x[ok], y[ok], g)
     t = r.pop("terms", None)
     if t and name in t:
         r.update(
@@ -102,9 +142,9 @@ def fit_single(x: pd.Series, y: pd.Series, name: str) -> dict[str, Any]:
     return r
 
 
-def fit_multi(X: pd.DataFrame, y: pd.Series) -> dict[str, Any]:
+def fit_multi(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None = None) -> dict[str, Any]:
     """Multiple regression; ``coefs`` maps each term to its coef/se/ci95/p, ``intercept`` is the constant."""
-    r = fit(X, y)
+    r = fit(X, y, groups)
     t = r.pop("terms", None)
     if t:
         r["intercept"] = t.pop("const")["coef"]

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from archpool.analysis import agreement, compound, headroom, inference, stats
 from archpool.analysis import effects as fx
 from archpool.analysis import extension as ext
-from archpool.analysis import stats
+from archpool.analysis.answers import Answers
 from archpool.analysis.mastery import MASTERY_COLUMNS, MASTERY_METRIC, mastery_metric
 from archpool.analysis.table import (
     ENTROPY_COLUMNS,
@@ -44,7 +46,7 @@ from archpool.analysis.table import (
     is_design,
     metric_columns,
 )
-from archpool.columns import LENGTH_RE, is_pre_extension, rung_budget, split_rung
+from archpool.columns import LENGTH_RE, ColumnKey, is_pre_extension, lower_is_better, rung_budget, split_rung
 from archpool.study import FEATURES
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
@@ -68,8 +70,10 @@ def pre_extension(predictors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]
         {
             "predictor": k,
             "n": p["n"],
+            "n_groups": p.get("n_groups"),
             "r2": p.get("r2"),
             "loo_r2": p.get("loo_r2"),
+            "r2_without": p.get("r2_without"),
             "coef": p.get("coef"),
             "ci95": p.get("ci95"),
             "p": p.get("p"),
@@ -151,19 +155,31 @@ def _usable(df: pd.DataFrame, target: str) -> tuple[pd.DataFrame, list[dict[str,
 
 
 def analyze(
-    df: pd.DataFrame, target: str | None = None, short_ctx: int | None = None, covariates: Iterable[str] = ()
+    df: pd.DataFrame,
+    target: str | None = None,
+    short_ctx: int | None = None,
+    covariates: Iterable[str] = (),
+    answers: Answers | None = None,
+    min_effect: float = inference.MIN_EFFECT,
+    window: tuple[float, float] = headroom.WINDOW,
 ) -> dict[str, Any]:
-    """The full analysis of a validated results table (see :func:`archpool.analysis.table.load_results`)."""
+    """The full analysis of a validated results table (see :func:`archpool.analysis.table.load_results`);
+    with its scored ``answers`` (:mod:`archpool.analysis.answers`) the extension effects carry both
+    sources of noise, else they fall back to seed means. ``min_effect``: the smallest effect of interest;
+    ``window``: the headroom rule's window for the baseline at the target."""
     target = choose_target(df, target)
     covariates = _covariates(df, target, covariates)
     short = int(short_ctx) if short_ctx is not None else default_short_ctx(df)
+    if answers is not None:
+        answers.check(df, [target])
     d, excluded = _usable(df, target)
     y = _fit_target(d, target, excluded, covariates)
     f = features(d, short)
-    predictors, skipped = _predictors(d, f, y, target, covariates)
+    groups = fx.arch_labels(d)
+    predictors, skipped = _predictors(d, f, y, target, covariates, groups)
 
     inter_X = f[list(FEATURES)].assign(swa_x_gqa=f["swa"] * f["gqa"])
-    interaction_fit = stats.fit_multi(inter_X, y)
+    interaction_fit = stats.fit_multi(inter_X, y, groups)
 
     factorial = ext.is_factorial(d, short)
     if not factorial:
@@ -194,7 +210,7 @@ def analyze(
         "feature_effects": fx.feature_effects(ps, sd),
         "interactions": inter,
         "spread": noise,
-        "runs": _run_rows(d, f, target, predictors["feature_count"]),
+        "runs": _run_rows(d, f, target, predictors["feature_count"], groups),
         "excluded": excluded,
         "failed": list(df.attrs.get("failed", [])),
         "confounds": None,
@@ -202,8 +218,13 @@ def analyze(
         "by_length": length_columns(df),
         "factorial": factorial,
         "mastery": ext.mastery_summary(d, short, mmetric),
-        "extension_effects": ext.extension_effects(df, target, short, mmetric),
-        "remedy": ext.remedy(df, target, short, mmetric),
+        "extension_effects": ext.extension_effects(df, target, short, mmetric, answers=answers),
+        "remedy": ext.remedy(df, target, short, mmetric, answers=answers, min_effect=min_effect),
+        "co_target": _co_target(df, target, short, mmetric, answers),
+        "headroom": headroom.check(df, target, window),
+        "agreement": agreement.agreement(df, target, short),
+        "compounding": compound.compounding(df, target, short, answers, min_effect, lower_is_better(target)),
+        "inference": inference_basis(d, answers, groups, min_effect),
         "notes": _notes(d, f, noise, ps),
     }
     if not factorial:
@@ -248,14 +269,15 @@ def _fit_target(d: pd.DataFrame, target: str, excluded: list[dict[str, str]], co
 
 
 def _predictors(
-    d: pd.DataFrame, f: pd.DataFrame, y: pd.Series, target: str, covariates: list[str]
+    d: pd.DataFrame, f: pd.DataFrame, y: pd.Series, target: str, covariates: list[str], groups: list[str]
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, str]]]:
-    """The count and four-axis models and every other metric as a single predictor, best R² first;
-    with the metric columns skipped (too few runs with a value, or constant)."""
+    """The count and four-axis models and every other metric as a single predictor, best R² first,
+    cross-validated by architecture (``groups``); with the metric columns skipped (too few runs with a
+    value, or constant)."""
     predictors: dict[str, dict[str, Any]] = {
-        "feature_count": {"kind": "count", **stats.fit_single(f["feature_count"], y, "feature_count")},
-        "four_axes": {"kind": "axes", **stats.fit_multi(f[list(FEATURES)], y)},
-        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y)},
+        "feature_count": {"kind": "count", **stats.fit_single(f["feature_count"], y, "feature_count", groups)},
+        "four_axes": {"kind": "axes", **stats.fit_multi(f[list(FEATURES)], y, groups)},
+        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y, groups)},
     }
     skipped = []
     stem = split_rung(target)[0]
@@ -267,9 +289,63 @@ def _predictors(
         if ok.sum() < MIN_RUNS or x[ok].nunique() < 2 or y[ok].nunique() < 2:
             skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS else "constant"})
             continue
-        predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c)}
+        predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c, groups)}
     order = sorted(predictors, key=lambda k: -(predictors[k].get("r2") if predictors[k].get("r2") is not None else -1))
     return {k: predictors[k] for k in order}, skipped
+
+
+def co_target_of(target: str, columns: Iterable[str]) -> str | None:
+    """The gold log-probability twin of an accuracy target (``mqar_lp@…`` for ``mqar_acc@…``), when the
+    table has it: the same answers, scored by how sure the model is instead of whether it is right."""
+    key = ColumnKey.parse(target)
+    if key is None or not key.metric.endswith("_acc"):
+        return None
+    twin = key.but(metric=key.metric[: -len("_acc")] + "_lp").format()
+    return twin if twin in set(columns) else None
+
+
+def _co_target(df: pd.DataFrame, target: str, short: int, mmetric: str, answers: Answers | None) -> dict[str, Any] | None:
+    """The extension effects on the target's log-probability twin (None without one)."""
+    co = co_target_of(target, df.columns)
+    if co is None:
+        return None
+    return {"column": co, "extension_effects": ext.extension_effects(df, co, short, mmetric, answers=answers)}
+
+
+def inference_basis(d: pd.DataFrame, answers: Answers | None, groups: list[str], min_effect: float) -> dict[str, Any]:
+    """What the effects' intervals and tests rest on, in words the report repeats."""
+    seeds = int(d.groupby(pd.Series(groups, index=d.index)).size().max()) if len(d) else 0
+    archs = len(set(groups))
+    if answers is not None:
+        source, words = (
+            "answers",
+            (
+                f"{answers.n:,} scored answers ({Path(answers.source).name or 'answers'}): each effect's interval and test carry the noise of "
+                "the seeds and of the evaluation documents"
+            ),
+        )
+    elif seeds > 1:
+        source, words = (
+            "seeds",
+            (
+                "seed means: no answers table beside the results (items.parquet), so each effect's interval and test "
+                "see only the spread of its per-seed differences, not the answers behind them"
+            ),
+        )
+    else:
+        source, words = (
+            "single runs",
+            (
+                "single runs: one run per architecture and no answers table, so a matched-pair effect is one "
+                "difference with no noise estimate of its own; the only intervals are the regressions'"
+            ),
+        )
+    cv = (
+        f"predictors are cross-validated by architecture ({archs} architectures, {seeds} seed(s) each at most)"
+        if seeds > 1
+        else f"one run per architecture ({archs}): leave-one-architecture-out is leave-one-run-out"
+    )
+    return {"source": source, "words": words, "cross_validation": cv, "min_effect": min_effect, "n_archs": archs}
 
 
 def design_summary(df: pd.DataFrame, short_ctx: int | None = None) -> dict[str, Any]:
@@ -289,10 +365,13 @@ def design_summary(df: pd.DataFrame, short_ctx: int | None = None) -> dict[str, 
     }
 
 
-def _run_rows(d: pd.DataFrame, f: pd.DataFrame, target: str, count_fit: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per run: design, feature count, target, and the count model's in-sample and leave-one-out predictions."""
+def _run_rows(
+    d: pd.DataFrame, f: pd.DataFrame, target: str, count_fit: dict[str, Any], groups: list[str]
+) -> list[dict[str, Any]]:
+    """Per run: design, feature count, target, and the count model's in-sample and held-out predictions
+    (its architecture left out)."""
     count = f[["feature_count"]]
-    loo = stats.loo_predictions(count, d[target]) if f["feature_count"].nunique() > 1 else [None] * len(d)
+    loo = stats.loo_predictions(count, d[target], groups) if f["feature_count"].nunique() > 1 else [None] * len(d)
     fitted = (
         (count_fit["intercept"] + count_fit["coef"] * f["feature_count"])
         if count_fit.get("coef") is not None

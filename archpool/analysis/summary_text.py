@@ -25,9 +25,9 @@ def _ci(ci: list | None) -> str:
 
 
 def _eff(s: dict[str, Any] | None) -> list[str]:
-    """mean, 95% CI, sd, n of a per-seed summary."""
+    """mean, 95% CI, p, seed sd, n of an effect."""
     s = s or {}
-    return [_n(s.get("mean")), _ci(s.get("ci95")), _n(s.get("sd"), "{:.3f}"), str(s.get("n", 0))]
+    return [_n(s.get("mean")), _ci(s.get("ci95")), _n(s.get("p"), "{:.2g}"), _n(s.get("sd"), "{:.3f}"), str(s.get("n", 0))]
 
 
 def format_design(r: dict[str, Any]) -> str:
@@ -45,6 +45,10 @@ def format_design(r: dict[str, Any]) -> str:
 def format_text(r: dict[str, Any]) -> str:
     """Readable tables of an :func:`~archpool.analysis.summary.analyze` result."""
     out = [f"target {r['target']!r}: {r['n']} runs (short context ≤ {r['short_ctx']})"]
+    basis = r.get("inference")
+    if basis:
+        out.append(f"inference: {basis['words']}; smallest effect of interest ±{basis['min_effect']:g}")
+        out.append(f"cross-validation: {basis['cross_validation']}")
     if r["excluded"]:
         out.append("excluded: " + "; ".join(f"{e['run']} ({e['reason']})" for e in r["excluded"]))
     out += _runs(r)
@@ -57,6 +61,7 @@ def format_text(r: dict[str, Any]) -> str:
     out += _confounds(r)
     out += _attention(r)
     out += format_extension(r)
+    out += format_agreement(r.get("agreement"))
     if r["failed"]:
         out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
     out += [f"note: {n}" for n in r["notes"]]
@@ -64,9 +69,9 @@ def format_text(r: dict[str, Any]) -> str:
 
 
 def _runs(r: dict[str, Any]) -> list[str]:
-    out = ["", "Runs by target (feature count; count model's fit and leave-one-out prediction)"]
+    out = ["", "Runs by target (feature count; count model's fit and held-out prediction, its architecture left out)"]
     out += _table(
-        ["run", "count", r["target"], "fit", "LOO"],
+        ["run", "count", r["target"], "fit", "held out"],
         [
             [
                 x["run"],
@@ -98,7 +103,7 @@ def _predictors(r: dict[str, Any]) -> list[str]:
                 _n(p.get("p"), "{:.2g}"),
             ]
         )
-    out += _table(["predictor", "kind", "n", "R²", "LOO R²", "coef", "95% CI", "p"], rows)
+    out += _table(["predictor", "kind", "n", "R²", "held-out R²", "coef", "95% CI", "p"], rows)
     return out
 
 
@@ -108,10 +113,10 @@ def _pre_extension(r: dict[str, Any]) -> list[str]:
     out = [
         "",
         "Before extension: how well each pre-extension measurement predicts the post-extension target "
-        "(best leave-one-out R² first)",
+        "(best held-out R² first; held out by architecture)",
     ]
     out += _table(
-        ["pre-extension predictor", "n", "R²", "LOO R²", "coef", "95% CI"],
+        ["pre-extension predictor", "n", "R²", "held-out R²", "coef", "95% CI"],
         [
             [x["predictor"], str(x["n"]), _n(x["r2"], "{:.3f}"), _n(x["loo_r2"], "{:.3f}"), _n(x["coef"]), _ci(x["ci95"])]
             for x in r["pre_extension"]
@@ -265,16 +270,16 @@ def _extension_effects(e: dict[str, Any] | None) -> list[str]:
     for a in e["axes"]:
         name = f"{a['axis']} {a['from']} → {a['to']}" + (f" ({a['arm']})" if a.get("arm") else "")
         pre = _eff(a["pre"])
-        rows.append([name, "own length, before", pre[0], pre[1], "", "", pre[2], pre[3]])
+        rows.append([name, "own length, before", pre[0], pre[1], pre[2], "", "", "", pre[4]])
         for x in a["effects"]:
             if x["rung"] != rung:
                 continue
             where = f"@{x['length']}" + (f"{RUNG_SEP}{x['rung']}" if x["rung"] else "") + (" *" if x["is_target"] else "")
             post, did = _eff(x["post"]), _eff(x["did"])
-            rows.append([name, where, post[0], post[1], did[0], did[1], did[2], did[3]])
+            rows.append([name, where, post[0], post[1], post[2], did[0], did[1], did[2], post[4]])
         if a["dropped_seeds"]:
-            rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", "", ""])
-    out += _table(["axis", "at", "effect", "95% CI", "extension-only (DiD)", "95% CI", "seed sd", "n"], rows)
+            rows.append([name, "dropped seeds", ", ".join(map(str, a["dropped_seeds"])), "", "", "", "", "", ""])
+    out += _table(["axis", "at", "effect", "95% CI", "p", "extension-only (DiD)", "95% CI", "p", "n"], rows)
     out.append("(* the target column; every rung of the ladder: tables/extension_effects.csv in the report)")
     if e["not_mastered"]:
         out += ["", "Did not master before extension: their long-context numbers measure pretraining, not extension"]
@@ -300,5 +305,41 @@ def _remedy(r: dict[str, Any]) -> list[str]:
                 rows.append([a["arm"], "gap to baseline, both untreated", *_eff(a["gap_primary"])])
                 if a.get("base_treated", True):
                     rows.append([a["arm"], "gap to baseline, both treated", *_eff(a["gap_recipe"])])
-        out += _table(["arm", "difference", "mean", "95% CI", "seed sd", "n"], rows)
+                share = a.get("closed_fraction")
+                rows.append([a["arm"], "share of the gap closed", _n(share, "{:.2f}"), a.get("closed_note") or "", "", "", ""])
+        out += _table(["arm", "difference", "mean", "95% CI", "p", "seed sd", "n"], rows)
+    return out
+
+
+def _with_ci(v: float | None, ci: list | None) -> str:
+    return "—" if v is None else f"{v:+.2f} {_ci(ci) if ci and ci[0] is not None else ''}".strip()
+
+
+def format_agreement(a: dict[str, Any] | None) -> list[str]:
+    """Rank agreement of the pool, the feature count and the short-context predictor with each paper column."""
+    if not a:
+        return []
+    out = [
+        "",
+        f"Rank agreement with the paper's 7B scores (per architecture; 95% bootstrap intervals over architectures and seeds; "
+        f"short-context predictor: {a.get('short_context') or 'none'})",
+    ]
+    rows = []
+    for col, entry in a["columns"].items():
+        for who in ("pool", "feature_count", "short_context"):
+            x = entry.get(who)
+            if x:
+                rows.append(
+                    [
+                        col,
+                        who,
+                        str(x["n_archs"]),
+                        _with_ci(x["rho"], x["rho_ci95"]),
+                        _with_ci(x["tau"], x["tau_ci95"]),
+                        _with_ci(x["pairwise"], x["pairwise_ci95"]),
+                    ]
+                )
+    out += _table(["paper column", "ranked by", "archs", "Spearman ρ", "Kendall τ", "pairwise accuracy"], rows)
+    if a.get("not_mastered"):
+        out.append("left out (did not master their own length): " + ", ".join(a["not_mastered"]))
     return out

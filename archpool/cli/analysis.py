@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archpool.cli.args import positive_int
+from archpool.cli.args import positive_float, positive_int
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -21,6 +21,19 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="pretraining contexts ≤ N count as short (default: the "
         "table's short_ctx column, which pools write; else the smallest context when there are several, else 4096)",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=positive_float,
+        default=None,
+        metavar="X",
+        help="the smallest effect of interest (default: a pool directory's report.min_effect, else 0.01: one point of "
+        "100 on an accuracy); an effect below it is never called a cost, and 'no effect larger than X' is a finding",
+    )
+    p.add_argument(
+        "--no-answers",
+        action="store_true",
+        help="ignore the answers table (items.parquet) beside the results and test on seed means only",
     )
     p.add_argument(
         "--covariates",
@@ -59,6 +72,17 @@ def _target(args) -> str | None:
     return pool_report_settings(args.source).get("target")
 
 
+def _min_effect(args) -> float:
+    """``--min-effect``, else a pool directory's ``report.min_effect``, else the default (0.01)."""
+    from archpool.analysis.table import pool_report_settings
+    from archpool.study import MIN_EFFECT
+
+    if args.min_effect is not None:
+        return float(args.min_effect)
+    value = pool_report_settings(args.source).get("min_effect")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else MIN_EFFECT
+
+
 CLOSEST_SHOWN = 5
 
 
@@ -87,6 +111,7 @@ def _covariates(args) -> list[str]:
 
 def analyze_command(args) -> int:
     from archpool.analysis import analyze, format_text, load_results, to_json
+    from archpool.analysis.answers import load_answers
     from archpool.analysis.summary import design_summary
     from archpool.analysis.summary_text import format_design
     from archpool.analysis.table import metric_columns
@@ -98,17 +123,28 @@ def analyze_command(args) -> int:
         r = design_summary(df, args.short_ctx)
         print(to_json(r) if args.json else format_design(r))
         return 0
-    r = analyze(df, target, args.short_ctx, _covariates(args))
+    answers = None if args.no_answers else load_answers(args.source)
+    r = analyze(df, target, args.short_ctx, _covariates(args), answers, _min_effect(args))
     print(to_json(r) if args.json else format_text(r))
     return 0
 
 
 def report_command(args) -> int:
+    from archpool.analysis.answers import load_answers
     from archpool.analysis.table import load_results, pool_report_settings
     from archpool.report import write_report
 
     check_target(load_results(args.source), _target(args))
     findings = pool_report_settings(args.source).get("findings") or ()
-    page = write_report(args.source, args.out, _target(args), args.short_ctx, _covariates(args), findings_targets=list(findings))
+    page = write_report(
+        args.source,
+        args.out,
+        _target(args),
+        args.short_ctx,
+        _covariates(args),
+        findings_targets=list(findings),
+        answers=None if args.no_answers else load_answers(args.source),
+        min_effect=_min_effect(args),
+    )
     print(f"wrote {page}")
     return 0

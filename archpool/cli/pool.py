@@ -248,6 +248,7 @@ def _settings(section: Any) -> str:
 def cmd_pool_show(args) -> int:
     from archpool.pool.plan import build_plan
     from archpool.pool.stages import backend_module
+    from archpool.study import PAPER_EXTENSION_SHARE
 
     spec, out = _load(args)
     if args.yaml:
@@ -259,9 +260,16 @@ def cmd_pool_show(args) -> int:
     print(f"train: {_settings(spec.train)}")
     for ext in spec.extension:
         print(f"extension {ext.name}: {_settings(ext.written)}")
+        shares = _shares(spec, ext)
+        if shares:
+            print(f"  share of the pretraining tokens: {shares} (the paper's extension: {PAPER_EXTENSION_SHARE:.1%})")
     if not spec.extension:
         print("extension: none")
     print(f"eval: {_settings(spec.eval)}")
+    print(f"report: {_settings(spec.report)}")
+    target_share = _target_share(spec)
+    if target_share:
+        print(f"  {target_share}")
     print(f"{'run':<34} feat swa qk_norm   norm kv/heads ctx   window d_ff layers init fp8 params")
     for r in spec.runs:
         a = r.axes
@@ -274,6 +282,35 @@ def cmd_pool_show(args) -> int:
         for n in build_plan(spec):
             print(f"  {n.key}  {n.id}  <- {', '.join(n.deps.values())}")
     return 0
+
+
+def _shares(spec, ext) -> str:
+    """Each rung of a recipe's ladder (or its whole extension) as a share of the pretraining tokens."""
+    budgets = ext.budgets or [None]
+    parts = []
+    for b in budgets:
+        share = spec.extension_share(ext, b)
+        if share is not None:
+            parts.append(f"{share:.1%}" if b is None else f"{b} steps {share:.1%}")
+    return ", ".join(parts)
+
+
+def _target_share(spec) -> str:
+    """The report target's rung as a share of the pretraining tokens, beside the paper's."""
+    from archpool.columns import ColumnKey
+    from archpool.study import PAPER_EXTENSION_SHARE
+
+    key = ColumnKey.parse(spec.report.target or "")
+    if key is None or key.budget is None or not spec.extension:
+        return ""
+    recipe = spec.extension[0]
+    share = spec.extension_share(recipe, key.budget)
+    if share is None:
+        return ""
+    return (
+        f"target {spec.report.target}: {key.budget} extension steps of {recipe.name} = {share:.1%} of the pretraining tokens "
+        f"(the paper: {PAPER_EXTENSION_SHARE:.1%})"
+    )
 
 
 def _print_yaml(spec) -> int:

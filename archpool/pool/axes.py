@@ -101,30 +101,55 @@ def model_ctx(pretrain_ctx: int, model: dict[str, Any], long_ctx: int) -> int:
     return pretrain_ctx
 
 
-def scale_paper_row(paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str):
-    """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio."""
+PAPER_GEOMETRY_KEYS = ("n_heads", "swa_pattern")
+"""What a pool's ``paper_geometry:`` may fix for its paper rows (docs/paper.md, "Scaling the paper's rows")."""
+
+
+def paper_kv_heads(kv: int, n_heads: int) -> int:
+    """The paper's ``kv`` KV heads of 32 query heads at ``n_heads`` query heads: the same ratio where it
+    is whole, else the nearest divisor of ``n_heads`` (at least 1: a ratio below 1/n_heads is MQA)."""
+    exact = n_heads * kv / PAPER["n_heads"]
+    divisors = [d for d in range(1, n_heads + 1) if n_heads % d == 0]
+    return min(divisors, key=lambda d: (abs(d - exact), d))
+
+
+def scale_paper_row(
+    paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str, geometry: dict[str, Any] | None = None
+):
+    """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio.
+
+    By default the query heads are the size's rounded up to a multiple of 8 (so that the paper's KV
+    ratios down to 4 of 32 are whole) and SWA is Olmo 3's pattern. A pool's ``paper_geometry``
+    (``geometry``) can keep another head count (KV ratios then round to the nearest divisor,
+    :func:`paper_kv_heads`) and another layer pattern for the SWA rows."""
     if not isinstance(paper, dict):
         raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
     check_keys(paper, sorted(PAPER_ROW_KEYS), fld, "paper column")
     for key in ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx"):
         if key not in paper:
             raise ConfigError(f"{fld}.{key}", "required in a paper row")
+    geometry = geometry or {}
     shp = SIZES[size]
     d_model = model["d_model"]
-    # KV ratios down to 4 of 32 need n_heads divisible by 8
-    n_heads = 8 * math.ceil(shp["n_heads"] / 8)
+    # KV ratios down to 4 of 32 need n_heads divisible by 8, unless the pool keeps its own head count
+    n_heads = geometry.get("n_heads") or 8 * math.ceil(shp["n_heads"] / 8)
     if d_model % n_heads or (d_model // n_heads) % 2:
         raise ConfigError(f"{fld}.n_kv_heads", f"size {size!r} (d_model={d_model}) cannot hold {n_heads} heads of even width")
     model = dict(model, n_heads=n_heads, head_dim=d_model // n_heads)
     kv = paper["n_kv_heads"]
     if not isinstance(kv, int) or PAPER["n_heads"] % kv:
         raise ConfigError(f"{fld}.n_kv_heads", f"KV heads of the paper's 32 query heads, got {kv!r}")
-    model["n_kv_heads"] = kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
+    if geometry.get("n_heads"):
+        model["n_kv_heads"] = paper_kv_heads(kv, n_heads)
+    else:
+        model["n_kv_heads"] = kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
     p_ctx = paper["pretrain_ctx"]
     if p_ctx not in (4096, 8192):
         raise ConfigError(f"{fld}.pretrain_ctx", f"the paper pretrains at 4096 or 8192, got {p_ctx!r}")
     pretrain_ctx = long_ctx * p_ctx // PAPER["long_ctx"]
-    model.update(swa(bool(int(paper["swa"])), long_ctx, f"{fld}.swa"))
+    has_swa = bool(int(paper["swa"]))
+    pattern = geometry.get("swa_pattern")
+    model.update(swa({"pattern": pattern} if has_swa and pattern else has_swa, long_ctx, f"{fld}.swa"))
     model["qk_norm"] = study.canonical_qk_norm(paper["qk_norm"])
     model["norm"] = paper["norm"]
     d_ff = paper.get("d_ff", PAPER["d_ff"])

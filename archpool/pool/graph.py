@@ -25,7 +25,7 @@ from typing import Any
 from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
 from archpool.rundir import pool_events_path, stage_dir
-from archpool.runtime import peak_rss_mb, process_rank, reset_peak_rss
+from archpool.runtime import compute_device, peak_rss_mb, process_rank, reset_peak_rss
 from archpool.safeload import load_json, read_json_file
 
 DONE = "DONE"
@@ -219,7 +219,8 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
         seconds = round(time.time() - t0, 3)
         peak = peak_rss_mb()
         mem = dict(peak_rss_mb=None if peak is None else round(peak, 1), rss_start_mb=None if rss0 is None else round(rss0, 1))
-        atomic_write_json(d / DONE, dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, **mem, result=result))
+        done = dict(node=node.id, stage=node.stage, key=node.key, seconds=seconds, device=compute_device(), **mem, result=result)
+        atomic_write_json(d / DONE, done)
         log_event(out, kind="done", node=node.id, stage=node.stage, key=node.key, run=label, seconds=seconds, **mem)
         log(f"[{node.stage}] done {node.id} in {seconds:.1f}s, peak RSS {mem['peak_rss_mb']} MB")
         return result

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from archpool.pool.graph import Node, node_dir, read_events
+from archpool.pool.graph import DONE, Node, node_dir, read_events
 from archpool.pool.spec import PoolSpec
 from archpool.report.context import ReportContext
 from archpool.rundir import RUN_METRICS
@@ -112,6 +112,25 @@ def _budget(nodes: list[Node], stage: str) -> str | None:
     return "; ".join(parts)
 
 
+COMPUTE_STAGES = ("pretrain", "extend", "eval")
+
+
+def hardware(out: Path, nodes: list[Node]) -> str:
+    """The devices the pool's training and evaluation nodes ran on (each recorded in its ``DONE`` marker),
+    with how many nodes each; "" when none recorded one."""
+    counts: dict[str, int] = defaultdict(int)
+    for n in nodes:
+        if n.stage not in COMPUTE_STAGES:
+            continue
+        try:
+            device = read_json_object(node_dir(out, n) / DONE).get("device")
+        except ValueError:  # a missing or damaged marker: the node did not finish
+            continue
+        if isinstance(device, str) and device:
+            counts[device[:200]] += 1
+    return "; ".join(f"{d} ({k} nodes)" for d, k in sorted(counts.items(), key=lambda t: -t[1]))
+
+
 def report_context(out: Path, pool: PoolSpec, nodes: list[Node]) -> ReportContext:
     source = Path(pool.source) if pool.source and not pool.source.startswith("<") else None
     yaml_text = ""
@@ -130,4 +149,45 @@ def report_context(out: Path, pool: PoolSpec, nodes: list[Node]) -> ReportContex
         budgets=budgets,
         curves=loss_curves(out, nodes),
         chance=chance_levels(out, nodes),
+        hardware=hardware(out, nodes),
+        calibration=calibration(out),
+        headroom=(float(pool.report.headroom[0]), float(pool.report.headroom[1])),
+    )
+
+
+def calibration(out: Path) -> dict[str, Any] | None:
+    """The pool's calibration record (``calibration/calibration.json``), None without one or when it does
+    not read whole."""
+    from archpool.pool.calibrate import calibration_path
+
+    path = calibration_path(out)
+    try:
+        record = read_json_object(path) if path.is_file() else None
+    except ValueError:
+        return None
+    return record if record is not None and _calibration_ok(record) else None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _calibration_ok(record: dict[str, Any]) -> bool:
+    """The shape ``archpool.pool.calibrate`` writes: strings, a two-number window and points with a value,
+    the baseline's values and mean, and the rule's verdict."""
+    window, points = record.get("window"), record.get("points")
+    if not all(isinstance(record.get(k), str) for k in ("task", "knob", "target", "column")):
+        return False
+    if not (isinstance(window, list) and len(window) == 2 and all(_number(x) for x in window)):
+        return False
+    return isinstance(points, list) and all(
+        isinstance(p, dict)
+        and _number(p.get("value"))
+        and isinstance(p.get("baseline"), list)
+        and all(_number(x) for x in p["baseline"])
+        and (p.get("baseline_mean") is None or _number(p.get("baseline_mean")))
+        and isinstance(p.get("ok"), bool)
+        and isinstance(p.get("all_mastered"), bool)
+        and isinstance(p.get("words"), str)
+        for p in points
     )

@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from archpool.columns import ANSWERS_FILE
 from archpool.io import atomic_write_text, directory_lock, remove_stale_temporaries
+from archpool.pool.answers import write_answers
+from archpool.pool.calibrate import calibration_path, run_calibration
 from archpool.pool.executor import LocalExecutor, SubmititExecutor, split_threads
 from archpool.pool.graph import Node, execute_node, format_exception, log_event
 from archpool.pool.job import read_status, run_complete, run_nodes, write_status
@@ -155,6 +158,7 @@ def report_settings(pool: PoolSpec, context: ReportContext | None = None) -> Poo
         short_ctx=pool.short_ctx,
         covariates=tuple(pool.report.covariates),
         findings=tuple(pool.report.findings),
+        min_effect=float(pool.report.min_effect),
     )
 
 
@@ -165,8 +169,18 @@ def finalize(out: Path, pool: PoolSpec, nodes: list[Node]) -> Path | None:
     """Write results.csv from whatever finished, then the report (failed runs are listed in it).
     A report that fails leaves results.csv, report.md with the error, and ``report_error.txt``; one that
     succeeds removes an earlier failure's ``report_error.txt``."""
+    try:
+        run_calibration(Path(out), pool, nodes, log=lambda m: print(m, file=sys.stderr))
+    except Exception as e:  # the report then says the calibration is missing; the pool's results stand
+        calibration_path(out).unlink(missing_ok=True)
+        print(f"calibration failed ({type(e).__name__}: {e})", file=sys.stderr)
     rows = results_rows(out, pool, nodes)
     atomic_write_text(Path(out) / RESULTS, rows_to_csv(rows))
+    try:
+        write_answers(Path(out), pool, nodes)
+    except Exception as e:  # the analysis then falls back to seed means; a stale table must not stay beside results.csv
+        (Path(out) / ANSWERS_FILE).unlink(missing_ok=True)
+        print(f"answers table not written ({type(e).__name__}: {e}); the analysis uses seed means", file=sys.stderr)
     error = pool_report_dir(out) / REPORT_ERROR
     try:
         written = write_pool_report(Path(out), report_settings(pool, report_context(Path(out), pool, nodes)), rows)

@@ -253,8 +253,33 @@ def attention_settings(d: dict[str, Any] | None, prefix: str = "attention") -> t
 
 # ---------------------------------------------------------------------------------------------- report
 @dataclass(frozen=True)
+class CalibrateSettings(Config):
+    """``report.calibrate:`` — the scored task's difficulty knob, measured on the pool's own checkpoints
+    after its runs (:mod:`archpool.pool.calibrate`): the baseline's value at the target and every run's
+    mastery at its own length, at each of ``values`` of the task parameter ``knob``; the headroom rule
+    picks one (docs/extensibility.md, "Headroom")."""
+
+    PATH = "report.calibrate"
+    KEY = "setting"
+
+    knob: str = "pair_every"
+    values: list[int | float] = field(default_factory=list)
+    task: str | None = None  # default: the report target's task
+
+    def validate(self, prefix: str = "report.calibrate") -> None:
+        if not self.values or len(self.values) > MAX_CALIBRATION_POINTS:
+            raise ConfigError(f"{prefix}.values", f"1 to {MAX_CALIBRATION_POINTS} values of the knob, got {self.values!r}")
+        if len(set(self.values)) != len(self.values):
+            raise ConfigError(f"{prefix}.values", f"each value once, got {self.values!r}")
+
+
+MAX_CALIBRATION_POINTS = 16
+
+
+@dataclass(frozen=True)
 class ReportSettings(Config):
-    """``report:`` — the metric the analysis explains, the short-context threshold, covariates, findings."""
+    """``report:`` — the metric the analysis explains, the short-context threshold, covariates, findings,
+    the smallest effect of interest, the headroom window and the difficulty calibration."""
 
     PATH = "report"
     KEY = "setting"
@@ -263,6 +288,9 @@ class ReportSettings(Config):
     short_ctx: int | None = None  # default: half the pool's long context
     covariates: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    min_effect: float = study.MIN_EFFECT  # the smallest effect of interest (an accuracy: one point of 100)
+    headroom: list[float] = field(default_factory=lambda: list(study.HEADROOM))  # the baseline's window at the target
+    calibrate: CalibrateSettings | None = None
 
     @classmethod
     def from_dict(cls, d: Any, path: str | None = None) -> ReportSettings:
@@ -270,6 +298,17 @@ class ReportSettings(Config):
         return super().from_dict(d or {}, path)
 
     def validate(self, prefix: str = "report") -> None:
+        lo_hi = self.headroom
+        if (
+            len(lo_hi) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in lo_hi)
+            or not 0 <= lo_hi[0] < lo_hi[1] <= 1
+        ):
+            raise ConfigError(f"{prefix}.headroom", f"[low, high] with 0 <= low < high <= 1, got {lo_hi!r}")
+        if isinstance(self.min_effect, bool) or not isinstance(self.min_effect, (int, float)) or not 0 < self.min_effect <= 10:
+            raise ConfigError(
+                f"{prefix}.min_effect", f"the smallest effect of interest: a number in (0, 10], got {self.min_effect!r}"
+            )
         if self.short_ctx is not None and self.short_ctx < 1:
             raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {self.short_ctx}")
         if self.target is not None and not self.target.strip():

@@ -68,6 +68,7 @@ TOP_LEVEL_KEYS = {
     "long_ctx",
     "jobs",
     "texts",
+    "paper_geometry",
 }
 MAX_SEEDS = 1_000  # seeds of one architecture (each a trained model)
 MAX_SEED = 2**32 - 1  # a seed every random generator accepts
@@ -152,6 +153,20 @@ class PoolSpec:
         """The pretrain stage's config of a run pretrained at ``seq_len`` with ``seed``: the pool's
         ``train:`` section, the pool's milestones as steps, no progress bars."""
         return run_train_config(self.train, seq_len, seed, self.milestones)
+
+    def extension_share(self, recipe: PoolRecipe, budget: int | None = None) -> float | None:
+        """The extension tokens of ``recipe`` after ``budget`` steps (default: its whole extension) as a
+        share of a run's pretraining tokens (the paper's is 10B of 140B, ``study.PAPER_EXTENSION_SHARE``);
+        None for another backend or a pool without trained runs."""
+        from archpool.train.extension_plan import plan_extension
+
+        run = next((r for r in self.runs if isinstance(r, RunSpec) and recipe.applies(r.arch)), None)
+        if recipe.config is None or run is None:
+            return None
+        pretrain = self.pretrain_config(run.pretrain_ctx, run.seed)
+        plan = plan_extension(run.model, pretrain, recipe.config, "final")
+        steps = plan.train.total_steps() if budget is None else budget
+        return steps * plan.train.global_batch_tokens / (pretrain.total_steps() * pretrain.global_batch_tokens)
 
     def run(self, name: str) -> RunSpec:
         for r in self.runs:
@@ -265,7 +280,15 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
     data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
     base_dir = Path(source).parent if source and Path(source).is_file() else Path.cwd()
-    ctx = _Ctx(size=size, long_ctx=long_ctx, base_model=base_model, seeds=seeds, data_vocab=data_vocab, base_dir=base_dir)
+    ctx = _Ctx(
+        size=size,
+        long_ctx=long_ctx,
+        base_model=base_model,
+        seeds=seeds,
+        data_vocab=data_vocab,
+        base_dir=base_dir,
+        paper_geometry=_paper_geometry(data.get("paper_geometry")),
+    )
     runs = _parse_runs(entries, ctx)
     trained = [r for r in runs if isinstance(r, RunSpec)]
     if backend == "real" and trained:
@@ -304,6 +327,29 @@ class _Ctx:
     seeds: list[int]
     data_vocab: int | None = None
     base_dir: Path = field(default_factory=Path.cwd)
+    paper_geometry: dict[str, Any] = field(default_factory=dict)
+
+
+def _published(name: str) -> dict[str, float]:
+    """A paper row's published scores as ``paper_*`` columns when ``name`` is one of the paper's runs."""
+    from archpool.paper.table import paper_runs, published_columns
+
+    return published_columns(name) if name in {r.name for r in paper_runs()} else {}
+
+
+def _paper_geometry(value: Any) -> dict[str, Any]:
+    """``paper_geometry:``: the query heads and SWA layer pattern the pool's paper rows keep."""
+    from archpool.pool.axes import PAPER_GEOMETRY_KEYS
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("paper_geometry", f"a mapping of {', '.join(PAPER_GEOMETRY_KEYS)}, got {type(value).__name__}")
+    check_keys(value, PAPER_GEOMETRY_KEYS, "paper_geometry", "setting")
+    heads = value.get("n_heads")
+    if heads is not None and (not isinstance(heads, int) or isinstance(heads, bool) or not 1 <= heads <= 1024):
+        raise ConfigError("paper_geometry.n_heads", f"a head count from 1 to 1024, got {heads!r}")
+    return dict(value)
 
 
 def _sections(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -485,7 +531,8 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     # 2. paper-unit rows (olmpool): scale each ratio to this size
     paper = entry.get("paper")
     if paper is not None:
-        model, pretrain_ctx, columns = scale_paper_row(paper, model, size, long_ctx, f"{label}.paper")
+        model, pretrain_ctx, columns = scale_paper_row(paper, model, size, long_ctx, f"{label}.paper", ctx.paper_geometry)
+        columns.update(_published(paper.get("name") if isinstance(paper, dict) and paper.get("name") else name))
 
     # 3. axes in pool units
     pretrain_ctx = _apply_axes(entry.get("axes") or {}, model, pretrain_ctx, long_ctx, label)
@@ -650,6 +697,7 @@ def check_before_work(
         _check_extensions(trained, train, extension)
         _check_vocab(trained, section)
         _check_report_target(report, eval_settings, long_ctx)
+        _check_calibration(report, eval_settings)
 
 
 def _check_run_names(runs: list[Any]) -> None:
@@ -708,6 +756,42 @@ def _check_vocab(runs: list[RunSpec], section: DataSection) -> None:
             raise ConfigError(
                 f"runs[{r.arch}].model.vocab_size", f"{r.model.vocab_size} is smaller than the data's vocabulary ({what}: {need})"
             )
+
+
+def _check_calibration(report: ReportSettings, e: EvalSettings) -> None:
+    """``report.calibrate`` calibrates the target's own task: a dense task scored after extension, a knob
+    that is one of the task's parameters, and values its generator accepts (with the pool's other
+    parameters of that task)."""
+    from archpool.columns import ColumnKey
+    from archpool.pool.sections import validate_task_params
+    from archpool.tasks import dense_params, is_dense
+
+    cal = report.calibrate
+    if cal is None:
+        return
+    key = ColumnKey.parse(report.target or "")
+    if key is None or key.base or not key.metric.endswith(("_acc", "_lp")):
+        raise ConfigError(
+            "report.calibrate",
+            f"needs a report.target that is a task's accuracy or log-probability after extension, got {report.target!r}",
+        )
+    task = key.metric.rpartition("_")[0]
+    if cal.task not in (None, task) or not _is_dense(task, is_dense):
+        raise ConfigError(
+            "report.calibrate.task", f"calibrates the target's task ({task!r}), a dense task; got {cal.task or task!r}"
+        )
+    known = sorted(set(dense_params(task, None)))
+    if cal.knob not in known:
+        raise ConfigError("report.calibrate.knob", f"{cal.knob!r} is not a parameter of {task}; allowed: {', '.join(known)}")
+    for v in cal.values:
+        validate_task_params({task: {**e.task_params.get(task, {}), cal.knob: v}}, "report.calibrate.values")
+
+
+def _is_dense(task: str, is_dense) -> bool:
+    try:
+        return bool(is_dense(task))
+    except ConfigError:
+        return False
 
 
 def _check_report_target(report: ReportSettings, e: EvalSettings, long_ctx: int) -> None:

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from archpool.study import HEADROOM
 from archpool.version import git_commit, package_version
 
 Curve = Sequence[tuple[int, float]]
@@ -28,6 +30,8 @@ class ReportContext:
     curves: Mapping[str, Mapping[str, Curve]] = field(default_factory=dict)  # run → phase → [(step, loss)]
     chance: Mapping[str, float] = field(default_factory=dict)  # task → chance accuracy (fraction)
     hardware: str = ""
+    calibration: Mapping[str, Any] | None = None  # the pool's calibration record (archpool.pool.calibrate)
+    headroom: tuple[float, float] = HEADROOM  # the pool's headroom window (report.headroom)
 
 
 def _installed(name: str) -> str | None:

@@ -441,3 +441,33 @@ def attention_by_arch(df: pd.DataFrame, sink: str, entropy: str | None) -> Figur
         ax.set_xlabel(f"{_t(col)} ({_attention_unit(col)})")
         ax.set_title("sink strength" if col == sink else "attention entropy")
     return fig
+
+
+def calibration(cal: Mapping[str, Any]) -> Figure | None:
+    """The calibration curve: the baseline's value at the target per value of the difficulty knob (mean and
+    seeds), the headroom window, points that fail mastery, the rule's choice and the scored point."""
+    points = [p for p in cal.get("points") or [] if p.get("baseline")]
+    if not points:
+        return None
+    fig = _figure(6.5, 3.6)
+    ax = fig.add_subplot()
+    xs = list(range(len(points)))
+    lo, hi = cal["window"]
+    ax.axhspan(lo, hi, color="#e0ecf4", zorder=0, label=f"headroom window [{lo:g}, {hi:g}]")
+    means = [p["baseline_mean"] for p in points]
+    ax.plot(xs, means, color="#4575b4", lw=1.2, zorder=2)
+    for x, p in zip(xs, points):
+        ax.scatter([x] * len(p["baseline"]), p["baseline"], s=10, color="#4575b4", alpha=0.5, zorder=3)
+        face = "#4575b4" if p["all_mastered"] else "white"
+        ax.scatter([x], [p["baseline_mean"]], s=45, facecolor=face, edgecolor="#4575b4", zorder=4)
+        if p["value"] == cal.get("chosen"):
+            ax.scatter([x], [p["baseline_mean"]], s=220, marker="*", color="#d73027", zorder=5, label="rule's choice")
+        if p["value"] == cal.get("scored"):
+            ax.scatter([x], [p["baseline_mean"]], s=260, facecolor="none", edgecolor="k", lw=1.2, zorder=6, label="scored")
+    ax.set_xticks(xs, [_t(p["value"]) for p in points])
+    ax.set_xlabel(_t(f"{cal['task']}: {cal['knob']}"))
+    ax.set_ylabel(_t("baseline at the target"))
+    ax.set_title(_t(cal["target"]), fontsize=9)
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig

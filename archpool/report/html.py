@@ -23,19 +23,21 @@ import numpy as np
 import pandas as pd
 
 from archpool.analysis import inference
+from archpool.analysis.answers import Answers, load_answers
 from archpool.analysis.summary import analyze, to_json
 from archpool.analysis.table import load_results
 from archpool.columns import ColumnKey
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
 from archpool.io import atomic_write_text
-from archpool.report import archs, transfer
+from archpool.report import archs, scale, transfer
 from archpool.report import figures as figs
 from archpool.report import findings as fnd
 from archpool.report import verdict as vd
 from archpool.report.context import ReportContext, duration, environment
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
 from archpool.report.verdict import AxisVerdict
+from archpool.study import MIN_EFFECT
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,7 +53,7 @@ section.findings{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .6
 .warn{background:#fff3cd;border:1px solid #e8d08a;padding:.4em .6em}
 .sub{color:#444;margin-top:-.5em}section.verdict{background:#f7f9fc;border:1px solid #dde3ee;padding:.2em 1em .8em}
 ul.headline{font-size:1.05em}ul.headline li{margin:.3em 0}table.verdict-table{font-size:.9em}table.verdict-table td{vertical-align:top}
-td.meaning{min-width:12em;max-width:26em}details{margin:.4em 0}summary{cursor:pointer;color:#235}dl.repro{display:grid;
+td.meaning{min-width:11em;max-width:22em}.wrap{white-space:normal}details{margin:.4em 0}summary{cursor:pointer;color:#235}dl.repro{display:grid;
 grid-template-columns:max-content 1fr;gap:.15em 1em}dl.repro dt{font-weight:600}dl.repro dd{margin:0}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.8em}figure{margin:1em 0}
 """
@@ -82,6 +84,7 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
                 "kind": p["kind"],
                 "phase": p.get("phase", ""),
                 "n": p["n"],
+                "n_groups": p.get("n_groups"),
                 "r2": p.get("r2"),
                 "loo_r2": p.get("loo_r2"),
                 "coef": p.get("coef"),
@@ -135,6 +138,7 @@ def tables(r: dict[str, Any], aliases: dict[str, list[str]] | None = None) -> di
             {
                 "pre-extension predictor": _alias(p["predictor"], aliases),
                 "n": p["n"],
+                "n_groups": p.get("n_groups"),
                 "r2": p["r2"],
                 "loo_r2": p["loo_r2"],
                 "coef": p["coef"],
@@ -290,7 +294,9 @@ HEADERS = {
     "arch": "Architecture",
     "n": "n",
     "r2": "R²",
-    "loo_r2": "Leave-one-out R²",
+    "loo_r2": "Leave-one-architecture-out R²",
+    "n_groups": "Architectures",
+    "p_equivalent_holm": "Equivalence p, Holm-corrected",
     "coef": "Coefficient",
     "se": "SE",
     "ci95_lo": "95% CI low",
@@ -399,6 +405,7 @@ def remedy_table(remedy: list[dict[str, Any]]) -> pd.DataFrame:
                     if a.get("base_treated", True)
                     else "— (baseline not treated)",
                     "closed_fraction": a.get("closed_fraction"),
+                    "note": a.get("closed_note", ""),
                 }
             )
     return pd.DataFrame(rows)
@@ -415,6 +422,7 @@ def transfer_table(cells: Sequence[transfer.TransferCell]) -> pd.DataFrame:
                 "effect": f"{vd.fmt(c.effect)} {vd.fmt_ci(c.ci95)}".strip(),
                 "relative": f"{c.relative:+.0%}" if c.relative is not None else "—",
                 "p_holm": c.p_holm,
+                "p_equivalent_holm": c.p_equivalent_holm,
                 "mde": c.mde,
                 "paper (HELMET points)": f"{c.paper_points:+.1f}" if c.paper_points is not None else "—",
                 "paper relative": f"{c.paper_relative:+.0%}" if c.paper_relative is not None else "—",
@@ -467,8 +475,11 @@ CAPTIONS = {
     "effects": "Matched-pair effects per axis (dots: pairs; bars: their mean) and interactions (effect of A with B "
     "on, red, vs off, blue); grey band: ± seed standard deviation; ★ marks the paper's stressed interaction, SWA "
     "with vs without GQA.",
-    "predictor_r2": "In-sample and leave-one-out R² of the strongest predictors measured before extension or fixed by "
-    "the design (the target's own metric after extension is left out).",
+    "predictor_r2": "In-sample and leave-one-architecture-out R² of the strongest predictors measured before extension "
+    "or fixed by the design (the target's own metric after extension is left out).",
+    "calibration": "The scored task's difficulty knob against the baseline at the target (mean over seeds, dots: "
+    "seeds); shaded: the headroom window; open circles: a run did not master that variant at its own length; "
+    "star: the point the rule picks; ring: the point the pool scores.",
 }
 
 
@@ -493,6 +504,7 @@ def build_figures(
         "target_vs_count": figs.target_vs_count(r),
         "predictor_r2": figs.predictor_r2(_design_and_pre(r)),
         "effects": figs.effects(_with_data(r)) if r.get("factorial", True) else None,
+        "calibration": figs.calibration(context.calibration) if context.calibration else None,
     }
     return {k: figs.png(f) for k, f in out.items() if f is not None}
 
@@ -536,8 +548,98 @@ def design_note(r: dict[str, Any]) -> str:
     )
 
 
+def transfer_sections(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rank agreement with the paper (for a pool that carries its scores) and the transfer table."""
+    out: list[dict[str, Any]] = []
+    if r.get("agreement"):
+        out.append(
+            {
+                "id": "agreement",
+                "title": "Transfer as one number: the paper's ranking",
+                "paragraphs": scale.agreement_words(r["agreement"]),
+                "figures": [],
+                "tables": [present(scale.agreement_table(r["agreement"]))],
+            }
+        )
+    cells = transfer.transfer_cells(r, vd.long_ctx_of(r))
+    if cells:
+        out.append(
+            {
+                "id": "transfer",
+                "title": "Transfer to the paper",
+                "paragraphs": [
+                    "Each axis's effect after extension at 1×, 2×, 4× and 8× the pretraining context (the target's rung), "
+                    "relative to the baseline's mean, beside the paper's 7B HELMET effect relative to its Llama 3 "
+                    "replica. A cell reproduces or contradicts the paper's sign only when its test, Holm-corrected over "
+                    "every cell of the table, rejects no effect and the effect is at least the smallest effect of interest "
+                    f"(±{transfer.min_effect_of(r):g}). Otherwise it is at the ceiling when the baseline and the arm both "
+                    "score within that of 1 (no difference can show); 'no effect larger than' it when the equivalence "
+                    "test rejects one; smaller than the paper's when the equivalence test against the paper's relative "
+                    "size rejects; and unresolved when none holds (the MDE says how large an effect could hide).",
+                    *transfer.statements(cells),
+                ],
+                "figures": [],
+                "tables": [present(transfer_table(cells))],
+            }
+        )
+    return out
+
+
+def scale_sections(
+    r: dict[str, Any], tabs: dict[str, pd.DataFrame], figures: dict[str, str], context: ReportContext
+) -> list[dict[str, Any]]:
+    """The untrained rung, compounding and the calibration of the scored task, where the pool has them."""
+    out: list[dict[str, Any]] = []
+    if "rung_zero" in tabs:
+        out.append(
+            {
+                "id": "rung-zero",
+                "title": "After the RoPE change alone (zero-shot extensibility)",
+                "paragraphs": [
+                    "The same target at the ladder's rung 0: the pretrained model with the extension's RoPE, before any "
+                    "extension training. A finding of its own (how well an architecture extends zero-shot), tested as a "
+                    "family over the axes and never mixed into the primary target."
+                ],
+                "figures": [],
+                "tables": [present(tabs["rung_zero"])],
+            }
+        )
+    if "compounding" in tabs:
+        out.append(
+            {
+                "id": "compounding",
+                "title": "Compounding: a pair of features against the sum of its parts",
+                "paragraphs": [
+                    "Per seed, the pair's effect minus the two single effects (pair − A − B + baseline), on the same "
+                    "answers; Holm-corrected over the pairs, with the equivalence test against the smallest effect of "
+                    f"interest. The paper: {scale.PAPER_COMPOUND}."
+                ],
+                "figures": [],
+                "tables": [present(tabs["compounding"])],
+            }
+        )
+    cal = context.calibration
+    if cal:
+        name = "calibration"
+        out.append(
+            {
+                "id": "calibration",
+                "title": "Calibration of the scored task",
+                "paragraphs": scale.calibration_words(cal),
+                "figures": [{"name": name, "b64": figures[name], "caption": CAPTIONS[name]}] if name in figures else [],
+                "tables": [],
+            }
+        )
+    return out
+
+
 def _sections(
-    r: dict[str, Any], tabs: dict[str, pd.DataFrame], found: dict[str, Any], figures: dict[str, str], df: pd.DataFrame
+    r: dict[str, Any],
+    tabs: dict[str, pd.DataFrame],
+    found: dict[str, Any],
+    figures: dict[str, str],
+    df: pd.DataFrame,
+    context: ReportContext,
 ) -> list[dict[str, Any]]:
     def fig(name: str) -> list[dict[str, str]]:
         return [{"name": name, "b64": figures[name], "caption": CAPTIONS[name]}] if name in figures else []
@@ -556,26 +658,8 @@ def _sections(
                 "tables": [present(at)],
             }
         )
-    cells = transfer.transfer_cells(r, vd.long_ctx_of(r))
-    if cells:
-        out.append(
-            {
-                "id": "transfer",
-                "title": "Transfer to the paper",
-                "paragraphs": [
-                    "Each axis's effect after extension at 1×, 2×, 4× and 8× the pretraining context (the target's rung), "
-                    "relative to the baseline's mean, beside the paper's 7B HELMET effect relative to its Llama 3 "
-                    "replica. A cell reproduces or contradicts the paper's sign only when its Holm-corrected p (over "
-                    "every cell of the table) is below 0.05. Otherwise it is at the ceiling when the baseline and the arm "
-                    "both score within 0.01 of 1 (no difference can show), smaller than the paper's when its 95% interval "
-                    "excludes the paper's relative size on both sides, and unresolved when it does not (the MDE says how "
-                    "large an effect the seeds could miss).",
-                    *transfer.statements(cells),
-                ],
-                "figures": [],
-                "tables": [present(transfer_table(cells))],
-            }
-        )
+    out += transfer_sections(r)
+    out += scale_sections(r, tabs, figures, context)
     if r.get("remedy"):
         out.append(
             {
@@ -654,6 +738,13 @@ def _sections(
     return out
 
 
+CLAIM_SHORT = {  # the verdict table's words for each claim (X: the smallest effect of interest)
+    inference.EFFECT: "an effect (beyond noise, ≥ ±X)",
+    inference.BELOW_INTEREST: "beyond noise, below ±X",
+    inference.EQUIVALENT: "no effect larger than ±X",
+    inference.UNRESOLVED: "not resolved",
+    inference.UNTESTED: "not tested",
+}
 MAIN_FIGURES = ("verdict_effects", "accuracy_by_length", "accuracy_by_distance", "extension_curves", "loss_curves", "attention")
 _ENV = None
 
@@ -671,13 +762,24 @@ def _template():
 def _repro(context: ReportContext, r: dict[str, Any]) -> dict[str, Any]:
     facts = list(environment())
     facts.append(("runs", f"{r['n']} analysed" + (f", {len(r['failed'])} failed" if r.get("failed") else "")))
+    basis = r.get("inference") or {}
+    if basis:
+        facts.append(("intervals and tests", f"{basis['words']}; smallest effect of interest ±{basis['min_effect']:g}"))
+        facts.append(("cross-validation", basis["cross_validation"]))
     facts += list(context.budgets)
     if context.stage_seconds:
         total = sum(context.stage_seconds.values())
         per = ", ".join(f"{k} {duration(v)}" for k, v in context.stage_seconds.items())
         facts.append(("compute time (summed over nodes)", f"{duration(total)} ({per})"))
     if context.hardware:
-        facts.append(("pool hardware", context.hardware))
+        facts.append(
+            (
+                "computed on",
+                f"{context.hardware}. Re-running on the same machine gives the same numbers bit for bit; a CPU with "
+                "another vector unit (or another GPU) rounds differently and the numbers differ in their last digits, "
+                "so results from two machines agree through the intervals above, not digit for digit",
+            )
+        )
     return {"facts": facts, "pool_yaml": context.pool_yaml, "pool_source": context.pool_source}
 
 
@@ -715,25 +817,31 @@ def render(
         n_runs=r["n"],
         target=r["target"],
         target_words=f"{words} ({lower})",
-        headline=vd.headline(verdicts, words),
+        headline=vd.headline(verdicts, words, (r.get("inference") or {}).get("words")),
+        basis=(r.get("inference") or {}).get("words") or "seed means",
+        min_effect=transfer.min_effect_of(r),
+        claim_words=CLAIM_SHORT,
         verdicts=verdicts,
         paper_multiple=next((v.paper_multiple for v in verdicts if v.paper_multiple), None),
         treated_recipe=next((v.treated_recipe for v in verdicts if v.treated_recipe), None),
+        co_column=next((v.co_column for v in verdicts if v.co_column), None),
         unit="accuracy (fraction of answers)" if "_acc" in r["target"] else r["target"],
         seed_sd=(r.get("spread") or {}).get("seed_sd"),
         warnings=warnings_,
         figures=[{"name": n, "b64": b64[n], "caption": CAPTIONS[n]} for n in MAIN_FIGURES if n in b64],
-        sections=_sections(r, tabs, found, b64, df),
+        sections=_sections(r, tabs, found, b64, df, context),
+        resolves=present(tabs["resolves"], "What this scale resolves") if "resolves" in tabs else None,
+        headroom=scale.headroom_words(r.get("headroom")),
         repro=_repro(context, r),
         notes=notes,
         merged=merged,
     )
 
 
-REPORT_FILES = ("report.html", "analysis.json")
+REPORT_FILES = ("report.html", "analysis.json", "summary.md")
 
 
-def write_report(
+def write_report(  # noqa: PLR0913 — the analysis's options as `archpool report` names them, then keyword-only report options
     source: str | Path | pd.DataFrame,
     out: str | Path,
     target: str | None = None,
@@ -743,8 +851,12 @@ def write_report(
     findings_targets: Sequence[str] = (),
     context: ReportContext | None = None,
     pool_name: str = "",
+    answers: Answers | None = None,
+    min_effect: float = MIN_EFFECT,
 ) -> Path:
     """Analyse ``source`` (CSV, pool dir or loaded table) and write the report to ``out``; returns report.html.
+    ``answers``: the scored answers (default: the answers table beside a CSV or in a pool directory);
+    ``min_effect``: the smallest effect of interest.
 
     ``findings_targets``: metrics reported in the Findings in addition to ``target`` (e.g. retrieval accuracy
     beyond the window, multi-hop accuracy); metric columns identical to another are merged first.
@@ -756,12 +868,14 @@ def write_report(
         (out / name).unlink(missing_ok=True)
     context = context or ReportContext()
     df = source if isinstance(source, pd.DataFrame) else load_results(source)
+    if answers is None and not isinstance(source, pd.DataFrame):
+        answers = load_answers(source)
     covariates = list(covariates)
     findings_targets = [t for t in findings_targets if t and t in df.columns]  # a pool's list may name unmeasured columns
     keep = [t for t in (target, *findings_targets, *covariates) if t]
     df, aliases = fnd.merge_identical(df, keep=keep)
-    r = analyze(df, target, short_ctx, covariates)
-    found = fnd.findings(df, r, findings_targets, covariates)
+    r = analyze(df, target, short_ctx, covariates, answers, min_effect, context.headroom)
+    found = fnd.findings(df, r, findings_targets, covariates, answers)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     for old in (out / "figures").glob("*.png"):
@@ -776,9 +890,17 @@ def write_report(
     verdict_rows = pd.DataFrame([asdict(v) for v in verdicts])
     if len(verdict_rows):
         tabs = {"verdict": verdict_rows, **tabs}
-    transfer_rows = [asdict(c) for c in transfer.transfer_cells(r, vd.long_ctx_of(r))]
+    cells = transfer.transfer_cells(r, vd.long_ctx_of(r))
+    transfer_rows = [asdict(c) for c in cells]
     if transfer_rows:
         tabs = {**tabs, "transfer": pd.DataFrame(transfer_rows)}
+    zero = scale.rung_zero(r)
+    extra = {
+        "resolves": scale.resolves_table(cells, vd.target_multiple(r["target"], vd.long_ctx_of(r)), r),
+        "rung_zero": scale.rung_zero_table(zero),
+        "compounding": scale.compounding_table(r),
+    }
+    tabs = {**tabs, **{k: t for k, t in extra.items() if len(t)}}
     for name, data in figures.items():
         (out / "figures" / f"{name}.png").write_bytes(data)
     for name, t in tabs.items():
@@ -793,6 +915,9 @@ def write_report(
         }
     )
     atomic_write_text(out / "analysis.json", analysis_json + "\n")
+    words = vd.describe_metric(r["target"], vd.long_ctx_of(r))
+    summary = scale.summary_markdown(r, verdicts, tabs.get("resolves", pd.DataFrame()), vd.headline(verdicts, words, None))
+    atomic_write_text(out / "summary.md", summary)
     page = out / "report.html"
     atomic_write_text(page, render(r, figures, tabs, found, df, context, aliases, pool_name))
     return page

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from archpool.analysis import analyze, format_text, load_results
+from archpool.analysis.answers import load_answers
 from archpool.analysis.table import ConstantTargetError
 from archpool.io import atomic_write_text
 from archpool.report.context import ReportContext
 from archpool.report.html import REPORT_FILES, write_report
 from archpool.rundir import pool_report_dir
+from archpool.study import MIN_EFFECT
 
 HEADLINE = ("mastery_acc", "mastered", "pretrain_loss", "extension_loss", "attn_sink_rate", "attn_entropy")
 # files a previous analysis left; removed before a new one so a failure never leaves them looking current
@@ -38,6 +40,7 @@ class PoolReport:
     covariates: Sequence[str] = ()
     findings: Sequence[str] = field(default_factory=tuple)
     context: ReportContext = field(default_factory=ReportContext)
+    min_effect: float = MIN_EFFECT
 
 
 def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -> Path:
@@ -55,7 +58,17 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             df = load_results(out)
-            text = format_text(analyze(df, settings.target, settings.short_ctx, settings.covariates))
+            answers = load_answers(out)
+            r = analyze(
+                df,
+                settings.target,
+                settings.short_ctx,
+                settings.covariates,
+                answers,
+                settings.min_effect,
+                settings.context.headroom,
+            )
+            text = format_text(r)
             atomic_write_text(report_dir / "analysis.txt", text + "\n")
             page = write_report(
                 df,
@@ -66,6 +79,8 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
                 findings_targets=settings.findings,
                 context=settings.context,
                 pool_name=settings.name,
+                answers=answers,
+                min_effect=settings.min_effect,
             )
     except ConstantTargetError as e:  # every run scored the same: nothing to explain, and not an error of the pool
         for name in ANALYSIS_FILES:

@@ -1,17 +1,20 @@
 """The transfer table: per axis, this pool's effect after extension at 1×, 2×, 4× and 8× the pretraining
-context beside the paper's 7B effect at the same multiples, each relative to its baseline, and whether
-the pool reproduces, contradicts or cannot resolve the paper's sign there.
+context beside the paper's 7B effect at the same multiples, each relative to its baseline, and what the
+pool can say about the paper's effect there.
 
-Every cell is the seed-paired effect on the target's metric at that length and at the target's rung
-(:mod:`archpool.analysis.extension`). The cells of the table form one family: their paired t-tests are
-Holm-corrected together (:mod:`archpool.analysis.inference`). A cell *reproduces* the paper when its
-corrected p is below 0.05 and its sign (higher-is-better) matches the paper's, and *contradicts* it when the
-sign is opposite. Otherwise it is *at the ceiling* when it is an accuracy on which the baseline and the arm
-are both within 0.01 of 1 (both have solved the task there, so no difference can show, whatever the
-architecture would cost on a harder task), *smaller than the paper's* when the 95% interval of its relative effect
-lies inside ± the paper's relative effect (an equivalence test: both one-sided tests at 2.5% reject an
-effect as large as the paper's), and *cannot resolve* it when it does not; the smallest effect the seeds
-detect there (MDE, at the family's strictest level) says how large an effect could still hide.
+Every cell is the effect on the target's metric at that length and at the target's rung
+(:mod:`archpool.analysis.extension`), estimated from the scored answers when the pool has them. The cells of
+the table form one family: their tests, and their equivalence tests, are Holm-corrected together
+(:mod:`archpool.analysis.inference`). A cell *reproduces* the paper when its corrected test rejects no
+effect, the effect is at least the smallest effect of interest and its sign (higher-is-better) matches the
+paper's; it *contradicts* it when the sign is opposite. Otherwise it is *at the ceiling* when it is an
+accuracy on which the baseline and the arm are both within the smallest effect of interest of 1 (both have
+solved the task there, so no difference can show, whatever the architecture would cost on a harder task);
+*no effect larger than X* when the equivalence test against the smallest effect of interest rejects; *smaller
+than the paper's* when the equivalence test against the paper's relative size (times this pool's baseline)
+rejects; *beyond noise, below X* for a real effect smaller than the smallest of interest; and *cannot
+resolve* it otherwise: the smallest effect the design detects there (MDE, at the family's strictest
+level) says how large an effect could still hide.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from archpool.analysis import inference
+from archpool.analysis import crossed, inference
 from archpool.columns import split_rung
 from archpool.report import paper
 from archpool.report.findings import FEATURE_NAMES, lower_is_better
@@ -27,7 +30,8 @@ from archpool.report.findings import FEATURE_NAMES, lower_is_better
 MULTIPLES = (1, 2, 4, 8)
 REPRODUCES, CONTRADICTS, SMALLER, UNRESOLVED = "reproduces", "contradicts", "smaller than the paper's", "cannot resolve"
 CEILING = "at the ceiling"
-CEILING_GAP = 0.01  # an accuracy whose baseline mean is within this of 1 leaves no room for a gain to show
+NO_LARGER = "no effect larger than the smallest of interest"
+BELOW = "beyond noise, below the smallest of interest"
 
 
 @dataclass(frozen=True)
@@ -43,14 +47,23 @@ class TransferCell:
     ci95: tuple[float | None, float | None]
     relative: float | None  # effect / the baseline's mean
     p_holm: float | None
+    p_equivalent_holm: float | None  # the equivalence test against ± min_effect, Holm over the table
+    claim: str
     mde: float | None
+    min_effect: float
     paper_points: float | None
     paper_relative: float | None  # the paper's effect / its baseline's HELMET
     verdict: str
 
 
+def min_effect_of(r: dict[str, Any]) -> float:
+    """The smallest effect of interest the analysis ``r`` was made with."""
+    return float((r.get("inference") or {}).get("min_effect") or inference.MIN_EFFECT)
+
+
 def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell]:
     """The table's cells, axes in the paper's order, from an :func:`archpool.analysis.analyze` result."""
+    min_effect = min_effect_of(r)
     ext = r.get("extension_effects") or {}
     if not ext or not long_ctx:
         return []
@@ -64,24 +77,29 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
                 if x["rung"] == rung and multiple in MULTIPLES and x["post"]["mean"] is not None:
                     rows.append((feature, int(multiple), x))
             break  # the first arm of an axis (a pool's main single-feature arm)
-    tests = inference.family([x["post"] for _, _, x in rows])
+    tests = inference.family([x["post"] for _, _, x in rows], min_effect=min_effect)
+    paper_equivalent = inference.holm([_paper_tost(feature, multiple, x) for feature, multiple, x in rows])
     out = []
-    for (feature, multiple, x), t in zip(rows, tests):
+    for (feature, multiple, x), t, eq in zip(rows, tests, paper_equivalent):
         t = t or {}
         effect = x["post"]["mean"]
         base = x.get("base_mean")
         points = paper.single_feature_delta(feature, multiple)
         paper_base = paper.baseline_score(multiple)
-        significant = t.get("p_holm") is not None and t["p_holm"] < inference.ALPHA
         paper_rel = points / paper_base if points is not None and paper_base else None
+        claim = t.get("claim", inference.UNTESTED)
         if points is None or points == 0:
             verdict = UNRESOLVED
-        elif significant:
+        elif claim == inference.EFFECT:
             verdict = REPRODUCES if (sign * effect > 0) == (points > 0) else CONTRADICTS
-        elif at_ceiling(x["column"], base, effect):
+        elif at_ceiling(x["column"], base, effect, min_effect):
             verdict = CEILING
-        elif _inside(x["post"]["ci95"], base, paper_rel):
+        elif claim == inference.EQUIVALENT:
+            verdict = NO_LARGER
+        elif eq is not None and eq < inference.ALPHA:
             verdict = SMALLER
+        elif claim == inference.BELOW_INTEREST:
+            verdict = BELOW
         else:
             verdict = UNRESOLVED
         out.append(
@@ -95,7 +113,10 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
                 ci95=tuple(x["post"]["ci95"]),  # type: ignore[arg-type]
                 relative=effect / base if base else None,
                 p_holm=t.get("p_holm"),
+                p_equivalent_holm=t.get("p_equivalent_holm"),
+                claim=claim,
                 mde=t.get("mde"),
+                min_effect=min_effect,
                 paper_points=points,
                 paper_relative=paper_rel,
                 verdict=verdict,
@@ -104,39 +125,54 @@ def transfer_cells(r: dict[str, Any], long_ctx: int | None) -> list[TransferCell
     return out
 
 
-def at_ceiling(column: str, base: float | None, effect: float | None) -> bool:
-    """An accuracy where the baseline and the arm are both within ``CEILING_GAP`` of 1: neither can show a
-    difference there."""
+def _paper_tost(feature: str, multiple: int, x: dict[str, Any]) -> float | None:
+    """The equivalence test of a cell's effect against the paper's relative effect at that multiple times
+    this pool's baseline (None without the paper's number, the baseline or a standard error)."""
+    points, paper_base = paper.single_feature_delta(feature, multiple), paper.baseline_score(multiple)
+    base = x.get("base_mean")
+    if not points or not paper_base or not base:
+        return None
+    _, se, df = inference.test_of(x["post"])
+    return crossed.tost(x["post"]["mean"], se, df, abs(points / paper_base * base))
+
+
+def at_ceiling(column: str, base: float | None, effect: float | None, gap: float = inference.MIN_EFFECT) -> bool:
+    """An accuracy where the baseline and the arm are both within ``gap`` (the smallest effect of interest)
+    of 1: neither can show a difference there."""
     if "_acc" not in column or base is None or effect is None:
         return False
-    return min(base, base + effect) >= 1 - CEILING_GAP
+    return min(base, base + effect) >= 1 - gap
 
 
-def _inside(ci: list | tuple, base: float | None, paper_rel: float | None) -> bool:
-    """The relative 95% interval ``ci / base`` lies strictly inside ± ``|paper_rel|``."""
-    if not base or paper_rel is None or ci[0] is None or ci[1] is None:
-        return False
-    bound = abs(paper_rel)
-    return -bound < ci[0] / base and ci[1] / base < bound
+def unresolved_note(cells: list[TransferCell]) -> str:
+    """Why unresolved cells are: an interval that excludes 0 only before Holm's correction, else the
+    effect the design would detect."""
+    if any(c.ci95[0] is not None and c.ci95[1] is not None and (c.ci95[0] > 0 or c.ci95[1] < 0) for c in cells):
+        return " (its 95% interval excludes 0, but not after Holm's correction over the table)"
+    mdes = [c.mde for c in cells if c.mde is not None]
+    return f" (an effect of ±{max(mdes):.3f} would be detected with 80% power)" if mdes else ""
 
 
 def statements(cells: list[TransferCell]) -> list[str]:
-    """Per axis one plain sentence: where the pool reproduces, contradicts or cannot resolve the paper."""
+    """Per axis one plain sentence: where the pool reproduces, contradicts, rules out or cannot resolve the paper."""
     lines = []
     for feature in dict.fromkeys(c.feature for c in cells):
         mine = [c for c in cells if c.feature == feature]
         parts = []
-        for kind in (REPRODUCES, CONTRADICTS, SMALLER, CEILING, UNRESOLVED):
+        for kind in (REPRODUCES, CONTRADICTS, NO_LARGER, SMALLER, BELOW, CEILING, UNRESOLVED):
             at = [c for c in mine if c.verdict == kind]
             if not at:
                 continue
             where = ", ".join(f"{c.multiple}×" for c in at)
+            x = at[0].min_effect
             if kind == UNRESOLVED:
-                mdes = [c.mde for c in at if c.mde is not None]
-                hide = f" (effects up to ±{max(mdes):.3f} could hide there)" if mdes else ""
-                parts.append(f"cannot resolve it at {where}{hide}")
+                parts.append(f"cannot resolve it at {where}{unresolved_note(at)}")
+            elif kind == NO_LARGER:
+                parts.append(f"finds no effect larger than ±{x:g} at {where}")
             elif kind == SMALLER:
                 parts.append(f"rules out an effect of the paper's relative size at {where}")
+            elif kind == BELOW:
+                parts.append(f"finds an effect beyond noise but smaller than ±{x:g} at {where}")
             elif kind == CEILING:
                 parts.append(f"cannot show a cost at {where}, where the baseline and the arm are at the ceiling")
             else:

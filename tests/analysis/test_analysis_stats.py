@@ -10,7 +10,7 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats as sps
 from sklearn.linear_model import LinearRegression
-from sklearn.model_selection import LeaveOneOut, cross_val_predict
+from sklearn.model_selection import LeaveOneGroupOut, LeaveOneOut, cross_val_predict
 
 from archpool.analysis import analyze, load_results, to_json
 
@@ -34,9 +34,16 @@ def _indicators(df: pd.DataFrame, short: int = 4096) -> pd.DataFrame:
     )
 
 
-def _loo_r2(X: np.ndarray, y: np.ndarray) -> float:
-    pred = cross_val_predict(LinearRegression(), X, y, cv=LeaveOneOut())
+def _loo_r2(X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> float:
+    """scikit-learn's leave-one-out R², or leave-one-group-out with ``groups`` (a refit per fold)."""
+    cv = LeaveOneOut() if groups is None else LeaveOneGroupOut()
+    pred = cross_val_predict(LinearRegression(), X, y, cv=cv, groups=groups)
     return 1 - ((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum()
+
+
+def _archs(df: pd.DataFrame) -> np.ndarray:
+    """The architecture of each run: its name without the seed suffix."""
+    return df.run.str.replace(r"_s\d+$", "", regex=True).to_numpy()
 
 
 @pytest.fixture
@@ -58,7 +65,10 @@ def test_feature_count_fit_matches_scipy_and_sklearn(tmp_path, noisy):
     assert p["intercept"] == pytest.approx(lr.intercept, abs=TOL)
     assert p["ci95"] == pytest.approx([lr.slope - t * lr.stderr, lr.slope + t * lr.stderr], abs=TOL)
     assert p["p"] == pytest.approx(lr.pvalue, abs=TOL)
-    assert p["loo_r2"] == pytest.approx(_loo_r2(count[:, None], y), abs=TOL)
+    # held out by architecture (both seeds of a configuration together), not by run
+    assert p["loo_r2"] == pytest.approx(_loo_r2(count[:, None], y, _archs(noisy)), abs=TOL)
+    assert p["loo_r2"] != pytest.approx(_loo_r2(count[:, None], y), abs=1e-3)
+    assert p["n_groups"] == 16
     assert p["coef"] == pytest.approx(-5, abs=1.0)  # the structure we built in
 
 
@@ -77,7 +87,7 @@ def test_four_axes_fit_matches_statsmodels_formula(tmp_path, noisy):
         assert c["ci95"] == pytest.approx(list(ci.loc[theirs]), abs=TOL)
         assert c["p"] == pytest.approx(ref.pvalues[theirs], abs=TOL)
     X = d[["qk", "gqa", "swa", "short"]].to_numpy(float)
-    assert p["loo_r2"] == pytest.approx(_loo_r2(X, d.y.to_numpy(float)), abs=TOL)
+    assert p["loo_r2"] == pytest.approx(_loo_r2(X, d.y.to_numpy(float), _archs(noisy)), abs=TOL)
 
 
 def test_kv_ratio_variant_and_swa_gqa_interaction_match_statsmodels(tmp_path, table):
@@ -109,7 +119,7 @@ def test_every_metric_column_is_a_single_predictor_sorted_by_r2(tmp_path, noisy)
     x, y = noisy.pretrain_loss.to_numpy(float), noisy.helmet.to_numpy(float)
     lr = sps.linregress(x, y)
     assert preds["pretrain_loss"]["r2"] == pytest.approx(lr.rvalue**2, abs=TOL)
-    assert preds["pretrain_loss"]["loo_r2"] == pytest.approx(_loo_r2(x[:, None], y), abs=TOL)
+    assert preds["pretrain_loss"]["loo_r2"] == pytest.approx(_loo_r2(x[:, None], y, _archs(noisy)), abs=TOL)
 
 
 def test_metric_predictor_uses_only_runs_that_have_it(tmp_path, noisy):

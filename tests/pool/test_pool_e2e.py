@@ -82,6 +82,21 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     assert a.returncode == 0, a.stderr
     an = json.loads(a.stdout)
     assert an["target"] == "mqar_lp@512[d>128]#ladder_mean" and an["short_ctx"] == 64
+    # every scored answer beside results.csv, and the analysis's inference rests on them
+    assert (out / "items.parquet").is_file() and an["inference"]["source"] == "answers"
+    from archpool.analysis.answers import load_answers
+
+    answers = load_answers(out)
+    for col in (an["target"], "mqar_acc@512[d>128]#ext2", "base_mqar_acc@128", "kv_recall_ll@512#ext2"):
+        v = answers.doc_values(col)
+        assert v is not None and v.n_docs == 8, col
+        assert all(v.value(run) == pytest.approx(float(x[col]), abs=2e-6) for run, x in rows.items()), col
+    # the scored task's difficulty, measured on the pool's own checkpoints, and the rule's verdict in the report
+    cal = json.loads((out / "calibration" / "calibration.json").read_text())
+    assert [p["value"] for p in cal["points"]] == [8, 16] and cal["scored"] == 8
+    assert all(len(p["baseline"]) == 1 and set(p) >= {"ok", "words", "all_mastered"} for p in cal["points"])
+    assert 'id="calibration"' in page and "Headroom rule" in page
+    assert "<dt>computed on</dt><dd>CPU, torch dispatch" in page
     assert {x["run"]: x["feature_count"] for x in an["runs"]} == counts
     rep = json.loads((out / "report" / "analysis.json").read_text())
     assert {x["run"]: x["feature_count"] for x in rep["runs"]} == counts

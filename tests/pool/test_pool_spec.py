@@ -177,3 +177,39 @@ def test_eval_settings_resolve_to_one_request_per_phase(tmp_path):
     assert isinstance(after, EvalRequest) and after.lengths == (128, 1024) and before.lengths == (64,)
     assert after.tasks == ("mqar",) and after.suites == () and after.modes == ("ll",) and after.n_samples == 4
     assert after.out_dir == tmp_path and before.out_dir is None
+
+
+def test_the_demo_states_its_extension_budget_as_a_share_of_pretraining(capsys):
+    from archpool.cli import main
+    from archpool.columns import ColumnKey
+    from archpool.study import PAPER_EXTENSION_SHARE
+
+    pool = load_pool("demo")
+    ntk = pool.extension[0]
+    # 8 sequences of 1,024 tokens a step; 340 pretraining steps of 4,096 tokens
+    assert pool.extension_share(ntk, 12) == pytest.approx(12 * 8 * 1024 / (340 * 4096))
+    assert pool.extension_share(ntk) == pytest.approx(100 * 8 * 1024 / (340 * 4096))  # the whole ladder
+    target = ColumnKey.parse(pool.report.target)
+    assert 0.04 <= pool.extension_share(ntk, target.budget) <= 0.12  # the paper's 10B of 140B, within a factor of 1.7
+    assert abs(pool.extension_share(ntk, target.budget) - PAPER_EXTENSION_SHARE) < 0.005
+    assert main(["pool", "show", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "12 steps 7.1%" in out and "(the paper's extension: 7.1%)" in out
+    assert "target mqar_rebind_acc@1024[d>128]#ext12: 12 extension steps of ntk = 7.1% of the pretraining tokens" in out
+
+
+@pytest.mark.parametrize(
+    ("calibrate", "field"),
+    [
+        ({"knob": "pair_evry", "values": [4]}, "report.calibrate.knob"),
+        ({"knob": "pair_every", "values": [0]}, "report.calibrate.values"),
+        ({"knob": "pair_every", "values": []}, "report.calibrate.values"),
+        ({"knob": "pair_every", "values": [8], "task": "mqar"}, "report.calibrate.task"),
+    ],
+)
+def test_a_calibration_that_cannot_run_is_refused_before_work(calibrate, field):
+    data = yaml.safe_load(resolve_pool_path("demo").read_text())
+    data["report"]["calibrate"] = calibrate
+    with pytest.raises(ConfigError) as e:
+        parse_pool(data)
+    assert e.value.field.startswith(field)

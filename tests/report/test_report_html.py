@@ -134,7 +134,8 @@ def test_verdict_comes_first_with_one_row_per_axis(report):
     assert text.startswith(
         "Verdict Question: how much does each of QK-norm, GQA, SWA and short pretraining context change helmet"
     )
-    assert "Beyond seed noise (Holm-corrected over the axes):" in text
+    assert "Beyond noise and at least ±0.01 (Holm-corrected over the axes):" in text
+    assert "Intervals and tests rest on seed means" in text  # no answers table beside this results.csv
     for name in ("QK-norm", "GQA", "SWA", "short pretraining context"):
         assert (
             f'id="verdict-{dict(zip(("QK-norm", "GQA", "SWA", "short pretraining context"), ("qk_norm", "gqa", "swa", "short_ctx")))[name]}"'
@@ -142,7 +143,7 @@ def test_verdict_comes_first_with_one_row_per_axis(report):
         )
     v = pd.read_csv(report.parent / "tables" / "verdict.csv")
     assert list(v.feature) == ["qk_norm", "gqa", "swa", "short_ctx"]
-    assert v.beyond_noise.all() and (v.after < 0).all()  # −5 each, noise 1, 2 seeds
+    assert v.beyond_noise.all() and (v.claim == "effect").all() and (v.after < 0).all()  # −5 each, noise 1, 2 seeds
     findings = pd.read_csv(report.parent / "tables" / "findings.csv")
     assert set(findings.axis) == {"QK-norm", "GQA", "SWA", "short pretraining context"}
     assert np.allclose(sorted(v.after), sorted(findings.effect))  # the same matched-pair effects
@@ -151,7 +152,8 @@ def test_verdict_comes_first_with_one_row_per_axis(report):
 def test_statistics_explain_the_count_fit_and_collapse_long_tables(report):
     html = report.read_text()
     text = _text(html)
-    assert "The feature count explains helmet with R²" in text and "leave-one-out" in text
+    assert "The feature count explains helmet with R²" in text and "leave-one-architecture-out" in text
+    assert "It rests on 16 architectures" in text
     assert "full factorial design" in text
     assert "<details><summary>Every predictor known before extension (p Holm-corrected over this table) (" in html
     known = pd.read_csv(report.parent / "tables" / "predictors_before_extension.csv")
@@ -198,7 +200,7 @@ def test_findings_for_several_targets_flip_for_lower_is_better_and_report_result
     assert all(a["paper_direction"] == "opposite" and a["above_noise"] for a in by["kv_recall_acc@512"].values())
     assert "SWA raises kv_recall_acc@512 (higher is better)" in text and "Opposite to the paper's direction" in text
     assert not any(a["above_noise"] for a in by["ruler_noise"].values())
-    assert "not distinguishable from seed noise" in text or "below seed noise" in text
+    assert "not resolved (neither beyond noise nor ruled out" in text
     lo, hi = by["helmet"]["swa"]["ci95"]
     assert lo < by["helmet"]["swa"]["effect"] < hi < 0  # true effect −5 with noise 0.5
     assert lo < -5 < hi or abs(by["helmet"]["swa"]["effect"] + 5) < 1
@@ -242,3 +244,17 @@ def test_figures_legend_grammar_dots_without_zero_and_explained_star(pool_dir):
     assert ax2.patches and ax2.get_xlim()[0] <= 0 <= ax2.get_xlim()[1]
     eff = figs.effects(r)
     assert "★" in eff.axes[1].get_title() and "stressed" in eff.axes[1].get_title()
+
+
+def test_compounding_and_the_markdown_summary(tmp_path, table):
+    df = table(seeds=3, noise=0.5, swa_gqa=-4.0, rng_seed=5)
+    df.to_csv(tmp_path / "results.csv", index=False)
+    page = write_report(tmp_path / "results.csv", tmp_path / "r", "helmet")
+    comp = pd.read_csv(tmp_path / "r" / "tables" / "compounding.csv")
+    assert len(comp) == 6 and set(comp.columns) >= {"pair", "interaction (pair − sum)", "p_holm", "verdict"}
+    by_pair = dict(zip(comp.pair, comp.verdict))
+    assert by_pair["GQA + SWA"] == "super-additive"  # the −4 built into the table: more than the sum of its parts
+    assert by_pair["QK-norm + GQA"] != "super-additive"
+    assert 'id="compounding"' in page.read_text()
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    assert summary.startswith("Target `helmet`") and "| axis | after extension (95% CI) |" in summary

@@ -77,27 +77,39 @@ def _analysis(pre, post):
 
 
 QUIET = [0.0, 0.01, -0.01, 0.0]
+STRONG = [-0.05, -0.06, -0.04, -0.05]
 
 
 @pytest.mark.parametrize(
-    ("pre", "post", "beyond", "present", "says"),
+    ("pre", "post", "claim", "present", "says"),
     [
-        (QUIET, [-0.05, -0.06, -0.04, -0.05], True, False, "only extension reveals"),
-        ([-0.05, -0.06, -0.04, -0.05], [-0.06, -0.07, -0.05, -0.06], True, True, "pretraining effect"),
-        (QUIET, [-0.01, 0.03, -0.05, 0.0], False, False, "Not separable from seed noise after correcting for 1 axes"),
-        (QUIET, [0.05, 0.06, 0.04, 0.05], True, False, "against the paper's 7B direction"),
+        (QUIET, STRONG, "effect", False, "only extension reveals"),
+        (STRONG, [-0.06, -0.07, -0.05, -0.06], "effect", True, "pretraining effect"),
+        (QUIET, [-0.01, 0.03, -0.05, 0.0], "unresolved", False, "Not resolved: after correcting for 1 axes"),
+        (QUIET, [0.05, 0.06, 0.04, 0.05], "effect", False, "against the paper's 7B direction"),
+        (QUIET, [-0.004, -0.005, -0.003, -0.004], "below interest", False, "smaller than the smallest effect of interest"),
+        (QUIET, [0.001, -0.001, 0.0005, -0.0005], "equivalent", False, "No effect larger than ±0.01: the equivalence test"),
+        ([0.05, -0.06, 0.04, -0.03], STRONG, "effect", False, "whether extension is what reveals it is not resolved"),
     ],
 )
-def test_verdict_rules(pre, post, beyond, present, says):
+def test_verdict_rules(pre, post, claim, present, says):
     (v,) = vd.axis_verdicts(_analysis(pre, post), None)
-    assert v.beyond_noise is beyond and v.before_present is present
+    assert v.claim == claim and v.before_present is present
     assert says in v.meaning
     assert v.paper_points == -6.0 and v.paper_multiple == 8  # the paper's layerwise QK-norm at 8×
     assert v.p == pytest.approx(sps.ttest_1samp(post, 0).pvalue) and v.p_holm == pytest.approx(v.p)  # one axis
     assert v.mde is not None and v.mde > 0
     lines = vd.headline([v], "the score")
     assert lines[0] == "Question: how much does QK-norm change the score?"
-    assert ("Beyond seed noise (Holm-corrected over the axes): QK-norm" in lines[1]) is beyond
+    assert ("Beyond noise and at least ±0.01 (Holm-corrected over the axes): QK-norm" in lines[1]) is (claim == "effect")
+    revealed = v.claim == "effect" and v.did_claim == "effect" and not v.before_present
+    assert any("revealed by extension" in line for line in lines) is revealed
+
+
+def test_identical_seeds_without_answers_are_not_tested():
+    (v,) = vd.axis_verdicts(_analysis(QUIET, [-0.002] * 4), None)
+    assert v.claim == "untested" and not v.beyond_noise and v.meaning.startswith("Not tested")
+    assert "Not tested (no spread to test against): QK-norm." in vd.headline([v], "the score")
 
 
 def test_cell_precision_is_consistent():
@@ -179,4 +191,33 @@ def test_a_target_at_the_ceiling_is_said_to_be_one():
     r = _analysis(QUIET, [0.0, 0.001, -0.001, 0.0])
     r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
     (v,) = vd.axis_verdicts(r, None)
-    assert not v.beyond_noise and v.meaning.startswith("At the ceiling: the baseline (0.999) and this arm")
+    assert not v.beyond_noise and v.claim == "equivalent"
+    assert v.meaning.startswith("No effect larger than ±0.01 on this task, but at the ceiling: the baseline (0.999) and this arm")
+    r = _analysis(QUIET, [-0.009, 0.005, -0.012, 0.008])
+    r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
+    (v,) = vd.axis_verdicts(r, None)
+    assert v.claim == "unresolved" and v.meaning.startswith("At the ceiling: the baseline (0.999)")
+
+
+def test_the_smallest_effect_of_interest_is_the_analysis_own():
+    r = _analysis(QUIET, [-0.004, -0.005, -0.003, -0.004])
+    r["inference"] = {"min_effect": 0.002}
+    (v,) = vd.axis_verdicts(r, None)
+    assert v.claim == "effect" and v.min_effect == 0.002
+
+
+def test_a_damaged_calibration_record_is_left_out_of_the_report(tmp_path):
+    from archpool.pool.calibrate import calibration_path
+    from archpool.pool.provenance import calibration
+
+    good = {"task": "mqar_rebind", "knob": "pair_every", "target": "t", "column": "c", "window": [0.4, 0.9],
+            "points": [{"value": 8, "baseline": [0.8], "baseline_mean": 0.8, "ok": True, "all_mastered": True, "words": "w"}]}  # fmt: skip
+    path = calibration_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(good))
+    assert calibration(tmp_path) == good
+    for bad in ({**good, "window": [0.4]}, {**good, "points": [{"value": "8"}]}, {**good, "task": None}, [1, 2]):
+        path.write_text(json.dumps(bad))
+        assert calibration(tmp_path) is None
+    path.write_text("{not json")
+    assert calibration(tmp_path) is None

@@ -13,7 +13,8 @@ TARGET = "mqar_acc@1024[d>128]#ext150"
 STRONG_DOWN = [-0.10, -0.11, -0.09, -0.10]
 STRONG_UP = [0.10, 0.11, 0.09, 0.10]
 NOISE = [0.2, -0.3, 0.1, -0.1]  # relative interval about ±0.44 of the baseline: wider than the paper's SWA −25%
-NIL = [0.002, -0.003, 0.001, -0.001]  # relative interval about ±0.004: inside the paper's −25%
+NIL = [0.002, -0.003, 0.001, -0.001]  # interval about ±0.004: no effect larger than 0.01
+SMALL = [0.01, -0.02, 0.015, -0.005]  # interval about ±0.025: beyond 0.01, inside the paper's relative size
 
 
 def _axis(feature, by_length, rung="ext150"):
@@ -39,20 +40,21 @@ def test_cells_follow_the_paper_sign_only_when_holm_says_so():
     axes = [
         _axis("qk_norm", {128: STRONG_UP, 1024: STRONG_DOWN, 2048: STRONG_DOWN}),  # 16× is not in the table
         _axis("gqa", {1024: STRONG_UP}),
-        _axis("swa", {512: NIL, 1024: NOISE}),
+        _axis("swa", {256: SMALL, 512: NIL, 1024: NOISE}),
         _axis("qk_norm", {1024: STRONG_UP}),  # a second QK-norm arm: only the first arm of an axis is used
     ]
     cells = transfer.transfer_cells(_result(axes), 128)
     got = {(c.feature, c.multiple): c for c in cells}
-    assert set(got) == {("qk_norm", 1), ("qk_norm", 8), ("gqa", 8), ("swa", 4), ("swa", 8)}
+    assert set(got) == {("qk_norm", 1), ("qk_norm", 8), ("gqa", 8), ("swa", 2), ("swa", 4), ("swa", 8)}
     assert got["qk_norm", 1].verdict == "reproduces"  # the paper's QK-norm is +1.6 at 1×
     assert got["qk_norm", 8].verdict == "reproduces"  # and −6.0 at 8×
     assert got["gqa", 8].verdict == "contradicts"
     assert got["swa", 8].verdict == "cannot resolve" and got["swa", 8].mde is not None
-    assert got["swa", 4].verdict == "smaller than the paper's"  # equivalence: the interval excludes the paper's size
-    ps = [sps.ttest_1samp(x, 0).pvalue for x in (STRONG_UP, STRONG_DOWN, STRONG_UP, NIL, NOISE)]
+    assert got["swa", 4].verdict == "no effect larger than the smallest of interest"  # equivalence at ±0.01
+    assert got["swa", 2].verdict == "smaller than the paper's"  # equivalence at the paper's relative size only
+    ps = [sps.ttest_1samp(x, 0).pvalue for x in (STRONG_UP, STRONG_DOWN, STRONG_UP, SMALL, NIL, NOISE)]
     adj = inference.holm(ps)
-    order = [("qk_norm", 1), ("qk_norm", 8), ("gqa", 8), ("swa", 4), ("swa", 8)]
+    order = [("qk_norm", 1), ("qk_norm", 8), ("gqa", 8), ("swa", 2), ("swa", 4), ("swa", 8)]
     assert [got[k].p_holm for k in order] == pytest.approx(adj)
     assert got["qk_norm", 8].relative == pytest.approx(-0.10 / 0.8)
     assert got["qk_norm", 8].paper_points == -6.0
@@ -61,7 +63,8 @@ def test_cells_follow_the_paper_sign_only_when_holm_says_so():
     assert lines[0] == "QK-norm: this pool reproduces the paper's sign at 1×, 8×."
     assert lines[1] == "GQA: this pool contradicts the paper's sign at 8×."
     assert lines[2].startswith(
-        "SWA: this pool rules out an effect of the paper's relative size at 4×; cannot resolve it at 8× (effects up to ±"
+        "SWA: this pool finds no effect larger than ±0.01 at 4×; rules out an effect of the paper's relative size at 2×; "
+        "cannot resolve it at 8× (an effect of ±"
     )
 
 

@@ -1,0 +1,81 @@
+"""Rank agreement with the paper's columns against scipy, on constructed tables with a known order."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from archpool.analysis import analyze
+from archpool.analysis.agreement import agreement, pairwise_accuracy, rank_agreement
+from archpool.analysis.table import validate
+
+
+def test_pairwise_accuracy_counts_pairs_by_hand():
+    x, y = np.array([1.0, 2.0, 3.0, 3.0]), np.array([10.0, 30.0, 20.0, 40.0])
+    # pairs (y decides): (0,1) ok, (0,2) ok, (0,3) ok, (1,2) wrong, (1,3) ok, (2,3) x tied: 0.5
+    assert pairwise_accuracy(x, y) == pytest.approx(4.5 / 6)
+    assert pairwise_accuracy(x, np.array([1.0, 1.0, 2.0, 2.0])) == pytest.approx((1 + 1 + 1 + 1) / 4)
+    assert pairwise_accuracy(x, np.ones(4)) is None
+
+
+def test_rank_agreement_is_scipys_spearman_and_kendall():
+    rng = np.random.default_rng(0)
+    paper = rng.normal(50, 5, 12)
+    seeds = [p / 100 + rng.normal(0, 0.02, 3) for p in paper]
+    r = rank_agreement(seeds, paper, n_boot=500)
+    means = np.array([s.mean() for s in seeds])
+    assert r["rho"] == pytest.approx(sps.spearmanr(means, paper).statistic)
+    assert r["tau"] == pytest.approx(sps.kendalltau(means, paper).statistic)
+    assert r["rho_ci95"][0] < r["rho"] <= r["rho_ci95"][1] <= 1
+    assert r["n_archs"] == 12 and r["pairwise"] == pytest.approx(pairwise_accuracy(means, paper))
+
+
+def _replica(signal: float, seeds: int = 2) -> pd.DataFrame:
+    """A replica-like table: 8 architectures (the four flags), the paper's HELMET falling with the count,
+    the pool's target following it with weight ``signal`` plus seed noise."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for k, (qk, gqa, swa) in enumerate(itertools.product([0, 1], repeat=3)):
+        helmet = 56 - 5 * (qk + gqa + swa) + rng.normal(0, 1)
+        for s in range(seeds):
+            rows.append(
+                dict(
+                    run=f"a{k}_s{s}",
+                    arch=f"a{k}",
+                    seed=s,
+                    swa=swa,
+                    qk_norm="layerwise" if qk else "none",
+                    norm="pre",
+                    n_kv_heads=1 if gqa else 4,
+                    n_heads=4,
+                    pretrain_ctx=128,
+                    paper_helmet_32k=helmet,
+                    paper_ruler_64k=60 - 3 * gqa + rng.normal(0, 2),
+                    val_ppl_short=30 + rng.normal(0, 1),
+                    target=0.6 + signal * (helmet - 50) / 20 + rng.normal(0, 0.01),
+                )
+            )
+    return validate(pd.DataFrame(rows).astype(str))
+
+
+def test_a_pool_that_follows_the_paper_agrees_and_one_that_does_not_is_near_zero():
+    good = agreement(_replica(1.0), "target", 64, n_boot=300)
+    col = good["columns"]["paper_helmet_32k"]
+    assert col["pool"]["rho"] > 0.8 and col["pool"]["rho_ci95"][0] > 0
+    assert col["feature_count"]["rho"] > 0.7  # the paper's HELMET falls with the count here by construction
+    assert good["short_context"] == "val_ppl_short" and "short_context" in col
+    flat = agreement(_replica(0.0), "target", 64, n_boot=300)["columns"]["paper_helmet_32k"]
+    assert flat["pool"]["rho_ci95"][0] < 0 < flat["pool"]["rho_ci95"][1]
+
+
+def test_the_analysis_carries_the_agreement_for_a_table_with_paper_columns(tmp_path):
+    t = _replica(1.0)
+    t.to_csv(tmp_path / "results.csv", index=False)
+    from archpool.analysis import load_results
+
+    r = analyze(load_results(tmp_path / "results.csv"), "target")
+    assert set(r["agreement"]["columns"]) == {"paper_helmet_32k", "paper_ruler_64k"}
