@@ -31,6 +31,21 @@ from archpool.analysis.table import FEATURES, MATCH_CONFOUNDS
 SUPER, SUB, ADDITIVE, UNRESOLVED = "super-additive", "sub-additive", "additive", "not resolved"
 
 
+def _usable_cells(
+    df: pd.DataFrame, target: str, short_ctx: int, min_runs: int
+) -> tuple[pd.DataFrame, set[str], pd.DataFrame] | None:
+    """The runs with a value of ``target`` (failed ones left out), those that did not master their own
+    length, and the cells of the rest; None with fewer than ``min_runs`` runs."""
+    if target not in df.columns:
+        return None
+    d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
+    d = d[pd.to_numeric(d[target], errors="coerce").notna()].reset_index(drop=True)
+    if len(d) < min_runs:
+        return None
+    mf = mastery_frame(d, mastery_metric(target, d.columns) or "", MASTERY_THRESHOLD)
+    return d, set(d.loc[mf["mastered"] == 0, "run"]), fx.cells(d, target, short_ctx)
+
+
 def _cell_of(c: pd.DataFrame, on: set[str], like: pd.Series) -> pd.Series | None:
     """The cell with exactly the features ``on`` and the same confounds as ``like``."""
     for _, row in c.iterrows():
@@ -53,16 +68,10 @@ def compounding(
 ) -> list[dict[str, Any]]:
     """Every pair of features with its four cells: the pair's effect, the sum of its parts and their
     difference (the interaction), tested as one family (see the module docstring)."""
-    if target not in df.columns:
+    found = _usable_cells(df, target, short_ctx, 4)
+    if found is None:
         return []
-    d = df[df["state"] != "failed"].reset_index(drop=True) if "state" in df.columns else df.reset_index(drop=True)
-    d = d[pd.to_numeric(d[target], errors="coerce").notna()].reset_index(drop=True)
-    if len(d) < 4:
-        return []
-    metric = mastery_metric(target, d.columns)
-    mf = mastery_frame(d, metric or "", MASTERY_THRESHOLD)
-    bad = set(d.loc[mf["mastered"] == 0, "run"])
-    c = fx.cells(d, target, short_ctx)
+    d, bad, c = found
     out = []
     for base in (row for _, row in c.iterrows() if not any(row[f"f_{f}"] for f in FEATURES)):
         for a, b in itertools.combinations(FEATURES, 2):
@@ -106,4 +115,30 @@ def compounding(
         x["verdict"] = (
             (SUPER if costs else SUB) if claim == inference.EFFECT else ADDITIVE if claim == inference.EQUIVALENT else UNRESOLVED
         )
+    return out
+
+
+def versus_baseline(df: pd.DataFrame, target: str, short_ctx: int, answers: Answers | None = None) -> list[dict[str, Any]]:
+    """Every architecture's effect against the baseline with the same confounds (``arm − base`` on the
+    target, paired by seed, from the answers where they cover it), seeds where either did not master
+    their own length left out: the per-architecture table's column."""
+    found = _usable_cells(df, target, short_ctx, 2)
+    if found is None:
+        return []
+    d, bad, c = found
+    out = []
+    for base in (row for _, row in c.iterrows() if not any(row[f"f_{f}"] for f in FEATURES)):
+        for _, arm in c.iterrows():
+            on = {f for f in FEATURES if arm[f"f_{f}"]}
+            if not on or _cell_of(c, on, base) is None or list(_cell_of(c, on, base)["runs"]) != list(arm["runs"]):
+                continue
+            runs, base_runs = list(arm["runs"]), list(base["runs"])
+            involved = d["run"].isin(runs + base_runs)
+            dropped = {seed_key(s) for s in seeds_of(d)[involved & d["run"].isin(bad)]}
+            a = {s: v for s, v in by_seed(d, runs, d[target]).items() if s not in dropped}
+            b = {s: v for s, v in by_seed(d, base_runs, d[target]).items() if s not in dropped}
+            per_seed = {s: a[s] - b[s] for s in sorted(set(a) & set(b))}
+            if per_seed:
+                est = effect(answers, [(target, runs, 1.0), (target, base_runs, -1.0)], per_seed)
+                out.append({"runs": runs, "features": sorted(on), "effect": est})
     return out

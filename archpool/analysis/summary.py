@@ -224,6 +224,7 @@ def analyze(
         "headroom": headroom.check(df, target, window),
         "agreement": agreement.agreement(df, target, short),
         "compounding": compound.compounding(df, target, short, answers, min_effect, lower_is_better(target)),
+        "versus_baseline": compound.versus_baseline(df, target, short, answers),
         "inference": inference_basis(d, answers, groups, min_effect),
         "notes": _notes(d, f, noise, ps),
     }

@@ -449,6 +449,9 @@ def arch_table(df: pd.DataFrame, r: dict[str, Any]) -> pd.DataFrame:
             row["mastery_acc"] = archs.mean_ci(d["mastery_acc"]).mean if d["mastery_acc"].notna().any() else None
         if m is not None:
             row.update({"target": m.mean, "target_ci95_lo": m.lo, "target_ci95_hi": m.hi})
+        vs = next((x["effect"] for x in r.get("versus_baseline") or [] if set(x["runs"]) == set(d["run"])), None)
+        if vs is not None:
+            row["vs baseline"] = _mean_ci_text(vs)
         if "pretrain_loss" in d and d["pretrain_loss"].notna().any():
             row["pretrain_loss"] = float(d["pretrain_loss"].mean())
         rows.append(row)
@@ -652,7 +655,9 @@ def _sections(
                 "id": "architectures",
                 "title": "Per architecture",
                 "paragraphs": [
-                    "Mean over seeds with a 95% t-interval; mastery before extension at each architecture's own length."
+                    "Mean over seeds with a 95% t-interval; mastery before extension at each architecture's own length; "
+                    "the difference to the baseline, paired by seed, with its 95% interval from the same estimator as the "
+                    "verdict's (seeds where either run did not master its own length left out)."
                 ],
                 "figures": [],
                 "tables": [present(at)],
@@ -896,6 +901,7 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
         tabs = {**tabs, "transfer": pd.DataFrame(transfer_rows)}
     zero = scale.rung_zero(r)
     extra = {
+        "architectures": arch_table(df, r),
         "resolves": scale.resolves_table(cells, vd.target_multiple(r["target"], vd.long_ctx_of(r)), r),
         "rung_zero": scale.rung_zero_table(zero),
         "compounding": scale.compounding_table(r),

@@ -258,3 +258,9 @@ def test_compounding_and_the_markdown_summary(tmp_path, table):
     assert 'id="compounding"' in page.read_text()
     summary = (tmp_path / "r" / "summary.md").read_text()
     assert summary.startswith("Target `helmet`") and "| axis | after extension (95% CI) |" in summary
+    # every architecture against the baseline, paired by seed: the per-architecture table's column
+    arch = pd.read_csv(tmp_path / "r" / "tables" / "architectures.csv").set_index("arch")
+    assert arch["vs baseline"].isna().sum() == 1 and arch["vs baseline"].notna().sum() == 15
+    r = json.loads((tmp_path / "r" / "analysis.json").read_text())
+    all4 = next(x for x in r["versus_baseline"] if len(x["features"]) == 4)["effect"]
+    assert all4["mean"] == pytest.approx(-20 - 4, abs=1.5)  # four features at −5 each and the −4 SWA × GQA term
