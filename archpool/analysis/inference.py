@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 from scipy import stats as sps
-from scipy.optimize import brentq
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
@@ -62,38 +61,6 @@ def holm(pvalues: Sequence[float | None], alpha: float = ALPHA) -> list[float | 
     for i, a in zip(idx, adj):
         out[i] = float(a)
     return out
-
-
-def mde(sd: float | None, n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest absolute mean paired difference ``n`` seed pairs with sd ``sd`` detect (two-sided,
-    level ``alpha``) with probability ``power``; None below 2 pairs, without an sd, or when no effect
-    reaches that power."""
-    if sd is None or not math.isfinite(sd) or n < 2:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # statsmodels warns, and answers nan, when d* lies beyond its bracket
-        d = float(np.asarray(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power)).item())
-    if not math.isfinite(d) or abs(TTestPower().power(d, n, alpha) - power) > 1e-4:  # d* beyond statsmodels' bracket
-        d = _widened(n, alpha, power)
-    return None if d is None else d * float(sd)
-
-
-def _widened(n: int, alpha: float, power: float) -> float | None:
-    """d* on a fine log grid of statsmodels' power function (its noncentral t is NaN at some points for
-    one degree of freedom, so points without a value are skipped), refined by bisection between the two
-    grid points around it where both have values; None when no d up to 10⁴ reaches ``power``."""
-    grid = np.logspace(-2, 4, 3001)
-    values = [TTestPower().power(float(x), n, alpha) for x in grid]
-    for i, (x, p) in enumerate(zip(grid, values)):
-        if math.isfinite(p) and p >= power:
-            lo = next((j for j in range(i - 1, -1, -1) if math.isfinite(values[j])), None)
-            if lo is None:
-                return float(x)
-            try:
-                return float(brentq(lambda z: TTestPower().power(z, n, alpha) - power, float(grid[lo]), float(x)))
-            except ValueError:  # a NaN inside the bracket: the grid point (0.5% apart) is the answer
-                return float(x)
-    return None
 
 
 def seeds_needed(effect: float | None, sd: float | None, alpha: float = ALPHA, power: float = POWER) -> int | None:

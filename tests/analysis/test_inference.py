@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from scipy.integrate import quad
 
-from archpool.analysis import inference
+from archpool.analysis import crossed, inference
 
 
 def _power(d: float, n: int, alpha: float) -> float:
@@ -58,11 +58,11 @@ def test_paired_p_is_scipys_paired_t_test():
 @pytest.mark.parametrize(("n", "alpha"), [(3, 0.05), (4, 0.05), (4, 0.0125), (5, 0.0125), (10, 0.01), (2, 0.05), (2, 0.0125)])
 def test_mde_has_the_stated_power_under_scipys_noncentral_t(n, alpha):
     sd = 0.037
-    m = inference.mde(sd, n, alpha)
+    m = crossed.mde(sd / math.sqrt(n), n - 1, alpha)  # the paired t-test over n seed means
     assert m is not None
     assert _power(m / sd, n, alpha) == pytest.approx(0.8, abs=2e-3)
     assert _power(0.9 * m / sd, n, alpha) < 0.8  # smaller effects are detected less often
-    assert inference.mde(sd, 1) is None and inference.mde(None, 4) is None
+    assert crossed.mde(sd, 0) is None and crossed.mde(None, 3) is None
 
 
 def test_seeds_needed_is_the_smallest_n_with_the_stated_power():
@@ -81,4 +81,4 @@ def test_family_tests_each_effect_and_corrects_over_those_with_a_p():
     assert [out[0]["p_holm"], out[2]["p_holm"]] == pytest.approx(list(inference.holm(ps)))
     assert out[0]["family_size"] == 2 and out[0]["mde_alpha"] == pytest.approx(0.025)
     sd = float(np.std(list(a["per_seed"].values()), ddof=1))  # the spread of the per-seed values themselves
-    assert out[0]["mde"] == pytest.approx(inference.mde(sd, 4, 0.025))
+    assert out[0]["mde"] == pytest.approx(crossed.mde(sd / 2, 3, 0.025))
