@@ -312,7 +312,10 @@ def _remedy(r: dict[str, Any]) -> list[str]:
 
 
 def _with_ci(v: float | None, ci: list | None) -> str:
-    return "—" if v is None else f"{v:+.2f} {_ci(ci) if ci and ci[0] is not None else ''}".strip()
+    """A rank statistic with its interval, two decimals."""
+    if v is None:
+        return "—"
+    return f"{v:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci and ci[0] is not None else "")
 
 
 def format_agreement(a: dict[str, Any] | None) -> list[str]:

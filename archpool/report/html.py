@@ -902,6 +902,7 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
     zero = scale.rung_zero(r)
     extra = {
         "architectures": arch_table(df, r),
+        "agreement": scale.agreement_table(r["agreement"]) if r.get("agreement") else pd.DataFrame(),
         "resolves": scale.resolves_table(cells, vd.target_multiple(r["target"], vd.long_ctx_of(r)), r),
         "rung_zero": scale.rung_zero_table(zero),
         "compounding": scale.compounding_table(r),
