@@ -37,6 +37,17 @@ LADDER_MEAN = "ladder_mean"
 LADDER_AUC = "ladder_auc"  # area under the ladder curve over extension steps / the last budget
 
 
+RULER_TASKS_TOTAL = 13  # the tasks of RULER (lm-evaluation-harness's ``ruler`` group), the paper's RULER mean
+_HARNESS_RULER_RE = re.compile(r"^(?P<base>base_)?ruler@(?P<length>\d+)$")
+
+
+def ruler_tasks_column(column: str) -> str | None:
+    """For lm-eval's RULER mean ``[base_]ruler@L``: the column counting the tasks that mean covers
+    (``[base_]ruler_tasks@L``); None for any other column."""
+    m = _HARNESS_RULER_RE.match(split_rung(column)[0])
+    return None if m is None else f"{m['base'] or ''}ruler_tasks@{m['length']}"
+
+
 def rung_label(budget: int) -> str:
     """The suffix label of a ladder rung: ``ext5`` after 5 extension steps (``ext0``: the RoPE change alone)."""
     return f"ext{int(budget)}"

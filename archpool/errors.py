@@ -29,6 +29,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint that is missing, incomplete or inconsistent."""
 
 
+class TrainingHealthError(DataError):
+    """A training run that diverged, collapsed or did not learn (``archpool.train.stability.check_health``):
+    a failure of that run, not a result; the message names the run directory and the broken clause."""
+
+
 class StateError(DataError):
     """An archpool-owned file or directory that is damaged, unsafe or in use; the message names it and how to recover."""
 

@@ -13,7 +13,8 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,35 @@ def refuse_symlink(path: str | os.PathLike) -> Path:
     path = Path(path)
     if path.is_symlink():
         raise StateError(f"{path}: is a symbolic link (to {os.readlink(path)}); archpool does not write through links, remove it")
+    return path
+
+
+def owned_path(root: str | os.PathLike, *parts: str | os.PathLike) -> Path:
+    """``root/parts…``, each entry below ``root`` refused (``StateError``) when it is a symbolic link.
+
+    The entries of a directory archpool owns (a pool's ``runs/``, ``report/``, ``stages/``; a run's
+    ``ckpt/``, ``milestones/``, ``extend/``) are made by archpool itself, so a link among them was planted:
+    following it would write outside the directory. ``root`` itself is the user's path and may be a link;
+    an absolute part (a user's path) is taken as it is."""
+    path = Path(root)
+    for part in parts:
+        if Path(part).is_absolute():
+            path = Path(part)
+            continue
+        for name in Path(part).parts:
+            path = refuse_symlink(path / name)
+    return path
+
+
+def owned_dir(root: str | os.PathLike, *parts: str | os.PathLike) -> Path:
+    """:func:`owned_path`, created level by level (each level checked again once it exists)."""
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        for name in Path(part).parts:
+            path = refuse_symlink(path / name)
+            path.mkdir(exist_ok=True)
+            refuse_symlink(path)
     return path
 
 
@@ -84,6 +114,64 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+    except OSError as e:
+        raise disk_error(path, e) from None
+
+
+# ---------------------------------------------------------------------------------------------- cache entries
+CONTENT_HASH = "content_sha256"
+
+
+def content_hash(obj: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``obj`` (sorted keys, no spaces), its ``content_sha256`` left out."""
+    body = {k: v for k, v in obj.items() if k != CONTENT_HASH}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def with_content_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as JSON will read it back, with its ``content_sha256`` (what :func:`checked_content` verifies)."""
+    parsed = json.loads(json.dumps(obj))
+    return {**parsed, CONTENT_HASH: content_hash(parsed)}
+
+
+def checked_content(obj: dict[str, Any], path: str | os.PathLike) -> dict[str, Any] | None:
+    """``obj`` without its ``content_sha256`` when that matches its content; else None, with a warning
+    naming ``path`` (an entry edited by hand or damaged is recomputed, never served)."""
+    stored = obj.get(CONTENT_HASH)
+    body = {k: v for k, v in obj.items() if k != CONTENT_HASH}
+    if not isinstance(stored, str) or stored != content_hash(body):
+        why = "has no content hash" if stored is None else "does not match its content hash (edited or damaged)"
+        warnings.warn(f"{path}: cache entry {why}; recomputing it", stacklevel=3)
+        return None
+    return body
+
+
+def write_cache_entry(path: str | os.PathLike, obj: dict[str, Any]) -> None:
+    """Write a cache entry atomically with its content hash (read it back with :func:`read_cache_entry`)."""
+    atomic_write_json(path, with_content_hash(obj))
+
+
+def read_cache_entry(path: str | os.PathLike, reader: Callable[[Path], Any] | None = None) -> dict[str, Any] | None:
+    """The cache entry :func:`write_cache_entry` wrote to ``path``, its content hash checked; None when
+    there is none, it is unreadable or not a JSON object, or its hash does not match (then with a warning).
+    ``reader``: the bounded JSON reader (default :func:`archpool.safeload.read_json_object`)."""
+    from archpool.errors import ConfigError
+    from archpool.safeload import read_json_object
+
+    path = Path(path)
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        obj = (reader or read_json_object)(path)
+    except ConfigError:
+        return None
+    return checked_content(obj, path) if isinstance(obj, dict) else None
+
+
 def open_append(path: str | os.PathLike) -> int:
     """A file descriptor appending to ``path`` (created 0666 less the umask); ``O_NOFOLLOW`` refuses a
     ``path`` that is a symbolic link, so an append never lands in the file a link points to."""
@@ -131,6 +219,44 @@ def remove_stale_temporaries(directory: str | Path, older_than_s: float = 3600.0
     return removed
 
 
+@contextmanager
+def fresh_directory(
+    target: str | os.PathLike,
+    *,
+    replace: bool = False,
+    replaceable: Callable[[Path], str | None] | None = None,
+    flag: str = "--replace",
+) -> Iterator[Path]:
+    """Yield an empty directory beside ``target``; when the block succeeds it becomes ``target`` whole
+    (:func:`replace_directory`: nothing of an older ``target`` is left), else it is removed.
+
+    ``target`` may be absent or an empty directory. A non-empty one is a ``StateError`` unless ``replace``
+    (the command's ``flag``), and even then when ``replaceable(target)`` gives a reason it is not this
+    command's own output: a command replaces only what it wrote. A ``target`` that is a symbolic link or
+    a file is refused."""
+    target = refuse_symlink(Path(target))
+    if target.exists() and not target.is_dir():
+        raise StateError(f"{target}: exists and is not a directory; choose a new directory")
+    if target.is_dir() and any(target.iterdir()):
+        if not replace:
+            raise StateError(
+                f"{target}: the output directory is not empty; pass {flag} to replace it whole, or choose a new directory"
+            )
+        why = replaceable(target) if replaceable is not None else None
+        if why:
+            raise StateError(f"{target}: {why}; {flag} replaces only this command's own output, choose a new directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=TMP_SUFFIX, dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        refuse_symlink(target)
+        replace_directory(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def replace_directory(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
     """Rename the finished directory ``tmp`` onto ``target``. A directory already there is renamed
     aside first and deleted after, so a complete copy is missing for two renames at most."""
@@ -170,11 +296,7 @@ def copy_regular_file(src: str | os.PathLike, dst: str | os.PathLike) -> None:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise StateError(f"{src}: not a regular file; refusing to copy it")
         data = f.read()
-    try:
-        with atomic_path(dst) as tmp:
-            tmp.write_bytes(data)
-    except OSError as e:
-        raise disk_error(dst, e) from None
+    atomic_write_bytes(dst, data)
 
 
 LOCK_NAME = ".archpool.lock"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from archpool.errors import CheckpointError, ConfigError
+from archpool.io import owned_path
 
 RUN_RECORD = "run_config.json"
 CHECKPOINTS = "ckpt"
@@ -49,6 +50,10 @@ PoolRunLookup = Callable[[Path], tuple[Path, str]]
 
 
 # ---------------------------------------------------------------------------------------------- layout
+# A pool's and a run's directories are made by archpool: each directory path here is refused (StateError)
+# when an entry on the way below the pool or run directory is a symbolic link (archpool.io.owned_path), so
+# no writer follows a planted link out of it. Files in them (status, logs, records) are refused as links
+# by the writers themselves (archpool.io.atomic_path, open_append).
 def run_dir_final(run_dir: str | Path) -> Path:
     """Where a finished run's model lives (a full checkpoint, loadable with ``load_checkpoint``)."""
     return milestone_dir(run_dir, FINAL)
@@ -56,34 +61,34 @@ def run_dir_final(run_dir: str | Path) -> Path:
 
 def extension_root(run_dir: str | Path) -> Path:
     """The directory holding a run's extension runs, one ``<name>/`` each."""
-    return Path(run_dir) / EXTEND
+    return owned_path(run_dir, EXTEND)
 
 
 def extension_run_dir(run_dir: str | Path, name: str) -> Path:
-    return extension_root(run_dir) / name
+    return owned_path(run_dir, EXTEND, name)
 
 
 def checkpoints_dir(run_dir: str | Path) -> Path:
     """A run's rolling checkpoints, one ``step_NNNNNN/`` each."""
-    return Path(run_dir) / CHECKPOINTS
+    return owned_path(run_dir, CHECKPOINTS)
 
 
 def milestones_dir(run_dir: str | Path) -> Path:
     """A run's kept checkpoints: ``step_NNNNNN/`` and ``final/``."""
-    return Path(run_dir) / MILESTONES
+    return owned_path(run_dir, MILESTONES)
 
 
 def milestone_dir(run_dir: str | Path, name: str) -> Path:
     """One kept checkpoint of a run (``step_000050``, or ``final``)."""
-    return milestones_dir(run_dir) / name
+    return owned_path(run_dir, MILESTONES, name)
 
 
 def pool_runs_dir(out: str | Path) -> Path:
-    return Path(out) / POOL_RUNS
+    return owned_path(out, POOL_RUNS)
 
 
 def pool_run_dir(out: str | Path, run: str) -> Path:
-    return pool_runs_dir(out) / run
+    return owned_path(out, POOL_RUNS, run)
 
 
 def pool_run_status(out: str | Path, run: str) -> Path:
@@ -103,12 +108,12 @@ def pool_events_path(out: str | Path) -> Path:
 
 
 def pool_report_dir(out: str | Path) -> Path:
-    return Path(out) / POOL_REPORT
+    return owned_path(out, POOL_REPORT)
 
 
 def stage_dir(out: str | Path, stage: str, key: str) -> Path:
     """One stage output of a pool: ``OUT/stages/<stage>/<key>/``."""
-    return Path(out) / POOL_STAGES / stage / key
+    return owned_path(out, POOL_STAGES, stage, key)
 
 
 def checkpoint_candidates(run_dir: str | Path, source: str) -> list[Path]:
@@ -117,7 +122,7 @@ def checkpoint_candidates(run_dir: str | Path, source: str) -> list[Path]:
     run_dir = Path(run_dir)
     if source == FINAL:
         return [run_dir_final(run_dir)]
-    return [milestone_dir(run_dir, source), checkpoints_dir(run_dir) / source, Path(source), run_dir / source]
+    return [milestones_dir(run_dir) / source, checkpoints_dir(run_dir) / source, Path(source), run_dir / source]
 
 
 def is_archpool_checkpoint(directory: str | Path) -> bool:

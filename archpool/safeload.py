@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from archpool.errors import ConfigError
+from archpool.errors import ConfigError, StateError
 
 MAX_NODES = 200_000  # scalars + collections after alias expansion; the largest shipped pool has ~2,000
 MAX_DEPTH = 64  # nesting of mappings / lists; shipped configs nest 5 deep
@@ -227,3 +227,30 @@ def read_json_object(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, max
 def read_record(path: str | os.PathLike) -> dict[str, Any]:
     """:func:`read_json_object` within the bounds of a record that grows with a pool or corpus."""
     return read_json_object(path, RECORD_MAX_BYTES, max_nodes=RECORD_MAX_NODES)
+
+
+RUN_STATES = ("pending", "running", "done", "failed", "interrupted")  # the ``state`` of a run's status.json
+
+
+def read_run_status(path: str | os.PathLike) -> dict[str, Any] | None:
+    """A pool run's ``status.json``, the one reader of these records: None when there is none;
+    ``StateError`` naming the file when it is a link, not a regular file, unreadable, not a JSON object,
+    or its ``state`` is not one of ``RUN_STATES`` (``error``, ``stage`` and ``node``: text or null)."""
+    path = Path(path)
+    if not path.is_symlink() and not path.exists():
+        return None
+    recover = "re-run the pool (`archpool run POOL_DIR`) to rewrite it, or delete it"
+    if path.is_symlink():
+        raise StateError(f"{path}: a link, not the run status archpool writes; {recover}")
+    try:
+        status = read_json_object(path)
+    except ConfigError as e:
+        raise StateError(f"{path}: damaged run status ({e.message}); {recover}") from None
+    if status.get("state") not in RUN_STATES:
+        raise StateError(
+            f"{path}: damaged run status (state {status.get('state')!r}, not one of {', '.join(RUN_STATES)}); {recover}"
+        )
+    for key in ("error", "stage", "node"):
+        if not isinstance(status.get(key), (str, type(None))):
+            raise StateError(f"{path}: damaged run status ({key!r} is {type(status[key]).__name__}, not text); {recover}")
+    return status

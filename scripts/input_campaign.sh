@@ -237,5 +237,43 @@ case_ 'results.csv score cell `[0.7]`' $A analyze listcell.csv --target score
 $A eval run $EV > /dev/null 2>&1
 hostile cache_list . "$ARCHPOOL_CACHE/eval"
 case_ 'eval cache entries replaced by JSON lists (exit 2 = recomputed)' bash -c "$A eval run $EV > ev.txt 2>&1; rc=\$?; cat ev.txt >&2; if [ \$rc = 0 ] && ! grep -rqx '\[\]' '$ARCHPOOL_CACHE/eval'; then echo 'damaged cache entries recomputed' >&2; exit 2; fi; exit \$rc"
+# ---- training health: a diverged or untrained run is a named failure, not a result
+sed 's/max_steps: 4,/max_steps: 12, lr: 10,/' run.yaml > lr10.yaml; sed 's/max_steps: 4,/max_steps: 12, lr: 1000000,/' run.yaml > lrhuge.yaml
+case_ '`train` at `lr: 10` (the loss diverges)' $A train lr10.yaml --out lr10 --no-progress
+case_ '`train` at `lr: 10` re-run on its complete directory' $A train lr10.yaml --out lr10 --no-progress
+case_ '`train` at `lr: 1e6` (updates skipped, uniform model)' $A train lrhuge.yaml --out lrhuge --no-progress
+case_ '`extend RUN --lr 10` for 10 steps' $A extend run --recipe ntk --name hot --lr 10 --length 128 --tokens 2560 --no-progress
+# ---- links and caches: destinations replaced whole, never written through; edited caches recomputed
+case_ '`export-hf --replace` over an export whose config.json is a link and which has a stale chat_template.jinja (exit 2 = link target untouched, stale file gone)' bash -c "rm -rf hf_ln && cp -r hf hf_ln && echo '{\"mine\": 1}' > mine.json && rm hf_ln/config.json && ln -s \"\$PWD/mine.json\" hf_ln/config.json && echo stale > hf_ln/chat_template.jinja; $A export-hf run hf_ln --no-tokenizer --replace > /dev/null 2>&1; if [ \"\$(cat mine.json)\" = '{\"mine\": 1}' ] && [ ! -L hf_ln/config.json ] && [ ! -e hf_ln/chat_template.jinja ]; then echo 'link target untouched, stale file gone, export whole' >&2; exit 2; fi; echo 'wrote through the link or kept a stale file' >&2; exit 0"
+rm -rf run_imp && cp -r run run_imp; case_ '`import-hf --replace` onto a trained run'"'"'s final checkpoint' $A import-hf hf run_imp/milestones/final --replace
+$PY -c "
+import json, pathlib, sys
+for f in pathlib.Path(sys.argv[1]).rglob('*.json'):
+    d = json.loads(f.read_text())
+    if isinstance(d, dict) and 'score' in d: d['score'] = 99.0; f.write_text(json.dumps(d))
+" "$ARCHPOOL_CACHE/eval"
+case_ 'eval cache entries whose score was edited to 99 (exit 2 = recomputed, with a warning)' bash -c "$A eval run $EV > ev2.txt 2>&1; rc=\$?; grep -m1 'content hash' ev2.txt >&2; if [ \$rc = 0 ] && ! grep -rq '\"score\": 99.0' '$ARCHPOOL_CACHE/eval'; then echo 'edited cache entries recomputed' >&2; exit 2; fi; exit \$rc"
+OTHER="$ARCHPOOL_CACHE/data/0123456789abcdef0123"; rm -rf "$OTHER" && cp -r "$STORE" "$OTHER"; case_ 'a store directory holding another key'"'"'s manifest' $A data inspect "$OTHER"; rm -rf "$OTHER"
+pool 'name: x\ntrain: {max_steps: 2}\ndata: {tasks: {names: [mqar], share: 0.5, params: {mqar: {pair_every: 0}}}}\nruns: [{name: A}]\n'; case_ 'pool `data.tasks.params.mqar.pair_every: 0` (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\ndata: {tasks: {names: [kv_recall], share: 0.5, params: {kv_recall: {npairs: 3}}}}\nruns: [{name: A}]\n'; case_ 'pool `data.tasks.params.kv_recall.npairs` typo (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2, wandb: {project: x}}\nruns: [{name: A}]\n'; case_ 'pool `train.wandb` without the wandb package (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: ntk}, {name: temp, archs: [B], qk_gain_alpha: 0.1}]\neval: {tasks: [mqar]}\nreport: {target: temp_mqar_acc@128}\nruns: [{name: A}, {name: B, axes: {swa: true}}]\n'; case_ 'pool `report.target` only some runs measure (at validation)' $A pool show p.yaml
+# ---- model-config numbers, JSON data shapes, pool records
+printf '{"model_type": "qwen2", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 64, "use_sliding_window": true, "sliding_window": 64, "max_window_layers": 1e400}' > qwen_mwl.json
+case_ '`features` a Qwen2 config.json with `max_window_layers: 1e400`' $A features qwen_mwl.json
+printf '{"data": null}' > nulldata.json; printf 'sources: [{kind: files, path: nulldata.json}]\nvocab_size: 300\n' > dnull.yaml
+case_ 'data source `.json` holding `{"data": null}`' $A data prepare dnull.yaml
+case_ '`attention --long-ctx 8` (no retrieval length holds the needle)' $A attention run --long-ctx 8 --text tiny.txt
+rm -rf pd_empty && cp -r pd0 pd_empty && $PY -c "
+from pathlib import Path; from archpool.pool.plan import read_plan; from archpool.pool.graph import node_dir
+out = Path('pd_empty'); (out / 'runs' / 'A_s0').mkdir(parents=True, exist_ok=True); (out / 'runs' / 'A_s0' / 'status.json').write_text('{\"state\": \"done\"}')
+for n in read_plan(out)[1]: node_dir(out, n).mkdir(parents=True, exist_ok=True); (node_dir(out, n) / 'DONE').write_text('{}')"
+case_ 'pool DONE markers `{}` under a run recorded done (exit 2 = stages not done, run incomplete)' bash -c "$A status pd_empty > st2.txt 2>&1; rc=\$?; cat st2.txt >&2; if [ \$rc = 0 ] && grep -q '1 incomplete' st2.txt; then echo 'markers without key or result read as not done: the run is incomplete' >&2; exit 2; fi; exit \$rc"
+# ---- signals and closed outputs (the process boundary)
+case_ '`status POOL` into a closed pipe (as `head -0`; exit 2 = quiet exit 141)' bash -c "$PY -c 'import os, subprocess, sys; r, w = os.pipe(); os.close(r); sys.exit(subprocess.run(sys.argv[1:], stdout=w).returncode)' $A status pd0 2> bp.err; rc=\$?; cat bp.err >&2; if [ \$rc = 141 ] && [ ! -s bp.err ]; then echo 'closed stdout: quiet exit 141' >&2; exit 2; fi; exit \$rc"
+case_ '`pool list > /dev/full` (exit 2 = one line, exit 1)' bash -c "$A pool list > /dev/full 2> full.err; rc=\$?; cat full.err >&2; if [ \$rc = 1 ] && [ \$(wc -l < full.err) = 1 ] && grep -q 'cannot write to stdout' full.err; then exit 2; fi; exit \$rc"
+pool 'name: sig\ndata: {synthetic: {seed: 0}}\ntrain: {max_steps: 5000, global_batch_tokens: 2048, micro_batch_size: 8, ckpt_every: 1000}\neval: {enabled: false}\nattention: {enabled: false}\nfactorial: {axes: {swa: [false, true]}}\n'
+case_ 'SIGTERM to `run --jobs 2 --executor submitit-local` mid-pretraining (exit 2 = exit 143, one line, no process left)' bash -c "setsid $A run p.yaml --jobs 2 --executor submitit-local --out sigpool --no-progress > /dev/null 2> sig.err & pid=\$!; for i in \$(seq 400); do [ \$(ls sigpool/stages/pretrain 2>/dev/null | grep -vc lock) -ge 2 ] && break; sleep 0.1; done; sleep 1; kill -TERM \$pid; wait \$pid; rc=\$?; sleep 1; left=\$(ps -o stat= -s \$pid | grep -vc '^Z'); ps -o pid= -s \$pid | xargs -r kill -KILL 2>/dev/null; cat sig.err >&2; if [ \$rc = 143 ] && [ \$left = 0 ] && [ \$(wc -l < sig.err) = 1 ]; then echo \"exit 143 and \$left processes left\" >&2; exit 2; fi; echo \"exit \$rc and \$left processes left\" >&2; exit 1"
+# ---- end of cases
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

@@ -214,4 +214,4 @@ def test_checkpoint_candidates_follow_the_layout(tmp_path):
 def test_rundir_imports_neither_torch_nor_a_stage():
     code = "import sys, archpool.rundir; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('archpool.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True, timeout=120)
-    assert out.stdout.strip() == "['archpool.errors', 'archpool.rundir', 'archpool.version']"
+    assert out.stdout.strip() == "['archpool.errors', 'archpool.io', 'archpool.rundir', 'archpool.version']"

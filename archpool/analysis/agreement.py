@@ -22,6 +22,7 @@ finding about tiny-scale transfer, not a failure.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from scipy import stats as sps
 from archpool.analysis.effects import arch_labels
 from archpool.analysis.mastery import mastery_frame, mastery_metric
 from archpool.analysis.table import features
-from archpool.columns import lower_is_better
+from archpool.columns import RULER_TASKS_TOTAL, lower_is_better, ruler_tasks_column
 
 PAPER_TARGETS = ("paper_helmet_32k", "paper_helmet_64k", "paper_ruler_64k")
 SHORT_CONTEXT = (
@@ -124,7 +125,13 @@ def agreement(df: pd.DataFrame, target: str, short_ctx: int, n_boot: int = BOOTS
     d = d.assign(_arch=arch_labels(d), _count=features(d, short_ctx)["feature_count"])
     short = next((c for c in SHORT_CONTEXT if c in d.columns and pd.to_numeric(d[c], errors="coerce").notna().all()), None)
     sign = -1.0 if lower_is_better(target) else 1.0
-    out: dict[str, Any] = {"target": target, "short_context": short, "not_mastered": not_mastered, "columns": {}}
+    out: dict[str, Any] = {
+        "target": target,
+        "target_tasks": _tasks_covered(d, target),
+        "short_context": short,
+        "not_mastered": not_mastered,
+        "columns": {},
+    }
     for col in papers:
         g = d[pd.to_numeric(d[col], errors="coerce").notna()].groupby("_arch", sort=True)
         if g.ngroups < MIN_ARCHS:
@@ -142,3 +149,22 @@ def agreement(df: pd.DataFrame, target: str, short_ctx: int, n_boot: int = BOOTS
             **{k: rank_agreement(v, paper, n_boot, rng_seed) for k, v in quantities.items()},
         }
     return out if out["columns"] else None
+
+
+def _tasks_covered(d: pd.DataFrame, target: str) -> int | None:
+    """How many of RULER's tasks the target averages when it is lm-eval's RULER mean (the fewest over the
+    runs); None for any other target or without the count column."""
+    col = ruler_tasks_column(target)
+    if col is None or col not in d.columns:
+        return None
+    counts = pd.to_numeric(d[col], errors="coerce")
+    return int(counts.min()) if counts.notna().any() else None
+
+
+def target_label(a: Mapping[str, Any]) -> str:
+    """The pool's ranking named as what it averages: a RULER mean over fewer than RULER's 13 tasks says
+    so, since the paper's RULER averages all 13 (the two are compared as rankings, never as scores)."""
+    k = a.get("target_tasks")
+    return "this pool's target" + (
+        f" (RULER, {k} of {RULER_TASKS_TOTAL} tasks)" if k is not None and k < RULER_TASKS_TOTAL else ""
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from archpool.analysis.agreement import target_label
 from archpool.analysis.extension import NOT_FACTORIAL
 from archpool.columns import RUNG_SEP, split_rung
 from archpool.study import FEATURES
@@ -335,7 +336,7 @@ def format_agreement(a: dict[str, Any] | None) -> list[str]:
                 rows.append(
                     [
                         col,
-                        who,
+                        target_label(a) if who == "pool" else who,
                         str(x["n_archs"]),
                         _with_ci(x["rho"], x["rho_ci95"]),
                         _with_ci(x["tau"], x["tau_ci95"]),

@@ -45,7 +45,7 @@ from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.csvsafe import restore_cell
 from archpool.errors import ConfigError, DataError
 from archpool.rundir import pool_plan_path, pool_runs_dir
-from archpool.safeload import read_json_object, read_record
+from archpool.safeload import read_record, read_run_status
 from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
 
 REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
@@ -58,6 +58,7 @@ TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "
 MATCH_CONFOUNDS = ("init", "fp8", "n_layers")
 SINK_COLUMNS = ("attn_sink_rate", "attn_first_token_mass", "sink_strength", "sink_rate", "first_token_mass")
 ENTROPY_COLUMNS = ("attn_entropy", "entropy")
+MAX_TABLE_INT = 2**53  # the integer columns (heads, contexts) hold counts a float64 stores exactly
 _TRUE = {"1", "true", "yes", "on", "1.0"}
 _FALSE = {"0", "false", "no", "off", "0.0"}
 
@@ -242,16 +243,28 @@ def _choice(v: str, column: str, allowed: tuple[str, ...], aliases: dict[str, st
     return s
 
 
+def _count(v: object) -> int | None:
+    """``v`` (a cell) as an integer from 1 to ``MAX_TABLE_INT``; None when it is not one."""
+    try:
+        x = float(str(v).strip())
+    except (ValueError, OverflowError):
+        return None
+    if not 1 <= x <= MAX_TABLE_INT or x != int(x):  # nan and inf fail the range test
+        return None
+    return int(x)
+
+
 def _ints(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Series:
     out = []
     for i, v in enumerate(col):
-        try:
-            x = float(str(v).strip())
-        except ValueError:
-            x = float("nan")
-        if not np.isfinite(x) or x != int(x) or x < 1:
-            raise TableError(f"{label}: {_where(column, i, runs[i])}: {v!r} is not a positive integer", column=column, row=i + 1)
-        out.append(int(x))
+        x = _count(v)
+        if x is None:
+            raise TableError(
+                f"{label}: {_where(column, i, runs[i])}: {v!r} is not a positive integer of at most 2**53",
+                column=column,
+                row=i + 1,
+            )
+        out.append(x)
     return pd.Series(out, dtype="int64")
 
 
@@ -299,7 +312,16 @@ def default_short_ctx(df: pd.DataFrame) -> int:
     """The table's short pretraining context: its ``short_ctx`` column (pools write the pool's one
     definition there), else the smallest context when the table has several, else 4096 (the paper's)."""
     if "short_ctx" in df.columns:
-        values = sorted(set(int(v) for v in pd.to_numeric(df["short_ctx"], errors="coerce").dropna()))
+        cells = pd.to_numeric(df["short_ctx"], errors="coerce")
+        for i, v in enumerate(cells):
+            if pd.notna(v) and _count(v) is None:
+                raise TableError(
+                    f"{df.attrs.get('source', 'table')}: {_where('short_ctx', i, df['run'].iloc[i])}: "
+                    f"{v!r} is not a positive integer of at most 2**53",
+                    column="short_ctx",
+                    row=i + 1,
+                )
+        values = sorted(set(int(v) for v in cells.dropna()))
         if len(values) > 1:
             raise TableError(
                 f"column 'short_ctx' holds several values {values}; one table has one short context", column="short_ctx"
@@ -333,10 +355,7 @@ def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[di
     statuses = sorted(runs_dir.glob("*/status.json")) if runs_dir.is_dir() else []
     index = {r: i for i, r in enumerate(df["run"])}
     for path in statuses:
-        try:
-            status = read_json_object(path)
-        except ConfigError as e:
-            raise DataError(f"{path}: unreadable status ({e.message})") from None
+        status = read_run_status(path) or {}  # a damaged status.json: StateError naming it
         if status.get("state") != "failed":
             continue
         run, error, stage = path.parent.name, str(status.get("error") or ""), str(status.get("stage") or "")

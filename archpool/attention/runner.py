@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from archpool.errors import DataError
+from archpool.errors import CheckpointError, DataError
 from archpool.rundir import Target
 
 
@@ -41,4 +41,21 @@ def load_model(target: Target, backend: str = "auto", device: str = "cpu", verif
         return import_hf(target.checkpoint).to(device)
     from archpool.attention.capture import load_hf_for_capture
 
-    return load_hf_for_capture(target.checkpoint, device=device, dtype=torch.float32 if device == "cpu" else None)
+    check_hf_model_dir(target.checkpoint)
+    try:
+        return load_hf_for_capture(target.checkpoint, device=device, dtype=torch.float32 if device == "cpu" else None)
+    except (RuntimeError, ValueError, TypeError, KeyError, OSError) as e:  # weights that do not fit the config, ...
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CheckpointError(f"{target.checkpoint}: transformers cannot load this model ({type(e).__name__}: {first})") from None
+
+
+def check_hf_model_dir(hf_dir: Path) -> None:
+    """The ``config.json`` of a Hugging Face model directory (and of its language model, for a multimodal
+    wrapper's ``text_config``) within archpool's size bounds, before transformers allocates anything."""
+    from archpool.model.hf.config import check_hf_sizes, read_hf_config
+
+    raw = read_hf_config(hf_dir)
+    where = str(Path(hf_dir) / "config.json")
+    check_hf_sizes(raw, where)
+    if isinstance(raw.get("text_config"), dict):
+        check_hf_sizes(raw["text_config"], f"{where}: text_config")

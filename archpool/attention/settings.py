@@ -6,8 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from archpool.config import Config
+from archpool.errors import ConfigError
+from archpool.model.config import MAX_DIM, MAX_SEQ_LEN
 
 SINK_EPS = 0.3  # a head is a sink head when its mean attention to the first token exceeds this
+MAX_ATTENTION_SAMPLES = 100_000  # samples per analysis, as an evaluation's per-task cap
+MAX_NEEDLE = 1024  # tokens of a retrieval key or value
 
 
 @dataclass
@@ -35,7 +39,48 @@ class Settings(Config):
     mask_k: int | None = None  # default: max(1, 3 % of heads); 0 disables the ablation
     seed: int = 0
 
+    def validate(self) -> None:
+        """Every count and length within what one analysis can hold in memory: lengths up to
+        ``MAX_SEQ_LEN``, samples up to ``MAX_ATTENTION_SAMPLES``, token ids and head counts below ``MAX_DIM``."""
+        p = self.PATH
+        lengths = {"seq_len": self.seq_len, "sink_len": self.sink_len, "queries": self.queries, "long_ctx": self.long_ctx}
+        for name, value in lengths.items():
+            _check(value, f"{p}.{name}", 1, MAX_SEQ_LEN)
+        for name in ("lengths", "retrieval_lengths"):
+            for i, value in enumerate(getattr(self, name) or ()):
+                _check(value, f"{p}.{name}[{i}]", 1, MAX_SEQ_LEN)
+        for i, value in enumerate(self.multiples):
+            _check(value, f"{p}.multiples[{i}]", 1, MAX_SEQ_LEN)
+        for name in ("sink_samples", "long_samples"):
+            _check(getattr(self, name), f"{p}.{name}", 1, MAX_ATTENTION_SAMPLES)
+        for name in ("key_len", "value_len"):
+            _check(getattr(self, name), f"{p}.{name}", 1, MAX_NEEDLE)
+        _check(self.bos_id, f"{p}.bos_id", 0, MAX_DIM - 1)
+        _check(self.top_k, f"{p}.top_k", 1, MAX_DIM)
+        _check(self.mask_k, f"{p}.mask_k", 0, MAX_DIM)
+        _check(self.seed, f"{p}.seed", 0, 2**63 - 1)
+        if not 0 < self.sink_eps < 1:
+            raise ConfigError(f"{p}.sink_eps", f"a share of attention between 0 and 1 expected, got {self.sink_eps}")
+        if self.retrieval:
+            needle = 2 * self.key_len + self.value_len + 1  # key, value, the key again, and one haystack token
+            for i, value in enumerate(self.retrieval_lengths or ()):
+                if value < needle:
+                    raise ConfigError(
+                        f"{p}.retrieval_lengths[{i}]", f"{value} tokens cannot hold a {needle}-token needle and its query"
+                    )
+            if self.retrieval_lengths is None and self.long_ctx is not None and self.long_ctx < 4 * needle:
+                raise ConfigError(
+                    f"{p}.long_ctx",
+                    f"{self.long_ctx} tokens: the shortest retrieval length (a quarter) cannot hold a {needle}-token needle",
+                )
+
     @classmethod
     def from_dict(cls, d: Any, path: str | None = None) -> Settings:
         """The settings of a mapping (empty or null: every default)."""
         return super().from_dict(d or {}, path)
+
+
+def _check(value: int | None, field: str, low: int, high: int) -> None:
+    """ConfigError naming ``field`` unless ``value`` (None: unset) is an integer in ``[low, high]``."""
+    if value is not None and not low <= value <= high:
+        raise ConfigError(field, f"an integer from {low:,} to {high:,} expected, got {value:,}")

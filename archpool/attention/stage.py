@@ -19,8 +19,8 @@ from archpool.attention.corpus import corpus_from_store, corpus_from_texts
 from archpool.attention.runner import load_model, store_for
 from archpool.attention.settings import Settings
 from archpool.attention.stats import VERSION, analyze
-from archpool.errors import ConfigError, DataError
-from archpool.io import atomic_write_json, sha256_file, sha256_json
+from archpool.errors import DataError
+from archpool.io import atomic_write_json, read_cache_entry, sha256_file, sha256_json, write_cache_entry
 from archpool.rundir import Target, resolve_target
 from archpool.safeload import read_json_object
 
@@ -105,21 +105,18 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
         result = analyze(model, corpus, s, log=log)
         result.update(cache_key=key, checkpoint_sha256=digest)
         if use_cache:
-            atomic_write_json(cached, result)
-    result.update(target=str(target.path), kind=target.kind, name=target.name)  # a cache hit may come from a copy
+            write_cache_entry(cached, result)
+    # a cache hit may come from a copy: the target is this one, its path resolved
+    result.update(target=str(target.path.resolve()), kind=target.kind, name=target.name)
     if out is not None:
         atomic_write_json(out, result)
     return result
 
 
 def _cached_result(path: Path) -> dict[str, Any] | None:
-    """The cached result in ``path``; None when there is none or it is damaged (it is then recomputed)."""
-    if not path.is_file():
-        return None
-    try:
-        return read_json_object(path)
-    except ConfigError:
-        return None
+    """The cached result in ``path`` when its content hash matches (``archpool.io.read_cache_entry``); None
+    when there is none, it is damaged or edited (it is then recomputed, an edit with a warning)."""
+    return read_cache_entry(path)
 
 
 def _store_key(path: Path) -> str:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 
 from archpool.cli.args import finite_float, length, positive_int
+from archpool.eval.harness import DEFAULT_LIMIT, DOWNLOADS, HARNESS_SUITE, LOCAL_TASKS
+from archpool.eval.helmet_data import CATEGORIES as HELMET_DATA_CATEGORIES
+from archpool.eval.helmet_data import DEFAULT_LIMIT as HELMET_DATA_LIMIT
+from archpool.eval.helmet_data import SUITE as HELMET_DATA_SUITE
 from archpool.names import ALL_SUITES, SUITE_NAMES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
 
@@ -15,14 +19,24 @@ def register(subparsers) -> None:
         help="evaluate a run / checkpoint / HF model on long-context suites",
         description="Evaluate TARGET (a run directory, an archpool checkpoint, or a Hugging Face model directory) on "
         "RULER- and HELMET-style synthetic suites, LongPPL and short-context metrics. Results: OUT/results.json, "
-        "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json.",
+        "OUT/report.md and OUT/tasks/<task>/<length>_<mode>.json. "
+        f"--suite {HARNESS_SUITE} runs lm-evaluation-harness's own RULER tasks instead (TARGET: a Hugging Face model "
+        "directory, e.g. from archpool export-hf; offline unless --allow-download): OUT/harness/results.json and "
+        "OUT/harness/samples.jsonl, columns ruler@L (the mean over the tasks run), ruler_tasks@L (how many of lm-eval's "
+        "13) and ruler_<task>@L. "
+        f"--suite {HELMET_DATA_SUITE} --helmet-data DIR runs HELMET's own datasets and metrics from a local copy of "
+        "HELMET's released data on a Hugging Face model directory: OUT/helmet_data/results.json and samples.jsonl, "
+        "columns helmet_data@L (the mean over the categories run), helmet_data_categories@L (how many of HELMET's 7), "
+        "helmet_data_<category>@L and helmet_data_<dataset>@L.",
     )
     p.add_argument("target")
     p.add_argument(
         "--suite",
         action="append",
         default=None,
-        help=f"{' | '.join(SUITE_NAMES)} (repeatable or comma-separated; default {ALL_SUITES})",
+        help=f"{' | '.join(SUITE_NAMES)} | {HARNESS_SUITE} | {HELMET_DATA_SUITE} (repeatable or comma-separated; default "
+        f"{ALL_SUITES}; {HARNESS_SUITE}: lm-evaluation-harness's RULER tasks on an HF model directory; "
+        f"{HELMET_DATA_SUITE}: HELMET's own data and metrics, with --helmet-data)",
     )
     p.add_argument(
         "--lengths",
@@ -32,8 +46,46 @@ def register(subparsers) -> None:
         help="token budgets (default: pretraining context ×1, ×2, ×4, ×8)",
     )
     p.add_argument("--mode", choices=("gen", "ll", "both"), default="both", help="generation, likelihood, or both (default)")
-    p.add_argument("--n", type=positive_int, default=EVAL_SAMPLES, help=f"samples per task × length (default {EVAL_SAMPLES})")
-    p.add_argument("--seed", type=int, default=EVAL_SEED)
+    p.add_argument(
+        "--n",
+        "--limit",
+        dest="n",
+        type=positive_int,
+        default=None,
+        help=f"samples per task × length (default {EVAL_SAMPLES}; {HARNESS_SUITE}: documents scored of the 500 lm-eval "
+        f"builds, default {DEFAULT_LIMIT}; {HELMET_DATA_SUITE}: HELMET's max_test_samples, default {HELMET_DATA_LIMIT})",
+    )
+    p.add_argument(
+        "--harness-tasks",
+        default=None,
+        metavar="TASKS",
+        help=f"{HARNESS_SUITE}'s tasks, comma-separated (default the six that build their documents locally: "
+        f"{','.join(LOCAL_TASKS)}; the others download data: {','.join(DOWNLOADS)})",
+    )
+    p.add_argument(
+        "--allow-download",
+        action="store_true",
+        help=f"{HARNESS_SUITE}: let lm-eval download the data of its essay and QA tasks (otherwise Hugging Face "
+        "hub and datasets run offline)",
+    )
+    p.add_argument(
+        "--helmet-data",
+        default=None,
+        metavar="DIR",
+        help=f"{HELMET_DATA_SUITE}: HELMET's data directory (the data/ its data.tar.gz unpacks to)",
+    )
+    p.add_argument(
+        "--helmet-data-categories",
+        default=None,
+        metavar="CATS",
+        help=f"{HELMET_DATA_SUITE}'s categories, comma-separated (default {','.join(HELMET_DATA_CATEGORIES)})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=EVAL_SEED,
+        help=f"task seed of archpool's suites (default {EVAL_SEED}; {HARNESS_SUITE} keeps lm-eval's)",
+    )
     p.add_argument("--out", default=None, help="output directory (default TARGET/eval)")
     p.add_argument("--cache", default=None, help="result cache directory (default $ARCHPOOL_CACHE/eval)")
     p.add_argument("--tokenizer", default=None, help="tokenizer.json or HF tokenizer directory (default: found beside the model)")
@@ -69,26 +121,99 @@ def register(subparsers) -> None:
     p.set_defaults(func=handler)
 
 
+def split_suites(suites: list[str] | None) -> tuple[list[str], bool, bool]:
+    """(archpool's suites, whether lm-eval's RULER was asked for, whether HELMET's data was) of the
+    ``--suite`` values."""
+    parts = [p.strip() for s in suites or [ALL_SUITES] for p in str(s).split(",") if p.strip()]
+    own = [p for p in parts if p not in (HARNESS_SUITE, HELMET_DATA_SUITE)]
+    return own, HARNESS_SUITE in parts, HELMET_DATA_SUITE in parts
+
+
 def handler(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from archpool.data.config import default_cache_root
+
+    suites, harness, helmet = split_suites(args.suite)
+    out = Path(args.out) if args.out else Path(args.target) / "eval"
+    cache = Path(args.cache) if args.cache else default_cache_root() / "eval"
+    if args.harness_tasks and not harness:
+        from archpool.errors import ConfigError
+
+        raise ConfigError("--harness-tasks", f"applies to --suite {HARNESS_SUITE} only")
+    if (args.helmet_data or args.helmet_data_categories) and not helmet:
+        from archpool.errors import ConfigError
+
+        flag = "--helmet-data" if args.helmet_data else "--helmet-data-categories"
+        raise ConfigError(flag, f"applies to --suite {HELMET_DATA_SUITE} only")
+    if harness:
+        _harness(args, out / "harness", cache)
+    if helmet:
+        _helmet_data(args, out / "helmet_data", cache)
+    if suites:
+        _archpool_suites(args, suites, out, cache)
+    return 0
+
+
+def _harness(args: argparse.Namespace, out, cache) -> None:
+    from archpool.eval.harness import HarnessRequest, format_table, run_ruler
+
+    model_dir = _hf_target(args, HARNESS_SUITE, "4096 8192")
+    request = HarnessRequest(
+        tasks=args.harness_tasks.split(",") if args.harness_tasks else LOCAL_TASKS,
+        lengths=args.lengths,
+        limit=args.n or DEFAULT_LIMIT,
+        allow_download=args.allow_download,
+        out_dir=out,
+        cache_dir=cache,
+        device=args.device,
+    )
+    res = run_ruler(model_dir, request, progress=not args.no_progress)
+    print(f"# lm-eval RULER ({res['lm_eval_version']}) of {res['target']}, {res['limit']} documents per task × length\n")
+    print(format_table(res) + "\n")
+    print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+
+
+def _helmet_data(args: argparse.Namespace, out, cache) -> None:
+    from archpool.errors import ConfigError
+    from archpool.eval.helmet_data import HelmetDataRequest, format_table, run_helmet_data
+
+    if not args.helmet_data:
+        raise ConfigError("--helmet-data", f"--suite {HELMET_DATA_SUITE} reads HELMET's data from a directory: --helmet-data DIR")
+    model_dir = _hf_target(args, HELMET_DATA_SUITE, "8192 16384")
+    cats = args.helmet_data_categories.split(",") if args.helmet_data_categories else HELMET_DATA_CATEGORIES
+    request = HelmetDataRequest(
+        data_dir=args.helmet_data,
+        categories=[c.strip() for c in cats],
+        lengths=args.lengths,
+        limit=args.n or HELMET_DATA_LIMIT,
+        out_dir=out,
+        cache_dir=cache,
+        device=args.device,
+    )
+    res = run_helmet_data(model_dir, request)
+    print(f"# HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset\n")
+    print(format_table(res) + "\n")
+    print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+
+
+def _archpool_suites(args: argparse.Namespace, suites: list[str], out, cache) -> None:
     from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.short import open_store, read_texts
     from archpool.eval.target import load_target
 
     request = EvalRequest(
-        suites=args.suite or [ALL_SUITES],
+        suites=suites,
         lengths=args.lengths,
         modes=["gen", "ll"] if args.mode == "both" else [args.mode],
-        n_samples=args.n,
+        n_samples=args.n or EVAL_SAMPLES,
         seed=args.seed,
         categories=args.categories.split(",") if args.categories else None,
         longppl_k=args.longppl_k,
         longppl_alpha=args.longppl_alpha,
         longppl_beta=args.longppl_beta,
-        out_dir=Path(args.out) if args.out else Path(args.target) / "eval",
-        cache_dir=Path(args.cache) if args.cache else default_cache_root() / "eval",
+        out_dir=out,
+        cache_dir=cache,
     )
     target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
     store = open_store(args.data, target.record)
@@ -97,7 +222,23 @@ def handler(args: argparse.Namespace) -> int:
         load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
     )
     res = evaluate(target, request, store=store, texts=texts, evaluator=evaluator, progress=not args.no_progress)
-    out = request.out_dir
     print((out / "report.md").read_text())
     print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
-    return 0
+
+
+def _hf_target(args: argparse.Namespace, suite: str, example: str):
+    """The Hugging Face model directory an external suite evaluates (``args.target``); ConfigError when the
+    target is another kind (with the export that makes one) or no ``--lengths`` were given."""
+    from archpool.errors import ConfigError
+    from archpool.rundir import resolve_target
+
+    found = resolve_target(args.target)
+    if found.kind != "hf":
+        raise ConfigError(
+            "target",
+            f"{args.target}: --suite {suite} evaluates a Hugging Face model directory; "
+            f"export this {found.kind} first: archpool export-hf {args.target} OUT",
+        )
+    if args.lengths is None:
+        raise ConfigError("--lengths", f"--suite {suite} needs its token lengths (e.g. --lengths {example})")
+    return found.checkpoint

@@ -63,11 +63,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write the weights without a tokenizer (e.g. a run on the synthetic token stream)",
     )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="OUT_DIR holds an earlier export: replace it whole (a non-empty OUT_DIR is refused without this)",
+    )
     p.set_defaults(func=_export_hf)
 
     p = subparsers.add_parser("import-hf", help="read a transformers model directory into an archpool checkpoint")
     p.add_argument("hf_dir", metavar="HF_DIR")
     p.add_argument("out", metavar="OUT")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="OUT holds an earlier import: replace it whole (a non-empty OUT is refused without this; "
+        "a trained run's checkpoint never is replaced)",
+    )
     p.set_defaults(func=_import_hf)
 
     p = subparsers.add_parser("model", help="inspect model configs")
@@ -154,6 +165,7 @@ def _export_hf(args: argparse.Namespace) -> int:
         tokenizer=src.tokenizer,
         require_tokenizer=not args.no_tokenizer,
         provenance=provenance,
+        replace=args.replace,
     )
     from archpool.model.config import ModelConfig
     from archpool.safeload import read_json_object
@@ -260,24 +272,27 @@ def _record_tokenizer(data: dict[str, Any]):
 def _import_hf(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from archpool.io import copy_regular_file, require_distinct
+    from archpool.io import copy_regular_file, fresh_directory, require_distinct
     from archpool.model.checkpoint import save_checkpoint
     from archpool.model.hf import import_hf, read_hf_config
+    from archpool.model.hf.importer import replaceable_import
     from archpool.tokenizer import Tokenizer
 
     require_distinct(args.hf_dir, args.out, "output directory")
     tok = Path(args.hf_dir) / "tokenizer.json"
     if tok.is_file() and not tok.is_symlink():
         Tokenizer.load(tok)  # a malformed tokenizer is refused before any write
-    model = import_hf(args.hf_dir)
-    hf_type = read_hf_config(args.hf_dir).get("model_type")
-    out = save_checkpoint(model, args.out, metadata={"imported_from": str(args.hf_dir), "hf_model_type": hf_type})
+    src_dir, out = Path(args.hf_dir), Path(args.out)
+    # OUT: new or empty, or (--replace) an earlier import, replaced whole: never a trained run's checkpoint
+    with fresh_directory(out, replace=args.replace, replaceable=replaceable_import) as new:
+        model = import_hf(src_dir)
+        hf_type = read_hf_config(src_dir).get("model_type")
+        save_checkpoint(model, new, metadata={"imported_from": str(src_dir.resolve()), "hf_model_type": hf_type})
+        copied = [f for f in HF_TOKENIZER_FILES if (src_dir / f).is_file() or (src_dir / f).is_symlink()]
+        for f in copied:  # a symlinked file is refused, never followed into the checkpoint
+            copy_regular_file(src_dir / f, new / f)
     from archpool.model.hf import chat_template
 
-    src_dir = Path(args.hf_dir)
-    copied = [f for f in HF_TOKENIZER_FILES if (src_dir / f).is_file() or (src_dir / f).is_symlink()]
-    for f in copied:  # a symlinked file is refused, never followed into the checkpoint
-        copy_regular_file(src_dir / f, out / f)
     print(f"wrote {out} ({hf_type} -> archpool, {model.num_params():,} parameters)")
     if "tokenizer.json" not in copied:
         print(f"tokenizer: none in {args.hf_dir} (export-hf will need --tokenizer)")

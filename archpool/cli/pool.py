@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--jobs",
         "-j",
         type=positive_int,
-        help="runs in parallel (local executor; threads are split; default: the pool's `jobs`, else 1)",
+        help="runs in parallel (local and submitit-local executors; threads are split; default: the pool's `jobs`, else 1)",
     )
     p.add_argument(
         "--executor",
@@ -145,7 +145,6 @@ def _refuse_overrides(args, pool_dir: Path, spec) -> None:
 def _load(args):
     """(PoolSpec, out dir). A pool directory argument reads its plan.json; a bare shipped name is the shipped pool."""
     from archpool.pool.plan import read_plan
-    from archpool.pool.run import default_out
     from archpool.pool.spec import load_pool
 
     source = _pool_source(args.pool)
@@ -153,6 +152,8 @@ def _load(args):
         spec, _ = read_plan(Path(args.pool))
         _refuse_overrides(args, Path(args.pool), spec)
         return spec, Path(args.pool)
+    from archpool.pool.run import default_out  # the runner and the report: imported only where needed
+
     spec = load_pool(args.pool, size=args.size, seeds=args.seeds)
     out = Path(args.out) if getattr(args, "out", None) else default_out(spec, size_overridden=bool(args.size))
     return spec, out

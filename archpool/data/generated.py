@@ -10,8 +10,9 @@ The tokens are the same bytes either way (``tests/data/test_generated_cache.py``
 Files are ``<dir>/<digest>-<seed>.npz`` holding ``toks`` (int32), ``ends`` (each document's end
 offset, EOS included) and ``scored`` (bool), written to a temporary file and renamed, so readers
 never see half a file and concurrent writers only ever replace a prefix by a longer one. A file
-that cannot be read is ignored (and regenerated); a directory that cannot be written disables
-the writes with one warning — training never fails because of this cache.
+that cannot be read, is a symbolic link, or holds a token id outside the tokenizer's vocabulary is
+ignored (and regenerated, the id case with a warning); a directory that cannot be written, or is a
+symbolic link, disables the writes with one warning — training never fails because of this cache.
 """
 
 from __future__ import annotations
@@ -73,9 +74,12 @@ def _consistent(prefix: GeneratedPrefix) -> bool:
 class GeneratedCache:
     """Prefixes of one source's documents, per seed, under ``directory``."""
 
-    def __init__(self, directory: str | Path, key: str, tokenizer_hash: str):
+    def __init__(self, directory: str | Path, key: str, tokenizer_hash: str, vocab_size: int | None = None):
+        """``vocab_size``: the tokenizer's; a cached prefix with a token id outside ``[0, vocab_size)`` is
+        not used (it would end training in an embedding lookup out of range)."""
         self.directory = Path(directory)
         self.digest = hashlib.sha256(f"{key}\0{tokenizer_hash}".encode()).hexdigest()[:20]
+        self.vocab_size = vocab_size
         self.writable = True
 
     def path(self, seed: int) -> Path:
@@ -84,14 +88,22 @@ class GeneratedCache:
     def load(self, seed: int) -> GeneratedPrefix | None:
         """The cached prefix for ``seed``, or None when there is none or it cannot be read."""
         p = self.path(seed)
-        if not p.exists():
+        if self.directory.is_symlink() or p.is_symlink() or not p.exists():
             return None
         try:
             with np.load(p, allow_pickle=False) as z:
                 prefix = GeneratedPrefix(z["toks"].astype(np.int64), z["ends"].astype(np.int64), z["scored"].astype(bool))
-            return prefix if _consistent(prefix) else None
         except UNREADABLE:
             return None
+        if not _consistent(prefix):
+            return None
+        if self.vocab_size is not None and len(prefix.toks) and (prefix.toks.min() < 0 or prefix.toks.max() >= self.vocab_size):
+            warnings.warn(
+                f"{p}: cached documents hold token ids outside the vocabulary of {self.vocab_size}; regenerating them",
+                stacklevel=2,
+            )
+            return None
+        return prefix
 
     def cached_tokens(self, seed: int) -> int:
         """Tokens in the cached prefix for ``seed`` (0 if none or unreadable); reads only its ``ends``."""
@@ -109,6 +121,8 @@ class GeneratedCache:
         if prefix.n_tokens <= self.cached_tokens(seed) and self.load(seed) is not None:  # a valid, longer one stays
             return False
         try:
+            if self.directory.is_symlink():
+                raise OSError(f"{self.directory} is a symbolic link; archpool does not write through links")
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".npz")
             try:

@@ -33,7 +33,7 @@ from archpool.config import Config, check_keys, check_mapping
 from archpool.data.config import DataConfig
 from archpool.data.store import store_path
 from archpool.errors import ConfigError
-from archpool.tasks import dense_params, get_task, is_dense
+from archpool.tasks import check_task_params, get_task, reserved_tokens_error, task_params
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
 
@@ -66,16 +66,9 @@ def _range(value: Any, name: str) -> tuple[int, int] | None:
 
 
 def _task_params(value: Any, names: list[str], name: str) -> dict[str, Any]:
-    """A mapping of task name (one of ``names``) -> mapping of generator parameters (null: none)."""
-    value = value or {}
-    if not isinstance(value, dict):
-        raise ConfigError(name, "a mapping of task name -> generator parameters")
-    for task, p in value.items():
-        if task not in names:
-            raise ConfigError(f"{name}.{task}", f"not a task of this mix ({', '.join(names)})")
-        if not isinstance(p, dict):
-            raise ConfigError(f"{name}.{task}", f"a mapping of generator parameters, got {p!r}")
-    return value
+    """A mapping of task name (one of ``names``) -> mapping of generator parameters, each typed and
+    bounded by the task (``archpool.tasks.check_task_params``; null: none)."""
+    return check_task_params(value, name, names)
 
 
 @dataclass(frozen=True)
@@ -127,12 +120,7 @@ class TaskMix(Config):
             fit_context=fit,
             extension_params=extension_params,
         )
-        for task in mix.extension_params:
-            if is_dense(task):
-                try:
-                    dense_params(task, mix.params_for("extension")[task])
-                except ConfigError as e:
-                    raise ConfigError(f"{prefix}.extension_params.{task}.{e.field.rsplit('.', 1)[-1]}", e.message) from None
+        _task_params(mix.params_for("extension"), names, f"{prefix}.extension_params")  # with params laid under
         return mix
 
     def params_for(self, split: str) -> dict[str, Any]:
@@ -158,6 +146,17 @@ class TaskMix(Config):
                 raise ConfigError("data.tasks.fit_context", f"needs the run's sequence length, got {seq_len!r}")
             return self.share, (seq_len - 1, seq_len - 1), seq_len
         return self.share, self.length_range, self.mix_unit
+
+
+def _check_task_tokens(mix: TaskMix, task_tokens: int, prefix: str) -> None:
+    """The mix's dense tasks fit the tokenizer's reserved task tokens in both streams (checked before the
+    store is prepared, not when its first document is made)."""
+    for split, key in (("pretrain", "params"), ("extension", "extension_params")):
+        params = mix.params_for(split)
+        for name in mix.names:
+            why = reserved_tokens_error(name, task_params(name, params.get(name)), task_tokens)
+            if why:
+                raise ConfigError(f"{prefix}.{key}.{name}", why)
 
 
 @dataclass(frozen=True)
@@ -219,13 +218,16 @@ class DataSection:
         store = d.get("store")
         if store is not None and (not isinstance(store, str) or not store):
             raise ConfigError(f"{prefix}.store", f"a path of a prepared store, got {store!r}")
+        tasks = TaskMix.from_dict(d["tasks"], f"{prefix}.tasks") if d.get("tasks") else None
+        if tasks is not None:
+            _check_task_tokens(tasks, data.task_tokens, f"{prefix}.tasks")
         return cls(
             data=data,
             store=store,
             seed=_int(d.get("seed"), f"{prefix}.seed"),
             short_share=_fraction(d.get("short_share"), f"{prefix}.short_share"),
             long_min_tokens=_int(d.get("long_min_tokens"), f"{prefix}.long_min_tokens", 1),
-            tasks=TaskMix.from_dict(d["tasks"], f"{prefix}.tasks") if d.get("tasks") else None,
+            tasks=tasks,
             raw=raw,
         )
 

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import glob as globlib
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from archpool.errors import DataError
+from archpool.errors import ConfigError, DataError
 from archpool.io import sha256_file
+from archpool.safeload import RECORD_MAX_NODES, load_json
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
 JSON_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -226,22 +226,39 @@ def _field(rec, text_field: str, where: str) -> str:
     return v
 
 
+def _load_json(text: str, where: str) -> object:
+    """One JSON document of a data file, parsed within safeload's bounds (nesting, size); DataError
+    naming ``where`` otherwise."""
+    try:
+        return load_json(text, where, max_nodes=RECORD_MAX_NODES)
+    except ConfigError as e:
+        message = e.message.replace("not valid JSON", "invalid JSON", 1)
+        raise DataError(f"{where}: {message}") from None
+
+
+def _records(obj: object, path: Path, text_field: str) -> list:
+    """The records of a ``.json`` document: a list of records, an object with a ``data`` list, or one
+    record; DataError naming the file for any other shape."""
+    if isinstance(obj, dict) and text_field not in obj and "data" in obj:
+        obj = obj["data"]
+        if not isinstance(obj, list):
+            raise DataError(f"{path}: 'data' is {type(obj).__name__}, not a list of records with a {text_field!r} field")
+    return obj if isinstance(obj, list) else [obj]
+
+
 def _read_json(path: Path, text_field: str) -> Iterator[Document]:
     text = _read_text(path)
     stripped = text.lstrip()
     if path.suffix.lower() == ".json" and stripped[:1] in ("[", "{"):
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as e:
+            obj = _load_json(text, str(path))
+        except DataError:
             # perhaps JSON lines in a .json file
             if stripped[:1] == "{" and "\n" in stripped:
                 yield from _read_jsonl_text(path, text, text_field)
                 return
-            raise DataError(f"{path}: invalid JSON at line {e.lineno} ({e.msg})") from None
-        recs = (
-            obj if isinstance(obj, list) else obj.get("data", [obj]) if isinstance(obj, dict) and text_field not in obj else [obj]
-        )
-        for i, rec in enumerate(recs):
+            raise
+        for i, rec in enumerate(_records(obj, path, text_field)):
             yield Document(_field(rec, text_field, f"{path}[{i}]"), f"{path}[{i}]")
         return
     yield from _read_jsonl_text(path, text, text_field)
@@ -251,10 +268,7 @@ def _read_jsonl_text(path: Path, text: str, text_field: str) -> Iterator[Documen
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        rec = _load_json(line, f"{path}:{lineno}")
         yield Document(_field(rec, text_field, f"{path}:{lineno}"), f"{path}:{lineno}")
 
 

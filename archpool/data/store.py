@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,14 +64,23 @@ INDEX_DTYPE = np.dtype(
 class Store:
     """A prepared store: documents as token arrays, by split."""
 
-    def __init__(self, path: str | os.PathLike, verify: bool = True):
+    def __init__(self, path: str | os.PathLike, verify: bool = True, key: str | None = None):
         """Open the store at ``path``; with ``verify`` its index and shards are checked against the
-        manifest's sizes and sha256 (hashed once per process until a file's size or mtime changes)."""
+        manifest's sizes and sha256 (hashed once per process until a file's size or mtime changes).
+
+        ``key``: the key the store is looked up by; a directory named like a store key (``<cache>/data/<key>``)
+        is looked up by its name. Its manifest must carry that key (``StateError`` otherwise): a store
+        copied or renamed onto another key's place is never used for that key's data."""
         self.path = Path(path)
         mpath = self.path / "manifest.json"
         if not mpath.is_file():
             raise DataError(f"{self.path}: not a prepared data store (no manifest.json); run `archpool data prepare`")
         self.manifest = _read_manifest(mpath)
+        expected = key if key is not None else lookup_key(self.path)
+        if expected is not None and self.manifest["key"] != expected:
+            raise StateError(
+                f"{mpath}: belongs to store {self.manifest['key']!r}, not to {expected!r} that this directory holds; {_REBUILD}"
+            )
         if self.manifest.get("format") != FORMAT_VERSION:
             raise DataError(
                 f"{self.path}: store format {self.manifest.get('format')} is not {FORMAT_VERSION}; re-run `archpool data prepare`"
@@ -183,6 +193,14 @@ _REBUILD = "delete the store directory and re-run `archpool data prepare` (or th
 
 
 MANIFEST_TYPES = {"key": str, "tokenizer_hash": str, "counts": dict, "special_ids": dict}
+KEY_LENGTH = 20  # hex digits of a store key (``store_key``)
+_KEY_NAME = re.compile(rf"[0-9a-f]{{{KEY_LENGTH}}}")
+
+
+def lookup_key(path: Path) -> str | None:
+    """The key a store directory is looked up by: its name when that is a store key (as ``store_path``
+    makes it), else None (a store directory given by the user under another name)."""
+    return path.name if _KEY_NAME.fullmatch(path.name) else None
 
 
 def _read_manifest(path: Path) -> dict:
@@ -249,7 +267,7 @@ def store_key(config: DataConfig, sources, records) -> str:
 
     return sha256_json(
         {"format": FORMAT_VERSION, "readers": READER_VERSION, "config": config.content_dict(), "inputs": inputs, "tokenizer": tok}
-    )[:20]
+    )[:KEY_LENGTH]
 
 
 def store_path(config: DataConfig) -> Path:
@@ -267,8 +285,12 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
     inputs = _Inputs(config, store_key(config, sources, records), sources, records)
     final = config.cache_root() / "data" / inputs.key
     if (final / "manifest.json").is_file() and not force:
-        log(f"data: reusing {final}")
-        return Store(final)
+        found = _manifest_key(final)
+        if found is None or found == inputs.key:  # a damaged manifest is Store's named error
+            log(f"data: reusing {final}")
+            return Store(final, key=inputs.key)
+        warnings.warn(f"{final}: its manifest.json belongs to store {found!r}, not this one; rebuilding it", stacklevel=2)
+        force = True
     read = _read_sources(inputs)
     selected = _apply_caps(read.meta, config)
     n_sel_chars = sum(read.meta[k][1] for k in selected)
@@ -289,14 +311,14 @@ def prepare(config: DataConfig, *, progress: bool = True, force: bool = False, l
         manifest = _manifest(tmp, inputs, read, tokenizer, tok_source, shards, counts, {"tok_s": tok_s, "t_start": t_start})
         atomic_write_json(tmp / "manifest.json", manifest)  # last: its presence marks a complete store
         if not _install(tmp, final, force):
-            return Store(final)
+            return Store(final, key=inputs.key)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):  # nothing partial is kept
             raise disk_error(final, e) from e
         raise
     log(f"data: prepared {final} ({counts['docs']} docs, {counts['tokens']} tokens) in {manifest['timing']['total_s']} s")
-    return Store(final)
+    return Store(final, key=inputs.key)
 
 
 @dataclass(frozen=True)
@@ -378,7 +400,7 @@ def _store_tokenizer(config: DataConfig, read: _Read, selected: set, log) -> tup
         tokenizer = Tokenizer.load(config.tokenizer)
         if config.task_tokens:
             tokenizer = tokenizer.with_task_tokens(config.task_tokens)
-        return tokenizer, {"kind": "given", "path": str(config.tokenizer)}
+        return tokenizer, {"kind": "given", "path": str(Path(config.tokenizer).resolve())}
     cutoff = max((read.meta[k][3] for k in selected), default=0)
     texts = [t for hv, t in read.sample.sorted() if hv <= cutoff]
     if not texts:
@@ -489,6 +511,15 @@ def _manifest(
             "cpus": os.cpu_count(),
         },
     }
+
+
+def _manifest_key(directory: Path) -> str | None:
+    """The ``key`` of ``directory/manifest.json``; None when it is unreadable or has none."""
+    try:
+        key = read_record(directory / "manifest.json").get("key")
+    except ConfigError:
+        return None
+    return key if isinstance(key, str) else None
 
 
 def _install(tmp: Path, final: Path, force: bool) -> bool:

@@ -358,7 +358,7 @@ def _with_extras(main, main_share: float, extra, store: Store, seq_len: int, mix
         if not 0 < share < 1:
             raise ConfigError("extra", f"share of {getattr(src, 'name', src)!r} must be in (0, 1), got {share}")
         key = getattr(src, "cache_key", None)
-        cache = GeneratedCache(store.path / "generated", key, store.tokenizer_hash) if key else None
+        cache = GeneratedCache(store.path / "generated", key, store.tokenizer_hash, store.tokenizer.vocab_size) if key else None
         comps.append(GeneratedStream(src, store.tokenizer, seed + 1000 + i, stream_id=first_id + i, cache=cache))
         shares.append(share)
         names.append([getattr(src, "name", f"extra{i}"), share])

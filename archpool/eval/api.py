@@ -193,7 +193,7 @@ class _Evaluation:
     def header(self) -> dict[str, Any]:
         t, r = self.target, self.request
         return {
-            "target": str(t.path),
+            "target": str(Path(t.path).resolve()),
             "kind": t.kind,
             "model_hash": t.model_hash,
             "tokenizer_hash": t.tokenizer_hash,
@@ -272,7 +272,7 @@ class _Evaluation:
         )
         if evaluator is not None and evaluator.tokenizer_hash != t.tokenizer_hash:
             raise ConfigError("evaluator", "the LongPPL evaluator must share the pool's tokenizer")
-        return {"longppl": rows, "longppl_evaluator": "self" if evaluator is None else str(evaluator.path)}
+        return {"longppl": rows, "longppl_evaluator": "self" if evaluator is None else str(Path(evaluator.path).resolve())}
 
 
 def render_report(result: dict[str, Any], table: str) -> str:

@@ -17,8 +17,7 @@ from typing import Any
 import torch
 
 from archpool.errors import ConfigError
-from archpool.io import atomic_write_json, sha256_json
-from archpool.safeload import read_json_object
+from archpool.io import read_cache_entry, sha256_json, write_cache_entry
 
 ALPHA, BETA = 2.0, -2.0
 
@@ -106,7 +105,7 @@ def cached_key_tokens(
         return cached["keys"], key
     keys = select_key_tokens(evaluator, docs, K, d, alpha, beta, full_nll)
     if path is not None:
-        atomic_write_json(
+        write_cache_entry(
             path,
             {
                 "keys": keys,
@@ -125,11 +124,8 @@ def cached_key_tokens(
 def _cached_keys(path: Path, docs: Sequence[torch.Tensor]) -> dict[str, Any] | None:
     """The cache entry in ``path`` when it holds a tokenizer hash and, per document, key-token indices
     inside its NLL vector; None when there is none or it is damaged (the keys are then recomputed)."""
-    if not path.is_file():
-        return None
-    try:
-        data = read_json_object(path)
-    except ConfigError:
+    data = read_cache_entry(path)  # its content hash checked: an edited entry is recomputed
+    if data is None:
         return None
     keys = data.get("keys")
     if not isinstance(data.get("tokenizer"), str) or not isinstance(keys, list) or len(keys) != len(docs):

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import ConfigError
-from archpool.io import atomic_write_json, sha256_json
+from archpool.io import atomic_write_json, owned_path, read_cache_entry, sha256_json, write_cache_entry
 from archpool.names import SCORED_SUITES
-from archpool.safeload import read_json_object
-from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, dense_params, get_task, is_dense, resolve_params
+from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, is_dense, task_params
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
@@ -149,10 +148,7 @@ def run_tasks(
             if haystack_texts and "haystack_texts" not in params and not dense:
                 params["haystack_texts"] = haystack_texts
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
-            if dense:  # validate early
-                dense_params(task, params)
-            else:
-                resolve_params(get_task(task), params)
+            task_params(task, params)  # validate early
             modes = [DENSE_MODE] if dense else list(request.modes)
             todo, got = [], {}
             for mode in modes:
@@ -177,12 +173,12 @@ def run_tasks(
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}
                     if path is not None:
-                        atomic_write_json(path, r)
+                        write_cache_entry(path, r)
                     got[mode] = r
             for mode in modes:
                 r = got[mode]
                 if out_dir is not None:
-                    atomic_write_json(Path(out_dir) / "tasks" / task / f"{length}_{mode}.json", r)
+                    atomic_write_json(owned_path(out_dir, "tasks", task) / f"{length}_{mode}.json", r)
                 results.append(r)
             if bar is not None:
                 bar.update(1)
@@ -193,13 +189,11 @@ def run_tasks(
 
 
 def _cached_result(path: Path, key: str, task: str, length: int, mode: str) -> dict[str, Any] | None:
-    """The cached result in ``path`` when it is this task's entry with a numeric score; None when there
-    is none or it is damaged (the task is then recomputed)."""
-    if not path.is_file():
-        return None
-    try:
-        r = read_json_object(path)
-    except ConfigError:
+    """The cached result in ``path`` when its content hash matches (``archpool.io.read_cache_entry``: an
+    entry edited by hand is recomputed, with a warning) and it is this task's entry with a numeric score;
+    None when there is none or it is damaged (the task is then recomputed)."""
+    r = read_cache_entry(path)
+    if r is None:
         return None
     score = r.get("score")
     ok_score = score is None or (isinstance(score, (int, float)) and not isinstance(score, bool))

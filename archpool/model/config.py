@@ -26,6 +26,19 @@ ROPE_TYPES: tuple[str, ...] = get_args(RopeType)
 MAX_PARAMS = 200_000_000_000  # the largest model accepted: well above the paper's 7B, far below a MemoryError
 MAX_DIM = 1 << 20  # any single width, head count, layer count or vocabulary
 MAX_SEQ_LEN = 1 << 22  # 4M tokens: the longest context a config or an evaluation length may name
+MAX_ROPE_THETA = 1e12  # RoPE bases in use stay below 1e9; NTK / ABF raises stay far below this
+MAX_ROPE_FACTOR = float(MAX_SEQ_LEN)  # a context-extension factor: at most the longest context over one token
+
+
+def bounded_int(value: Any, field: str, limit: int = MAX_DIM, minimum: int = 1) -> int:
+    """``value`` as an integer in ``[minimum, limit]``, or a ConfigError naming ``field``. Accepts an
+    integral float (``4096.0``, as JSON writers may emit), refuses booleans, strings, ``inf`` / ``nan`` and
+    anything out of bounds: every number read from a model config goes through here before it sizes
+    anything (a list, a loop, a division)."""
+    wanted = f"a positive integer of at most {limit:,}" if minimum == 1 else f"an integer from {minimum:,} to {limit:,}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not minimum <= value <= limit or value != int(value):
+        raise ConfigError(field, f"{wanted}, got {value!r}")  # nan and inf fail the range test
+    return int(value)
 
 
 @dataclass
@@ -57,13 +70,19 @@ class RopeConfig(Config):
     sliding_theta: float | None = None  # theta of sliding layers under full_layers_only (None: theta)
 
     def validate(self, prefix: str = "rope") -> None:
-        if not self.theta > 0:
-            raise ConfigError(f"{prefix}.theta", f"must be > 0, got {self.theta}")
-        if self.type != "default" and not self.factor >= 1.0:
-            raise ConfigError(f"{prefix}.factor", f"must be >= 1 for {self.type!r} scaling, got {self.factor}")
+        if not 0 < self.theta <= MAX_ROPE_THETA:
+            raise ConfigError(f"{prefix}.theta", f"must be > 0 and at most {MAX_ROPE_THETA:g}, got {self.theta}")
+        if self.type != "default" and not 1.0 <= self.factor <= MAX_ROPE_FACTOR:
+            raise ConfigError(
+                f"{prefix}.factor", f"must be >= 1 and <= {MAX_ROPE_FACTOR:,.0f} for {self.type!r} scaling, got {self.factor}"
+            )
+        if self.original_max_seq_len is not None:
+            bounded_int(self.original_max_seq_len, f"{prefix}.original_max_seq_len", MAX_SEQ_LEN)
         if self.type == "yarn":
-            if self.original_max_seq_len is None or self.original_max_seq_len <= 0:
+            if self.original_max_seq_len is None:
                 raise ConfigError(f"{prefix}.original_max_seq_len", "YaRN needs the pretraining context length (> 0)")
+            if not self.theta > 1:  # YaRN's correction divides by log(theta)
+                raise ConfigError(f"{prefix}.theta", f"must be > 1 for YaRN scaling, got {self.theta}")
             if not self.beta_fast > self.beta_slow > 0:
                 raise ConfigError(
                     f"{prefix}.beta_fast", f"need beta_fast > beta_slow > 0, got {self.beta_fast}, {self.beta_slow}"
@@ -71,8 +90,10 @@ class RopeConfig(Config):
         if self.sliding_theta is not None:
             if not self.full_layers_only:
                 raise ConfigError(f"{prefix}.sliding_theta", "only applies with full_layers_only: true")
-            if not self.sliding_theta > 0:
-                raise ConfigError(f"{prefix}.sliding_theta", f"must be > 0, got {self.sliding_theta}")
+            if not 0 < self.sliding_theta <= MAX_ROPE_THETA:
+                raise ConfigError(
+                    f"{prefix}.sliding_theta", f"must be > 0 and at most {MAX_ROPE_THETA:g}, got {self.sliding_theta}"
+                )
         if self.attention_factor is not None and not self.attention_factor > 0:
             raise ConfigError(f"{prefix}.attention_factor", f"must be > 0, got {self.attention_factor}")
 
@@ -152,6 +173,8 @@ class ModelConfig(Config):
             raise ConfigError("init_std", f"must be > 0, got {self.init_std}")
         self._validate_window()
         self.rope.validate()
+        if self.rope.type == "ntk" and self.head_dim < 4:  # NTK raises theta to factor ** (d / (d - 2))
+            raise ConfigError("head_dim", f"NTK RoPE scaling needs head_dim >= 4, got {self.head_dim}")
         if self.norm == "post" and self.qk_norm == "none":
             warnings.warn(
                 "norm='post' without QK-norm diverged in the paper (docs/paper.md §1); training may be unstable",

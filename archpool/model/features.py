@@ -18,8 +18,9 @@ from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import read_config_file
+from archpool.model.config import MAX_DIM, MAX_SEQ_LEN, bounded_int
 from archpool.rundir import CONFIG_NAME, FORMAT_KEY, resolve_target
-from archpool.study import PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3_layer_types, pool_short_ctx
+from archpool.study import LAYER_TYPES, PAPER_SHORT_CTX, every_kth_full, feature_flags, olmo3_layer_types, pool_short_ctx
 
 # model_type -> how its config.json expresses the axes.
 #   qk_norm / norm / placement: fixed by the architecture (the modeling code), not by config fields;
@@ -102,8 +103,8 @@ def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "a
     pretrain_ctx = cfg.max_seq_len
     ext = cfg.extension or {}
     for key in ("pretrain_seq_len", "pretrain_ctx", "original_max_seq_len"):
-        if isinstance(ext.get(key), int):
-            pretrain_ctx = ext[key]
+        if ext.get(key) is not None:
+            pretrain_ctx = bounded_int(ext[key], f"extension.{key}", MAX_SEQ_LEN)
             break
     else:
         if cfg.rope.original_max_seq_len:
@@ -141,7 +142,10 @@ def hf_rope_dicts(hf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if isinstance(params, dict) and params:
         out = dict(params)
     else:
-        out = dict(hf.get("rope_scaling") or {})
+        scaling = hf.get("rope_scaling") or {}
+        if not isinstance(scaling, dict):
+            raise ConfigError("rope_scaling", f"a mapping expected, got {type(scaling).__name__}")
+        out = dict(scaling)
     out.setdefault("rope_type", out.get("type", "default"))
     if "rope_theta" in hf:
         out.setdefault("rope_theta", hf["rope_theta"])
@@ -150,16 +154,37 @@ def hf_rope_dicts(hf: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def hf_pretrain_ctx(hf: dict[str, Any], ctx_default: int | None = None) -> int:
     """``original_max_position_embeddings`` of any RoPE scaling (or top level), else ``max_position_embeddings``."""
-    originals = [d.get("original_max_position_embeddings") for d in hf_rope_dicts(hf).values()]
-    originals = [int(o) for o in originals if o]
+    key = "original_max_position_embeddings"
+    originals = [hf_int(d, key, limit=MAX_SEQ_LEN) for d in hf_rope_dicts(hf).values() if d.get(key)]
     if originals:
         return min(originals)
-    if hf.get("original_max_position_embeddings"):
-        return int(hf["original_max_position_embeddings"])
-    ctx = hf.get("max_position_embeddings", ctx_default)
+    if hf.get(key):
+        return hf_int(hf, key, limit=MAX_SEQ_LEN)
+    ctx = hf_int(hf, "max_position_embeddings", ctx_default, limit=MAX_SEQ_LEN)
     if ctx is None:
         raise ConfigError("max_position_embeddings", "the config states no context length")
-    return int(ctx)
+    return ctx
+
+
+def hf_int(hf: dict[str, Any], key: str, default: int | None = None, *, limit: int = MAX_DIM, minimum: int = 1) -> Any:
+    """The integer ``hf[key]`` within ``[minimum, limit]`` (``default`` when absent or null), or a
+    ConfigError naming the field: every number of a Hugging Face config is bounded before it sizes a
+    list or divides anything."""
+    value = hf.get(key)
+    if value is None:
+        return default
+    return bounded_int(value, key, limit, minimum)
+
+
+def _explicit_layer_types(explicit: Any, n: int) -> list[str]:
+    """An HF config's ``layer_types``: a list of one known type per layer, as transformers requires."""
+    if not isinstance(explicit, list) or len(explicit) != n:
+        size = f"{len(explicit)} entries" if isinstance(explicit, list) else f"a {type(explicit).__name__}"
+        raise ConfigError("layer_types", f"{size} for num_hidden_layers={n}; one type per layer expected")
+    for i, t in enumerate(explicit):
+        if t not in LAYER_TYPES:
+            raise ConfigError(f"layer_types[{i}]", f"unknown layer type {t!r}; allowed: {', '.join(LAYER_TYPES)}")
+    return list(explicit)
 
 
 def _hf_text_config(hf: dict[str, Any]) -> dict[str, Any]:
@@ -186,10 +211,14 @@ def hf_model_type(hf: dict[str, Any]) -> str:
 
 def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None]:
     """Per-layer attention types and the window, as the family's transformers code decides them."""
-    n = int(hf["num_hidden_layers"])
-    window = hf.get("sliding_window", 4096)  # every family with a window field defaults it to 4096
+    n = hf_int(hf, "num_hidden_layers")
+    if n is None:
+        raise KeyError("num_hidden_layers")
+    window = hf_int(hf, "sliding_window", limit=MAX_SEQ_LEN) if "sliding_window" in hf else 4096  # the families' default
     full, sliding = "full_attention", "sliding_attention"
     explicit = hf.get("layer_types")
+    if explicit is not None:
+        explicit = _explicit_layer_types(explicit, n)
     if rule == "never":
         return [full] * n, None
     if rule == "qwen":  # Qwen 2/3: ``use_sliding_window: false`` switches the window off whatever else is set
@@ -197,7 +226,7 @@ def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None
             return [full] * n, None
         if explicit:
             return list(explicit), window
-        max_window_layers = int(hf.get("max_window_layers", 28))
+        max_window_layers = hf_int(hf, "max_window_layers", 28, minimum=0)
         return [sliding if window is not None and i >= max_window_layers else full for i in range(n)], window
     if rule == "every_layer":  # Mistral: one sliding_window for every layer, null = none
         if explicit:
@@ -214,7 +243,7 @@ def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None
     if rule == "gemma2":  # alternating local / global
         return every_kth_full(n, 2), window
     if rule == "gemma3":  # ``sliding_window_pattern`` P: P-1 local layers, then one global
-        pattern = int(hf.get("sliding_window_pattern", 6))
+        pattern = hf_int(hf, "sliding_window_pattern", 6)
         return every_kth_full(n, pattern), window
     raise AssertionError(rule)
 
@@ -222,7 +251,7 @@ def hf_layer_types(hf: dict[str, Any], rule: str) -> tuple[list[str], int | None
 def hf_config_layer_types(config: Any) -> list[str]:
     """Per-layer attention types of a transformers config object, by its family's rule
     (:func:`hf_layer_types`); every layer full when the config has no window."""
-    n = int(config.num_hidden_layers)
+    n = bounded_int(config.num_hidden_layers, "num_hidden_layers")
     if getattr(config, "sliding_window", None) is None:
         return ["full_attention"] * n
     rule = HF_FAMILIES.get(getattr(config, "model_type", ""), {}).get("swa", "layer_types_or_every")
@@ -237,7 +266,7 @@ def features_from_hf_config(hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX
         raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
     except ConfigError:
         raise
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise ConfigError("config", f"invalid value in the Hugging Face config ({e})") from None
 
 
@@ -257,9 +286,10 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
     hf = _hf_text_config(hf)
     model_type = hf_model_type(hf)
     fam = HF_FAMILIES[model_type]
-    n_heads = int(hf["num_attention_heads"])
-    kv = hf.get("num_key_value_heads")
-    n_kv_heads = int(kv if kv is not None else (fam["kv_default"] or n_heads))
+    n_heads = hf_int(hf, "num_attention_heads")
+    if n_heads is None:
+        raise KeyError("num_attention_heads")
+    n_kv_heads = hf_int(hf, "num_key_value_heads", fam["kv_default"] or n_heads)
     check_head_counts(n_heads, n_kv_heads)
     layer_types, window = hf_layer_types(hf, fam["swa"])
     notes = []
@@ -275,7 +305,7 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
         norm_placement=fam["placement"],
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,
-        n_layers=int(hf["num_hidden_layers"]),
+        n_layers=len(layer_types),
         layer_types=layer_types,
         window=window,
         pretrain_ctx=hf_pretrain_ctx(hf, fam["ctx_default"]),

@@ -72,26 +72,33 @@ def node_dir(out: Path, node: Node | dict) -> Path:
 def is_done(out: Path, node: Node | dict) -> bool:
     """True when the stage's ``DONE`` marker exists and reads whole (a damaged one counts as not done)."""
     try:
-        read_result(out, node)
+        read_marker(out, node)
     except StateError:
         return False
     return True
 
 
 def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
-    """The result recorded in the stage's ``DONE`` marker; ``StateError`` when the marker is missing,
-    a link, truncated or not the marker of this stage."""
+    """The result recorded in the stage's ``DONE`` marker (:func:`read_marker`)."""
+    return read_marker(out, node)["result"]
+
+
+def read_marker(out: Path, node: Node | dict) -> dict[str, Any]:
+    """The stage's whole ``DONE`` marker, the one reader of markers: ``StateError`` when it is missing,
+    a link, truncated or damaged (not a JSON object naming this stage and key, with a ``result`` object)."""
     path = node_dir(out, node) / DONE
-    key = node.key if isinstance(node, Node) else node["key"]
+    stage, key = (node.stage, node.key) if isinstance(node, Node) else (node["stage"], node["key"])
     if path.is_symlink() or not path.is_file():
         raise StateError(f"{path}: missing or not a regular file; re-run the pool to recompute the stage")
     try:
         data = read_json_file(path)
     except ConfigError as e:
         raise StateError(f"{path}: truncated or corrupt ({e.message}); re-run the pool to recompute the stage") from None
-    if not isinstance(data, dict) or data.get("key", key) != key or not isinstance(data.get("result") or {}, dict):
-        raise StateError(f"{path}: not this stage's marker; re-run the pool to recompute the stage")
-    return data.get("result") or {}
+    if not isinstance(data, dict) or data.get("key") != key or data.get("stage") != stage:
+        raise StateError(f"{path}: damaged or not this stage's marker; re-run the pool to recompute the stage")
+    if not isinstance(data.get("result"), dict):
+        raise StateError(f"{path}: damaged marker (no result object); re-run the pool to recompute the stage")
+    return data
 
 
 def discard_damaged_marker(out: Path, node: Node, log: Callable[[str], None]) -> bool:
@@ -247,13 +254,12 @@ DISTRIBUTED_STAGES = {"pretrain", "extend"}  # stages whose functions run on eve
 def _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log) -> dict[str, Any]:
     """Under torchrun (``--gpus-per-run N``): ranks > 0 join the training stages' collectives and
     wait for rank 0 to finish the others; only rank 0 writes markers, events and statuses."""
-    d = node_dir(out, node)
     deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
     while not all(is_done(out, dn) for dn in deps.values()):  # rank 0 writes its inputs' markers
         time.sleep(0.5)
-    if node.stage in DISTRIBUTED_STAGES and not (d / DONE).is_file():
+    if node.stage in DISTRIBUTED_STAGES and not is_done(out, node):
         return fn(_context(out, node, nodes_by_id, run, pool, threads, log)) or {}
-    while not (d / DONE).is_file():
+    while not is_done(out, node):  # rank 0 recomputes a damaged marker
         time.sleep(1.0)
     return read_result(out, node)
 

@@ -1,7 +1,8 @@
 """One run's stage chain inside a worker process (local, SLURM, or every rank under torchrun).
 
 ``run_job`` never raises: the run's outcome goes to ``runs/<run>/status.json``, so one failed run
-never takes the pool down.
+never takes the pool down. An interrupt (``KeyboardInterrupt``) is recorded as ``interrupted`` and
+goes on: the process stops, and a re-run resumes the run.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from archpool.errors import StateError
 from archpool.io import atomic_write_json, open_append_text
 from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
 from archpool.pool.plan import read_plan
 from archpool.rundir import pool_run_dir, pool_run_log, pool_run_status
 from archpool.runtime import process_rank
-from archpool.safeload import read_json_object
+from archpool.safeload import read_run_status
 
 
 def run_nodes(nodes: list[Node], run: str) -> list[Node]:
@@ -44,16 +46,13 @@ def status_path(out: Path, run: str) -> Path:
 
 
 def read_status(out: Path, run: str) -> dict[str, Any]:
-    """The run's recorded status; a missing, linked or damaged ``status.json`` reads as pending (the
-    run's stages are then re-checked against their ``DONE`` markers and the status rewritten)."""
-    path = status_path(out, run)
-    if path.is_symlink():
-        return {"state": "pending"}
+    """The run's recorded status for running the pool; a missing, linked or damaged ``status.json``
+    (:func:`~archpool.safeload.read_run_status`) reads as pending (the run's stages are then re-checked
+    against their ``DONE`` markers and the status rewritten)."""
     try:
-        status = read_json_object(path)
-    except ValueError:  # ConfigError: missing, unreadable or not an object
+        return read_run_status(status_path(out, run)) or {"state": "pending"}
+    except StateError:
         return {"state": "pending"}
-    return status if isinstance(status.get("state"), str) else {"state": "pending"}
 
 
 def write_status(out: Path, run: str, status: dict[str, Any]) -> None:
@@ -103,20 +102,22 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
                 label=run,
             )
     except BaseException as e:  # isolate: record it, let the other runs go on
+        interrupted = isinstance(e, KeyboardInterrupt)  # stopped (Ctrl-C, a cancelled job), not broken
         status = dict(
-            state="failed",
+            state="interrupted" if interrupted else "failed",
             stage=current.stage if current else None,
             node=current.id if current else None,
             error=f"{type(e).__name__}: {e}",
             traceback=format_exception(e),
             seconds=round(time.time() - t0, 2),
         )
-        log(f"FAILED in {status['node']}: {status['error']}\n{status['traceback']}")
+        log(f"{'INTERRUPTED' if interrupted else 'FAILED'} in {status['node']}: {status['error']}\n{status['traceback']}")
         record(status)
         if rank == 0:
-            log_event(out, kind="run_failed", run=run, node=status["node"], error=status["error"])
+            kind = "run_interrupted" if interrupted else "run_failed"
+            log_event(out, kind=kind, run=run, node=status["node"], error=status["error"])
         log_file.close()
-        if isinstance(e, KeyboardInterrupt):
+        if interrupted:
             raise
         return status
     status = dict(state="done", seconds=round(time.time() - t0, 2))

@@ -8,7 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from archpool.pool.graph import DONE, Node, node_dir, read_events
+from archpool.errors import StateError
+from archpool.pool.graph import Node, node_dir, read_events, read_marker
 from archpool.pool.spec import PoolSpec
 from archpool.report.context import ReportContext
 from archpool.rundir import RUN_METRICS
@@ -123,8 +124,8 @@ def hardware(out: Path, nodes: list[Node]) -> str:
         if n.stage not in COMPUTE_STAGES:
             continue
         try:
-            device = read_json_object(node_dir(out, n) / DONE).get("device")
-        except ValueError:  # a missing or damaged marker: the node did not finish
+            device = read_marker(out, n).get("device")
+        except StateError:  # a missing or damaged marker: the node did not finish
             continue
         if isinstance(device, str) and device:
             counts[device[:200]] += 1

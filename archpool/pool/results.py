@@ -18,9 +18,10 @@ from archpool.analysis.mastery import MASTERY_METRIC, mastery, mastery_metric
 from archpool.columns import DESIGN_COLUMNS, LADDER_AUC, LADDER_MEAN, RESULTS_FILE, RUNG_SEP
 from archpool.csvsafe import csv_cell
 from archpool.pool.graph import Node, is_done, read_result
-from archpool.pool.job import read_status
+from archpool.pool.job import status_path
 from archpool.pool.plan import read_plan, result_columns
 from archpool.pool.spec import PoolSpec
+from archpool.safeload import read_run_status
 
 RESULTS = RESULTS_FILE
 
@@ -91,7 +92,7 @@ def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | No
     metric = (mastery_metric(target) if target else None) or MASTERY_METRIC  # the task whose mastery is checked
     rows = []
     for spec in pool.runs:
-        status = read_status(out, spec.name)
+        status = read_run_status(status_path(out, spec.name)) or {"state": "pending"}  # a damaged one: StateError
         row = spec.row()
         row["short_ctx"] = short
         row["feature_count"] = spec.feature_count(short)

@@ -6,7 +6,7 @@ Layout of a pool directory (``out/<pool>`` by default)::
     plan.json               the expanded pool and its stage graph (node ids, configs, content keys)
     events.jsonl            one line per stage start / skip / done / error (progress, status, tests)
     stages/<stage>/<key>/   content-addressed stage outputs; DONE marks a finished one
-    runs/<run>/status.json  {"state": "done" | "failed" | "running", "error": ..., "stage": ...}
+    runs/<run>/status.json  {"state": "done" | "failed" | "running" | "interrupted", "error": ..., "stage": ...}
     runs/<run>/log.txt      the run's log (its worker's stdout and stderr)
     results.csv             one row per run: design columns, state, metrics (analysis contract)
     report/                 report.md, and the analysis report (report.html, figures, analysis.json)
@@ -14,6 +14,7 @@ Layout of a pool directory (``out/<pool>`` by default)::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -55,7 +56,9 @@ def run_pool(
 ) -> int:
     """Run the pool; 0 if every selected run finished and the report was written, else 1 (the other
     runs still ran, and results.csv holds whatever finished). A second ``archpool run`` on the same
-    pool directory while this one runs gets a ``LockError`` naming this process."""
+    pool directory while this one runs gets a ``LockError`` naming this process. An interrupt
+    (``KeyboardInterrupt``: Ctrl-C, or SIGTERM through the CLI) stops every worker, releases the lock
+    and goes on; finished stages stay cached, so running the pool again resumes it."""
     out = Path(out)
     with directory_lock(out, "pool directory"):
         remove_stale_temporaries(out)
@@ -79,17 +82,23 @@ def _run_locked(
     bar = Progress(out, chosen, enabled=progress)
     log_event(out, kind="pool_start", runs=selected, jobs=jobs, executor=executor)
     t0 = time.time()
-    if _run_shared_nodes(out, pool, nodes, chosen, selected, threads or split_threads(1), bar):
-        todo = [r for r in selected if not (run_complete(out, nodes, r) and read_status(out, r).get("state") == "done")]
-        for r in selected:
-            if r not in todo:
-                log_event(out, kind="run_cached", run=r)
-        handles = make_executor(executor, jobs, threads, executor_params).run_all(out, todo, bar.poll) if todo else {}
-        for run, h in handles.items():
-            if h.error and read_status(out, run).get("state") != "failed":
-                write_status(out, run, dict(state="failed", error=h.error, stage=None, node=None))
-    bar.poll()
-    bar.close()
+    try:
+        if _run_shared_nodes(out, pool, nodes, chosen, selected, threads or split_threads(1), bar):
+            todo = [r for r in selected if not (run_complete(out, nodes, r) and read_status(out, r).get("state") == "done")]
+            for r in selected:
+                if r not in todo:
+                    log_event(out, kind="run_cached", run=r)
+            handles = make_executor(executor, jobs, threads, executor_params).run_all(out, todo, bar.poll) if todo else {}
+            for run, h in handles.items():
+                if h.error and read_status(out, run).get("state") != "failed":
+                    write_status(out, run, dict(state="failed", error=h.error, stage=None, node=None))
+        bar.poll()
+    except KeyboardInterrupt as e:  # the executor has stopped its workers; the CLI reports the interrupt
+        with contextlib.suppress(Exception):
+            log_event(out, kind="pool_interrupted", signal=str(e) or "SIGINT", seconds=round(time.time() - t0, 2))
+        raise
+    finally:
+        bar.close()
 
     report_path = finalize(out, pool, nodes)
     failed = [r for r in selected if read_status(out, r).get("state") != "done"]
@@ -144,7 +153,7 @@ def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, A
         return LocalExecutor(jobs=jobs, threads=threads)
     if name in EXECUTORS:
         cluster = {"slurm": "slurm", "submitit-local": "local", "debug": "debug"}[name]
-        return SubmititExecutor(cluster=cluster, params=dict(params or {}), threads=threads)
+        return SubmititExecutor(cluster=cluster, params=dict(params or {}), threads=threads, jobs=jobs)
     raise ValueError(f"unknown executor {name!r}; allowed: {', '.join(EXECUTORS)}")
 
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
-from archpool.config import Config, check_keys, rerooted
+from archpool.config import Config, rerooted
 from archpool.errors import ConfigError
 from archpool.eval.api import EvalRequest
+from archpool.eval.harness import HarnessSettings
 from archpool.model.config import MAX_SEQ_LEN
 from archpool.names import MODES, SUITE_NAMES, check_name
 from archpool.tasks import get_task
@@ -140,11 +141,22 @@ class EvalSettings(Config):
     length_ratios: list[float] | None = None  # × the pool's long context, after extension (default 1, 2, 4)
     base_lengths: list[int] | None = None
     base_length_ratios: list[float] | None = None  # before extension (default 1)
+    harness: HarnessSettings | None = None  # the field's own suites: ``ruler`` (lm-eval), ``helmet_data`` (HELMET's data)
 
     @classmethod
     def from_dict(cls, d: Any, path: str | None = None) -> EvalSettings:
         """The ``eval:`` mapping (empty or null: every default)."""
         return super().from_dict(d or {}, path)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as a mapping; without ``harness`` when there is none, so that the stage keys of a pool
+        without an lm-eval suite do not depend on that field."""
+        d = super().to_dict()
+        if d.get("harness") is None:
+            d.pop("harness", None)
+        else:  # nor on the harness suites it does not run
+            d["harness"] = {k: v for k, v in d["harness"].items() if v is not None}
+        return d
 
     def validate(self, prefix: str = "eval") -> None:
         for name in self.tasks or []:
@@ -209,36 +221,10 @@ class EvalSettings(Config):
 
 def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> None:
     """Every ``task_params`` entry names a registered task (did-you-mean otherwise) and only parameters
-    that task has, with values its generator accepts: a typo fails at validation, not after training."""
-    from archpool.tasks import DENSE_SCORING_KEYS, dense_params, is_dense, resolve_params, task_names
+    that task has, each typed and within its bounds: a typo fails at validation, not after training."""
+    from archpool.tasks import check_task_params
 
-    check_keys(task_params, task_names(), prefix, "task")
-    for name, params in task_params.items():
-        if not isinstance(params, dict):
-            raise ConfigError(f"{prefix}.{name}", f"a mapping of task parameters, got {params!r}")
-        try:
-            if is_dense(name):
-                _check_buckets(params.get("buckets"), f"{prefix}.{name}.buckets")
-                known = set(dense_params(name, None)) | set(DENSE_SCORING_KEYS)
-                check_keys(params, sorted(known), f"{prefix}.{name}", "task parameter")
-                dense_params(name, params)
-            else:
-                resolve_params(get_task(name), params)
-        except ConfigError as e:
-            if e.field.startswith(prefix):
-                raise
-            raise ConfigError(f"{prefix}.{name}.{e.field.rsplit('.', 1)[-1]}", e.message) from None
-
-
-def _check_buckets(value: Any, field_name: str) -> None:
-    if value is None:
-        return
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value)
-    ):
-        raise ConfigError(field_name, f"a non-empty list of positive integers (distance bucket edges), got {value!r}")
+    check_task_params(task_params, prefix)
 
 
 # ---------------------------------------------------------------------------------------------- attention

@@ -689,14 +689,18 @@ def check_before_work(
     backend: str,
 ) -> None:
     """The rules stages enforce late, checked when the pool is validated: run names the file system
-    accepts, extensions that can run, a model vocabulary that holds the tokenizer's, a report target
-    some stage produces."""
+    accepts, the optional packages training asks for, extensions that can run, a model vocabulary that
+    holds the tokenizer's, reserved task tokens that hold the MQAR vocabulary, a report target some
+    stage produces for every run."""
     _check_run_names(runs)
     trained = [r for r in runs if isinstance(r, RunSpec)]  # checkpoint runs are neither trained nor extended
     if backend == "real":
+        _check_packages(trained, train)
         _check_extensions(trained, train, extension)
         _check_vocab(trained, section)
+        _check_task_vocab(trained, section, eval_settings)
         _check_report_target(report, eval_settings, long_ctx)
+        _check_target_runs(report, eval_settings, runs, extension, long_ctx)
         _check_calibration(report, eval_settings)
 
 
@@ -710,6 +714,39 @@ def _check_run_names(runs: list[Any]) -> None:
                 f"the run name {r.name[:40]!r}… with its seed suffix is {len(r.name.encode('utf-8'))} bytes; "
                 f"a directory name is at most {MAX_NAME_BYTES}",
             )
+
+
+def _check_packages(runs: list[RunSpec], train: dict[str, Any]) -> None:
+    """The optional packages the ``train:`` section asks for (``wandb``) are installed, before data is prepared."""
+    if runs:
+        run_train_config(train, runs[0].pretrain_ctx).check_packages()
+
+
+def _check_task_vocab(runs: list[RunSpec], section: DataSection, e: EvalSettings) -> None:
+    """The dense tasks the pool evaluates fit the data's reserved task tokens (``data.task_tokens``; the
+    training mix's are checked with the data section)."""
+    from archpool.tasks import dense_params, is_dense, reserved_tokens_error
+
+    if not runs or section.data is None or not section.data.task_tokens or not e.enabled:
+        return
+    for task in _evaluated_tasks(e):
+        if is_dense(task):
+            why = reserved_tokens_error(task, dense_params(task, e.task_params.get(task)), section.data.task_tokens)
+            if why:
+                raise ConfigError(f"eval.task_params.{task}", why)
+
+
+def _evaluated_tasks(e: EvalSettings) -> list[str]:
+    """The tasks the eval stage scores: the task list, then the task suites' tasks (every scored suite's
+    when only ``short`` is asked: it scores them at the pretraining context)."""
+    from archpool.names import SCORED_SUITES
+    from archpool.tasks import SUITES
+
+    request = e.request(False, 16)
+    names = [*request.tasks, *(t for t in request.suite_tasks() if t not in request.tasks)]
+    if not names and "short" in request.suites:
+        names = [t for s in SCORED_SUITES for t in SUITES[s]]
+    return names
 
 
 def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[PoolRecipe]) -> None:
@@ -815,3 +852,96 @@ def _check_report_target(report: ReportSettings, e: EvalSettings, long_ctx: int)
             "report.target",
             f"{target!r}: no stage measures length {m['length']} {phase} (eval lengths: {', '.join(map(str, lengths)) or 'none'})",
         )
+
+
+def _check_target_runs(
+    report: ReportSettings, e: EvalSettings, runs: list[Any], extension: list[PoolRecipe], long_ctx: int
+) -> None:
+    """A ``report.target`` score column (``[base_][<recipe>_]<task>_<metric>@<length>[[<bucket>]][#<rung>]``) is
+    measured by every run the report compares: its task (or suite) evaluated in that mode, its distance
+    bucket one the task's buckets make, its recipe and rung ones the pool extends every run with.
+    Otherwise the runs that lack it are named (checkpoint runs are not extended; a recipe with ``archs``
+    extends only those)."""
+    from archpool.columns import ColumnKey, rung_budget
+
+    key = ColumnKey.parse(report.target or "")
+    if key is None or not e.enabled:
+        return
+    metric, recipe = key.metric, None
+    if not key.base:
+        recipe = next((r for r in extension[1:] if metric.startswith(f"{r.name}_")), extension[0] if extension else None)
+        if recipe is not None and recipe is not extension[0]:
+            metric = metric[len(recipe.name) + 1 :]
+    _check_target_metric(report.target, metric, key, e, long_ctx)
+    if key.rung and not key.base:
+        budget = rung_budget(key.rung)
+        if recipe is None or not recipe.budgets or (budget is not None and budget not in recipe.budgets):
+            ladder = (
+                f"recipe {recipe.name}'s budgets are {', '.join(map(str, recipe.budgets)) or 'none'}" if recipe else "no recipe"
+            )
+            raise ConfigError("report.target", f"{report.target!r}: no ladder rung {key.rung} ({ladder})")
+    plain = recipe is None or recipe is extension[0]
+    lacking = [r.name for r in runs if not _measures(r, key, recipe, plain, e)]
+    if lacking:
+        shown = ", ".join(lacking[:8]) + (f" and {len(lacking) - 8} more" if len(lacking) > 8 else "")
+        hint = (
+            f"; recipe {recipe.name} is a ladder: name a rung (#ext<N>) or #ladder_mean"
+            if recipe and recipe.budgets and not key.rung
+            else ""
+        )
+        raise ConfigError(
+            "report.target", f"{report.target!r} is not measured for {len(lacking)} of {len(runs)} runs: {shown}{hint}"
+        )
+
+
+def _measures(run: Any, key: Any, recipe: PoolRecipe | None, plain: bool, e: EvalSettings) -> bool:
+    """Whether ``run``'s stages write column ``key`` of recipe ``recipe`` (``plain``: the primary recipe's
+    or none, whose columns have no prefix): the eval's phase, the recipe and the ladder rung."""
+    if key.base:  # before extension: never a rung
+        return not key.rung and (bool(run.pretrained) if not isinstance(run, RunSpec) else e.base)
+    if not isinstance(run, RunSpec):  # a checkpoint run's checkpoint: plain columns, no ladder
+        return plain and not key.rung
+    if recipe is None or not recipe.applies(run.arch):
+        return False
+    return bool(key.rung) == bool(recipe.budgets)
+
+
+def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, long_ctx: int) -> None:
+    """The target's task is evaluated, in a mode that makes its metric, and its distance bucket is one
+    the task's buckets make at that length (``archpool.eval.dense``'s rule)."""
+    from archpool.names import SCORED_SUITES
+    from archpool.tasks import DENSE_SUFFIXES, is_dense, task_names
+
+    tasks = _evaluated_tasks(e)
+    modes = list(e.modes or ["ll"])
+    task = max((t for t in task_names() if metric.startswith(f"{t}_")), key=len, default=None)
+    suite = next((s for s in SCORED_SUITES if metric.startswith(f"{s}_")), None)
+    if task is None and suite is None:
+        return  # a metric this check does not know (LongPPL, perplexity): the eval's own rules apply
+    name = task or suite
+    suffix = metric[len(name) + 1 :]
+    if task is not None and task not in tasks:
+        raise ConfigError("report.target", f"{target!r}: task {task} is not evaluated (eval tasks: {', '.join(tasks) or 'none'})")
+    if task is None and suite not in e.request(False, 16).suites:
+        raise ConfigError("report.target", f"{target!r}: suite {suite} is not evaluated")
+    dense = task is not None and is_dense(task)
+    allowed = DENSE_SUFFIXES if dense else (*modes, *(["lp"] if "ll" in modes and task else []))
+    if suffix not in allowed:
+        raise ConfigError("report.target", f"{target!r}: {name} is scored as {', '.join(f'{name}_{a}' for a in allowed)}")
+    if key.filter:
+        labels = _bucket_labels(e.task_params.get(task, {}).get("buckets"), key.length) if dense else []
+        if key.filter not in labels:
+            raise ConfigError(
+                "report.target",
+                f"{target!r}: no distance bucket [{key.filter}] at length {key.length} (buckets: {', '.join(labels) or 'none'})",
+            )
+
+
+def _bucket_labels(buckets: list[int] | None, length: int) -> list[str]:
+    """The distance buckets and tails a dense task's score at ``length`` has (``archpool.eval.dense.score_rows``):
+    edges ``buckets`` (default: powers of two from 16 below the length) below the length."""
+    edges = buckets or [1 << k for k in range(4, max(4, length.bit_length())) if 1 << k < length]
+    edges = sorted({b for b in edges if 0 < b < length})
+    bounds = list(zip([None, *edges], [*edges, None])) if edges else []
+    labels = [f"d<={hi}" if lo is None else f"d>{lo}" if hi is None else f"{lo}<d<={hi}" for lo, hi in bounds]
+    return labels + [f"d>{b}" for b in edges if f"d>{b}" not in labels]

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from archpool.pool.graph import Node, is_done, is_running, node_dir
-from archpool.pool.job import read_status, run_nodes
+from archpool.pool.job import run_nodes, status_path
 from archpool.pool.plan import read_plan, require_pool_dir
+from archpool.safeload import read_run_status
 
 
 def stage_label(node: Node) -> str:
@@ -23,12 +24,13 @@ STAGE_SYMBOL = {"done": "✓", "running": "▶", "partial": "…", "pending": "�
 
 
 def pool_status(out: Path) -> list[dict[str, Any]]:
-    """Every run and the state of each of its stages."""
+    """Every run and the state of each of its stages. A run without a ``status.json`` is pending; a
+    damaged one is a ``StateError`` naming it (``archpool run`` rewrites it)."""
     out = require_pool_dir(out)
     pool, nodes = read_plan(out)
     rows = []
     for spec in pool.runs:
-        status = read_status(out, spec.name)
+        status = read_run_status(status_path(out, spec.name)) or {"state": "pending"}
         stages = {}
         for n in run_nodes(nodes, spec.name):
             if n.run is None:
@@ -47,6 +49,8 @@ def pool_status(out: Path) -> list[dict[str, Any]]:
         state = status.get("state", "pending")
         if state == "running" and not any(v == "running" for v in stages.values()):
             state = "interrupted"
+        if state == "done" and any(v != "done" for v in stages.values()):  # a marker since damaged or removed
+            state = "incomplete"
         if state == "pending" and stages and all(v == "done" for v in stages.values()):
             state = "done"
         rows.append(dict(run=spec.name, state=state, stages=stages, error=status.get("error", "")))

@@ -29,7 +29,7 @@ from archpool.analysis.table import load_results
 from archpool.columns import ColumnKey
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
-from archpool.io import atomic_write_text
+from archpool.io import atomic_write_bytes, atomic_write_text, owned_dir
 from archpool.report import archs, scale, transfer
 from archpool.report import figures as figs
 from archpool.report import findings as fnd
@@ -881,9 +881,8 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
     df, aliases = fnd.merge_identical(df, keep=keep)
     r = analyze(df, target, short_ctx, covariates, answers, min_effect, context.headroom)
     found = fnd.findings(df, r, findings_targets, covariates, answers)
-    (out / "figures").mkdir(parents=True, exist_ok=True)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    for old in (out / "figures").glob("*.png"):
+    figures_dir, tables_dir = owned_dir(out, "figures"), owned_dir(out, "tables")  # a linked entry is refused
+    for old in figures_dir.glob("*.png"):
         old.unlink()
     verdicts = vd.axis_verdicts(r, found)
     unit = "accuracy" if "_acc" in r["target"] else r["target"]
@@ -909,9 +908,9 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
     }
     tabs = {**tabs, **{k: t for k, t in extra.items() if len(t)}}
     for name, data in figures.items():
-        (out / "figures" / f"{name}.png").write_bytes(data)
+        atomic_write_bytes(figures_dir / f"{name}.png", data)
     for name, t in tabs.items():
-        atomic_write_text(out / "tables" / f"{name}.csv", safe_frame(t).to_csv(index=False))
+        atomic_write_text(tables_dir / f"{name}.csv", safe_frame(t).to_csv(index=False))
     analysis_json = to_json(
         {
             **r,

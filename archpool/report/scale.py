@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from archpool.analysis import inference
+from archpool.analysis.agreement import target_label
 from archpool.columns import ColumnKey, rung_label
 from archpool.report import transfer
 from archpool.report.findings import FEATURE_NAMES
@@ -219,7 +220,7 @@ def agreement_table(a: Mapping[str, Any]) -> pd.DataFrame:
             x = entry.get(who)
             if not x:
                 continue
-            name = WHO[who] + (f" ({a['short_context']})" if who == "short_context" else "")
+            name = target_label(a) if who == "pool" else WHO[who] + (f" ({a['short_context']})" if who == "short_context" else "")
             rows.append(
                 {
                     "paper column": col.removeprefix("paper_"),
@@ -251,7 +252,7 @@ def agreement_words(a: Mapping[str, Any]) -> list[str]:
     for col, entry in a["columns"].items():
         pool, count = entry.get("pool") or {}, entry.get("feature_count") or {}
         lines.append(
-            f"{col.removeprefix('paper_')}: the pool ranks {pool.get('n_archs', 0)} architectures with ρ {_stat(pool, 'rho')} "
+            f"{col.removeprefix('paper_')}: {target_label(a)} ranks {pool.get('n_archs', 0)} architectures with ρ {_stat(pool, 'rho')} "
             f"(pairs {_stat(pool, 'pairwise')}); the feature count ρ {_stat(count, 'rho')}."
         )
     if a.get("not_mastered"):

@@ -22,8 +22,12 @@ from archpool.tasks.base import DEPTHS, Sample, sample_seed
 from archpool.tasks.catalogue import HELMET_CATEGORIES, RULER_TASKS  # importing it registers every task and suite
 from archpool.tasks.documents import (
     DENSE_SCORING_KEYS,
+    DENSE_SUFFIXES,
+    check_task_params,
     dense_documents,
     dense_params,
+    reserved_tokens_error,
+    task_params,
     training_documents,
     training_documents_key,
 )
@@ -42,6 +46,7 @@ from archpool.tasks.samples import build_sample, generate, resolve_params, task_
 
 __all__ = [
     "DENSE_SCORING_KEYS",
+    "DENSE_SUFFIXES",
     "DEPTHS",
     "HELMET_CATEGORIES",
     "RULER_TASKS",
@@ -50,6 +55,7 @@ __all__ = [
     "Sample",
     "TaskDef",
     "build_sample",
+    "check_task_params",
     "dense_documents",
     "dense_params",
     "generate",
@@ -57,10 +63,12 @@ __all__ = [
     "is_dense",
     "register_suite",
     "register_task",
+    "reserved_tokens_error",
     "resolve_params",
     "sample_seed",
     "suite_tasks",
     "task_names",
+    "task_params",
     "task_vocab",
     "training_documents",
     "training_documents_key",

@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from archpool.config import check_keys
 from archpool.errors import ConfigError
+from archpool.tasks.params import MAX_LENGTH, Param, check, count
 
 DISTANCES = ("uniform", "powerlaw")
 DEFAULT_PARAMS: dict[str, Any] = dict(
@@ -54,6 +54,18 @@ DEFAULT_PARAMS: dict[str, Any] = dict(
     chains=0.0,  # share of queries that are two-hop chains
     distractors=0.0,  # unqueried pairs per queried pair
     rebind=False,  # keys are bound again after their query: queries grow with length, earlier bindings distract
+)
+MAX_KEYS = 4096  # keys (and values) of one document's vocabulary: rebind keeps one slot map per key
+PARAMS: dict[str, Param] = dict(
+    n_keys=count(2, MAX_KEYS),
+    n_values=count(2, MAX_KEYS),
+    pair_every=count(2, MAX_LENGTH),
+    distance=Param("choice", choices=DISTANCES),
+    min_distance=count(1, MAX_LENGTH),
+    max_distance=count(1, MAX_LENGTH, optional=True),
+    chains=Param("float", 0, 1),
+    distractors=Param("float", 0, 8),
+    rebind=Param("bool"),
 )
 
 
@@ -261,25 +273,25 @@ def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
 
 
 def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults + overrides, validated with the field named."""
-    p = dict(DEFAULT_PARAMS)
-    check_keys(params or {}, DEFAULT_PARAMS, "mqar", "parameter")
-    p.update(params or {})
-    if p["distance"] not in DISTANCES:
-        raise ConfigError("mqar.distance", f"unknown distribution {p['distance']!r}; allowed: {', '.join(DISTANCES)}")
-    for k in ("n_keys", "n_values", "pair_every", "min_distance"):
-        if not isinstance(p[k], int) or isinstance(p[k], bool) or p[k] < (2 if k != "min_distance" else 1):
-            raise ConfigError(f"mqar.{k}", f"must be an integer >= {2 if k != 'min_distance' else 1}, got {p[k]!r}")
-    if p["max_distance"] is not None and (not isinstance(p["max_distance"], int) or p["max_distance"] < p["min_distance"]):
+    """Defaults + overrides, every value typed and within its bounds (``PARAMS``), with the field named."""
+    p = {**DEFAULT_PARAMS, **check("mqar", PARAMS, params)}
+    if p["max_distance"] is not None and p["max_distance"] < p["min_distance"]:
         raise ConfigError(
             "mqar.max_distance", f"must be an integer >= min_distance={p['min_distance']}, got {p['max_distance']!r}"
         )
-    for k in ("chains", "distractors"):
-        if not 0 <= float(p[k]) <= (1 if k == "chains" else 8):
-            raise ConfigError(f"mqar.{k}", f"out of range, got {p[k]!r}")
-    if not isinstance(p["rebind"], bool):
-        raise ConfigError("mqar.rebind", f"must be true or false, got {p['rebind']!r}")
     return p
+
+
+def vocab_error(p: dict[str, Any], task_tokens: int) -> str | None:
+    """Why a tokenizer with ``task_tokens`` reserved task tokens cannot hold MQAR with parameters ``p``
+    (composite bindings need ``composite_tokens_needed`` of them); None when it can or none are reserved."""
+    need = composite_tokens_needed(p["n_keys"], p["n_values"])
+    if task_tokens and need > task_tokens:
+        return (
+            f"n_keys={p['n_keys']}, n_values={p['n_values']} need {need} reserved task tokens "
+            f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
+        )
+    return None
 
 
 def _shorter(gap: list) -> int:

@@ -3,13 +3,14 @@ task suites that group them (``archpool.names.TASK_SUITES``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.names import TASK_SUITES
 from archpool.tasks.base import Draw
+from archpool.tasks.params import Param
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class TaskDef:
     defaults: dict[str, Any] = field(default_factory=dict)
     category: str = ""  # HELMET category, where the task belongs to one
     description: str = ""
+    params: Mapping[str, Param] = field(default_factory=dict)  # the generator's parameters, typed and bounded
+    # checks across parameters of the resolved mapping (e.g. enough names for the hops): a ConfigError naming the field
+    relate: Callable[[dict[str, Any], str], None] | None = None
 
 
 TASKS: dict[str, TaskDef] = {}

@@ -6,13 +6,20 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
 from archpool.tasks.base import Sample, TokenizerLike, fit_size, sample_seed
+from archpool.tasks.params import MAX_LENGTH, Param, check, count
 from archpool.tasks.registry import TaskDef, get_task
 
 COMMON_DEFAULTS = dict(n_choices=10, haystack_texts=None)
+# parameters every prompt + answer task takes besides its own
+COMMON_PARAMS = dict(
+    n_choices=count(2, 100),  # likelihood candidates: the gold and n_choices - 1 distractors
+    haystack_texts=Param("texts", optional=True),  # held-out text for corpus haystacks (the eval stage passes the store's)
+    max_new_tokens=count(1, 4096, optional=True),  # generation length (default: the task's, capped by the length)
+    step=count(1, MAX_LENGTH),  # haystack units per search step
+)
 
 _VOCABS: dict[tuple[Any, int, int], mqar.TaskVocab] = {}
 
@@ -28,13 +35,14 @@ def task_vocab(tokenizer: TokenizerLike, p: dict[str, Any]) -> mqar.TaskVocab:
 
 
 def resolve_params(task: TaskDef, params: dict[str, Any] | None) -> dict[str, Any]:
+    """A prompt + answer task's parameters: its defaults and ``params``, every one typed and bounded
+    (``COMMON_PARAMS`` and the task's own), unknown keys refused with a did-you-mean."""
     if task.metric == "dense":
         raise ConfigError("task", f"{task.name} is a dense task: make its documents with dense_documents")
-    p = {**COMMON_DEFAULTS, **task.defaults}
-    check_keys(params or {}, [*sorted(p), "max_new_tokens", "step"], f"tasks.{task.name}", "task parameter")
-    p.update(params or {})
-    if p["n_choices"] < 2:
-        raise ConfigError(f"tasks.{task.name}.n_choices", f"need at least 2 candidates, got {p['n_choices']}")
+    prefix = f"tasks.{task.name}"
+    p = {**COMMON_DEFAULTS, **task.defaults, **check(prefix, {**COMMON_PARAMS, **task.params}, params)}
+    if task.relate is not None:
+        task.relate(p, prefix)
     return p
 
 

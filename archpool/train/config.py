@@ -93,6 +93,20 @@ class WandbConfig(Config):
         return self.mode != "disabled"
 
 
+def package_available(name: str) -> bool:
+    """Whether ``import name`` can find the package, without importing it (a module already imported, or
+    set to None in ``sys.modules`` to block it, counts as it stands)."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 @dataclass
 class TrainConfig(Config):
     """Pretraining: optimizer, schedule, batch geometry, budget, logging and checkpointing.
@@ -172,6 +186,17 @@ class TrainConfig(Config):
             isinstance(m, int) and not isinstance(m, bool) and m > 0 for m in self.milestones
         ):
             raise ConfigError(f"{prefix}.milestones", f"a list of positive step numbers, got {self.milestones!r}")
+
+    def check_packages(self, prefix: str = "train") -> None:
+        """The optional packages this config asks for are installed (checked before any data or training):
+        ``wandb`` for W&B logging unless its mode is ``disabled``. TensorBoard needs none (without it the
+        metrics log alone is written, with a warning)."""
+        if self.wandb is not None and self.wandb.enabled and not package_available("wandb"):
+            raise ConfigError(
+                f"{prefix}.wandb",
+                "W&B logging needs the wandb package, which is not installed: pip install wandb "
+                "(or set train.wandb.mode: disabled, or remove train.wandb)",
+            )
 
     # ------------------------------------------------------------------ derived geometry
     def resolved_seq_len(self, model_max_seq_len: int) -> int:
@@ -410,11 +435,10 @@ class RunConfig:
         names = [e.run_name for e in extensions]
         if len(set(names)) != len(names):
             raise ConfigError("extension", f"duplicate extension names {names}; give each a name")
+        train = TrainConfig.from_dict(data.get("train") or {})
+        train.check_packages()  # before any data is prepared
         return cls(
-            model=dict(data["model"]),
-            data=DataSection.from_dict(data.get("data") or {}),
-            train=TrainConfig.from_dict(data.get("train") or {}),
-            extension=extensions,
+            model=dict(data["model"]), data=DataSection.from_dict(data.get("data") or {}), train=train, extension=extensions
         )
 
     @classmethod

@@ -6,7 +6,9 @@ micro-batches with gradient accumulation. The loss is the mean over *all* target
 global batch (each rank's token sum is divided by the global token count and DDP's averaging is
 undone), so 1 process and N processes compute the same update. Resuming restores weights,
 optimizer, RNG, data position and the loss history from the newest valid checkpoint, so a killed
-run continues bit for bit. What the run does besides its steps (checkpoints, the metrics log,
+run continues bit for bit. A run that ends diverged, collapsed or untrained fails with a
+``TrainingHealthError`` (the rule and its thresholds: ``archpool.train.stability``), also when
+re-run on its complete directory. What the run does besides its steps (checkpoints, the metrics log,
 TensorBoard, W&B, the progress bar) is done by callbacks (``archpool.train.callbacks``).
 """
 
@@ -53,7 +55,7 @@ from archpool.train.data import BatchStream
 from archpool.train.data_stage import build_stream
 from archpool.train.optim import LRSchedule, build_optimizer, set_lr
 from archpool.train.precision import resolve_dtype
-from archpool.train.stability import stability_score
+from archpool.train.stability import check_health, stability_score
 
 # Settings that may change between a run and its resumption without changing what is computed.
 RESUME_TOLERANT = {
@@ -82,6 +84,7 @@ class TrainResult:
     stability: dict = field(default_factory=dict)
     resumed_from: int = 0
     already_complete: bool = False
+    skipped_steps: int = 0  # steps whose update was skipped for a non-finite gradient norm
 
 
 def is_complete(run_dir: str | Path) -> bool:
@@ -200,6 +203,7 @@ class Trainer:
         finally:
             callbacks.close()
         losses = run.losses
+        check_health(losses, run.skipped, self.cfg.vocab_size, str(self.run_dir))
         return TrainResult(
             self.run_dir,
             self.total_steps,
@@ -208,6 +212,7 @@ class Trainer:
             losses,
             stability_score(losses),
             resumed_from=run.start_step,
+            skipped_steps=run.skipped,
         )
 
     def _callbacks(self, run: _Run, model: Decoder, info: D.DistInfo) -> CallbackList:
@@ -272,14 +277,15 @@ class Trainer:
         return _Run(wrapped, optimizer, schedule, autocast)
 
     def _restore(self, run: _Run, state: dict[str, Any] | None, info: D.DistInfo) -> dict[str, Any] | None:
-        """Seed every rank, then restore optimizer, step, losses and RNG from ``state``; returns the
-        saved data position (None for a fresh run)."""
+        """Seed every rank, then restore optimizer, step, losses, the skipped-step count and RNG from
+        ``state``; returns the saved data position (None for a fresh run)."""
         torch.manual_seed(self.tcfg.seed + info.rank)
         random.seed(self.tcfg.seed + info.rank)
         if state is None:
             return None
         D.load_full_optimizer_state(run.wrapped, run.optimizer, state["optimizer"])
         run.start_step, run.losses = int(state["step"]), list(state["losses"])
+        run.skipped = int(state.get("skipped", 0))
         _restore_rng(state["rng"], info)
         return state["data"]
 
@@ -311,6 +317,7 @@ class Trainer:
         for step in range(run.start_step, self.total_steps):
             s = self._step(run, step, info)
             run.losses.append(s.loss)
+            run.skipped += s.skipped
             done = step + 1
             meter.add(s)
             if info.is_main and (done % self.tcfg.log_every == 0 or done == self.total_steps):
@@ -368,6 +375,7 @@ class Trainer:
         train_state = {
             "step": step,
             "losses": run.losses,
+            "skipped": run.skipped,
             "optimizer": optim_state,
             "rng": rng,
             "data": {"stage": run.stage_idx, "streams": streams},
@@ -384,8 +392,10 @@ class Trainer:
         return Snapshot(state, self.cfg, None, {**self.metadata, "step": 0, "tokens": 0})
 
     def _complete_result(self) -> TrainResult:
+        """The result of a complete run, read from its final milestone (held to the health rule again)."""
         state = ckpt.load_train_state(run_dir_final(self.run_dir))
-        losses = list(state["losses"])
+        losses, skipped = list(state["losses"]), int(state.get("skipped", 0))
+        check_health(losses, skipped, self.cfg.vocab_size, str(self.run_dir))
         return TrainResult(
             self.run_dir,
             int(state["step"]),
@@ -395,6 +405,7 @@ class Trainer:
             stability_score(losses),
             resumed_from=int(state["step"]),
             already_complete=True,
+            skipped_steps=skipped,
         )
 
 
@@ -408,6 +419,7 @@ class _Run:
     autocast: Any  # a context-manager factory: bf16 autocast, or nothing
     start_step: int = 0
     losses: list[float] = field(default_factory=list)
+    skipped: int = 0  # steps whose update was skipped (a non-finite gradient norm)
     stage_idx: int = 0
     stream: Any = None
 

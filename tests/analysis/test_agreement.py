@@ -79,3 +79,24 @@ def test_the_analysis_carries_the_agreement_for_a_table_with_paper_columns(tmp_p
 
     r = analyze(load_results(tmp_path / "results.csv"), "target")
     assert set(r["agreement"]["columns"]) == {"paper_helmet_32k", "paper_ruler_64k"}
+
+
+def test_a_ruler_mean_over_fewer_tasks_than_the_papers_says_so():
+    """lm-eval's RULER mean over the 6 offline tasks is ranked against the paper's 13-task RULER, and every
+    place that names the ranking says how many tasks it averages."""
+    from archpool.analysis.agreement import target_label
+    from archpool.analysis.summary_text import format_agreement
+    from archpool.columns import ruler_tasks_column
+    from archpool.report.scale import agreement_table
+
+    assert ruler_tasks_column("ruler@4096") == "ruler_tasks@4096"
+    assert ruler_tasks_column("base_ruler@512") == "base_ruler_tasks@512"
+    assert ruler_tasks_column("ruler_ll@4096") is None and ruler_tasks_column("ruler_vt@4096") is None
+    df = _replica(1.0).rename(columns={"target": "ruler@4096"}).assign(**{"ruler_tasks@4096": 6.0})
+    a = agreement(df, "ruler@4096", 64, n_boot=100)
+    assert a["target_tasks"] == 6 and target_label(a) == "this pool's target (RULER, 6 of 13 tasks)"
+    assert "this pool's target (RULER, 6 of 13 tasks)" in set(agreement_table(a)["ranked by"])
+    assert any("6 of 13 tasks" in line for line in format_agreement(a))
+    full = agreement(df.assign(**{"ruler_tasks@4096": 13.0}), "ruler@4096", 64, n_boot=100)
+    assert full["target_tasks"] == 13 and target_label(full) == "this pool's target"
+    assert agreement(_replica(1.0), "target", 64, n_boot=100)["target_tasks"] is None

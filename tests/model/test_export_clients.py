@@ -92,11 +92,11 @@ def test_export_of_a_pool_run_directory(run, store_tokenizer, tmp_path, capsys):
     shutil.copytree(run, pre, ignore=shutil.ignore_patterns("extend"))
     shutil.copytree(run / "extend" / "ntk", ext)
     (store,) = (run.parent / "cache" / "data").iterdir()
-    for d in (pre, ext):
+    for d, stage, key in ((pre, "pretrain", "k1"), (ext, "extend", "k2")):
         rec = json.loads((d / "run_config.json").read_text())
         rec["data"] = {**rec["data"], "store": str(store), "sources": [{"kind": "files", "path": "/nonexistent"}]}
         (d / "run_config.json").write_text(json.dumps(rec))
-        (d / "DONE").write_text("{}")
+        (d / "DONE").write_text(json.dumps({"stage": stage, "key": key, "result": {}}))
     nodes = [
         dict(id="pretrain:A", stage="pretrain", config={}, deps={}, run="A", key="k1"),
         dict(id="extend:A:ntk", stage="extend", config={"milestone": 1.0}, deps={"model": "pretrain:A"}, run="A", key="k2"),

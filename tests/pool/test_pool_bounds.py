@@ -81,7 +81,7 @@ def test_valid_neighbours_still_pass():
             "seeds": 3,
             "eval": {"task_params": {"mqar": {"n_keys": 8, "buckets": [64]}, "kv_recall": {}}, "lengths": [512]},
             "extension": [{"name": "ntk", "budgets": [2], "warmup_steps": 1}],
-            "report": {"target": "ruler_ll@512", "covariates": ["init"]},
+            "report": {"target": "tiny_ll@512#ext2", "covariates": ["init"]},
             "runs": [{"name": "A", "columns": {"paper": "-7B", "note": "=1+1"}}],
         }
     )

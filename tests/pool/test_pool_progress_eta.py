@@ -89,7 +89,8 @@ def test_a_resumed_pool_measures_rates_from_the_finished_stages_done_files(tmp_p
     for n in nodes[:4]:  # data and run r0 finished in an earlier invocation
         d = node_dir(tmp_path, n)
         d.mkdir(parents=True)
-        (d / DONE).write_text(json.dumps({"node": n.id, "seconds": n.cost * TRUE_RATE[n.stage]}))
+        marker = {"node": n.id, "stage": n.stage, "key": n.key, "result": {}, "seconds": n.cost * TRUE_RATE[n.stage]}
+        (d / DONE).write_text(json.dumps(marker))
     progress = Progress(tmp_path, nodes, enabled=False)
     left = sum(n.cost * TRUE_RATE[n.stage] for n in nodes[4:])
     assert progress.eta(now=0.0) == pytest.approx(left)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archpool.errors import CheckpointError, ConfigError
+from archpool.model.config import MAX_DIM, MAX_ROPE_FACTOR, MAX_ROPE_THETA, MAX_SEQ_LEN, bounded_int
 from archpool.model.geometry import type_theta
 from archpool.safeload import read_json_file
 from archpool.study import SLIDING, swa_pattern_name
@@ -167,35 +168,51 @@ def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) ->
 def _rope_from_hf(params: dict[str, Any], where: str) -> RopeConfig:
     from archpool.model.config import RopeConfig
 
+    if not isinstance(params, dict):
+        raise ConfigError(where, f"a mapping of RoPE settings expected, got {type(params).__name__}")
     rope_type = params.get("rope_type", params.get("type", "default"))
-    theta = float(params.get("rope_theta") or 10_000.0)
-    if float(params.get("partial_rotary_factor", 1.0) or 1.0) != 1.0:
+    theta = _rope_number(params, "rope_theta", 10_000.0, MAX_ROPE_THETA, where)
+    if _rope_number(params, "partial_rotary_factor", 1.0, 1.0, where) != 1.0:
         raise ConfigError(f"{where}.partial_rotary_factor", "partial rotary embeddings are not supported by archpool's RoPE")
     if rope_type == "default":
         return RopeConfig(theta=theta)
     if rope_type == "linear":
-        return RopeConfig(theta=theta, type="linear", factor=float(params["factor"]))
+        return RopeConfig(theta=theta, type="linear", factor=_rope_number(params, "factor", None, MAX_ROPE_FACTOR, where))
     if rope_type == "yarn":
         if params.get("truncate", True) is False:
             raise ConfigError(f"{where}.truncate", "YaRN without truncation is not supported by archpool's RoPE")
-        factor = float(params["factor"])
+        factor = _rope_number(params, "factor", None, MAX_ROPE_FACTOR, where)
         attention_factor = params.get("attention_factor")
         mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
         if attention_factor is None and mscale and mscale_all:  # transformers' DeepSeek-style rule
+            mscale = _rope_number(params, "mscale", None, MAX_ROPE_FACTOR, where)
+            mscale_all = _rope_number(params, "mscale_all_dim", None, MAX_ROPE_FACTOR, where)
             get = lambda s, m: 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
             attention_factor = get(factor, mscale) / get(factor, mscale_all)
         return RopeConfig(
             theta=theta,
             type="yarn",
             factor=factor,
-            original_max_seq_len=int(params["original_max_position_embeddings"]),
-            beta_fast=float(params.get("beta_fast") or 32.0),
-            beta_slow=float(params.get("beta_slow") or 1.0),
+            original_max_seq_len=bounded_int(
+                params.get("original_max_position_embeddings"), f"{where}.original_max_position_embeddings", MAX_SEQ_LEN
+            ),
+            beta_fast=_rope_number(params, "beta_fast", 32.0, MAX_ROPE_FACTOR, where),
+            beta_slow=_rope_number(params, "beta_slow", 1.0, MAX_ROPE_FACTOR, where),
             attention_factor=None if attention_factor is None else float(attention_factor),
         )
     raise ConfigError(
         f"{where}.rope_type", f"RoPE type {rope_type!r} is not supported by archpool (supported: default, linear, yarn)"
     )
+
+
+def _rope_number(params: dict[str, Any], key: str, default: float | None, limit: float, where: str) -> float:
+    """``params[key]`` as a positive finite float of at most ``limit`` (``default`` when absent, null or 0)."""
+    value = params.get(key) or default
+    if value is None:
+        raise ConfigError(f"{where}.{key}", "missing from the RoPE settings")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit:
+        raise ConfigError(f"{where}.{key}", f"a positive number of at most {limit:g} expected, got {value!r}")
+    return float(value)
 
 
 def _rope_from_hf_config(hf_config: PreTrainedConfig, layer_types: list[str]) -> RopeConfig:
@@ -301,20 +318,22 @@ HF_SIZE_FIELDS = (
 def check_hf_sizes(raw: dict[str, Any], where: str) -> None:
     """The size fields of a raw ``config.json`` within archpool's bounds, checked before transformers builds
     its config (which allocates per-layer lists) and before any weight is allocated."""
-    from archpool.model.config import MAX_DIM, MAX_PARAMS, MAX_SEQ_LEN
+    from archpool.model.config import MAX_PARAMS, MAX_SEQ_LEN
+    from archpool.model.features import hf_int
 
-    for key in HF_SIZE_FIELDS:
-        value = raw.get(key)
-        if value is None:
-            continue
-        limit = MAX_SEQ_LEN if key == "max_position_embeddings" else MAX_DIM
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= limit or value != int(value):
-            raise ConfigError(f"{where}: {key}", f"a positive integer of at most {limit:,}, got {value!r}")
+    sizes: dict[str, int] = {}
+    try:
+        for key in HF_SIZE_FIELDS:
+            sizes[key] = hf_int(raw, key, 1, limit=MAX_SEQ_LEN if key == "max_position_embeddings" else MAX_DIM)
+        for key in ("sliding_window", "max_window_layers", "sliding_window_pattern"):
+            hf_int(raw, key, limit=MAX_SEQ_LEN, minimum=0 if key == "max_window_layers" else 1)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e.field}", e.message) from None
     types = raw.get("layer_types")
     if types is not None and (not isinstance(types, list) or len(types) != raw.get("num_hidden_layers", len(types))):
         n = len(types) if isinstance(types, list) else types
         raise ConfigError(f"{where}: layer_types", f"{n} entries for num_hidden_layers={raw.get('num_hidden_layers')}")
-    d, layers = int(raw.get("hidden_size", 1)), int(raw.get("num_hidden_layers", 1))
-    rough = layers * (4 * d * d + 3 * d * int(raw.get("intermediate_size", 1))) + 2 * d * int(raw.get("vocab_size", 1))
+    d, layers = sizes["hidden_size"], sizes["num_hidden_layers"]
+    rough = layers * (4 * d * d + 3 * d * sizes["intermediate_size"]) + 2 * d * sizes["vocab_size"]
     if rough > 2 * MAX_PARAMS:  # the exact count is checked again by ModelConfig
         raise ConfigError(f"{where}: num_hidden_layers", f"about {rough:,} parameters exceed the budget of {MAX_PARAMS:,}")

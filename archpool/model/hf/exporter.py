@@ -26,6 +26,7 @@ def export_hf(
     tokenizer: Any = None,
     require_tokenizer: bool | None = None,
     provenance: dict[str, str] | None = None,
+    replace: bool = False,
 ) -> Path:
     """Write a directory ``AutoModelForCausalLM.from_pretrained`` + ``AutoTokenizer`` load with the native
     class: config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json and
@@ -41,10 +42,14 @@ def export_hf(
     Provenance: model.safetensors' metadata holds the archpool version and commit, the sha256 of the model
     config, the source checkpoint and its training stage/step/tokens, plus ``provenance`` (e.g. the source
     run); README.md is a model card saying the same in words. A chat template and the special tokens of
-    the tokenizer's HF files (tokenizer_config.json, chat_template.jinja: an imported model's) are kept."""
+    the tokenizer's HF files (tokenizer_config.json, chat_template.jinja: an imported model's) are kept.
+
+    ``out_dir`` is absent or empty, or with ``replace`` an earlier export (:func:`replaceable_export`); the
+    export is written to a directory beside it that then takes its place whole, so no file of an older
+    export stays and no link in it is written through (``archpool.io.fresh_directory``)."""
     from safetensors.torch import save_file
 
-    from archpool.io import atomic_path, atomic_write_json, atomic_write_text, require_distinct
+    from archpool.io import atomic_path, atomic_write_json, atomic_write_text, fresh_directory, require_distinct
     from archpool.model.checkpoint import load_checkpoint
 
     source_dir = None
@@ -83,20 +88,33 @@ def export_hf(
     dtype = next(iter(state.values())).dtype
     hf_config.dtype = str(dtype).removeprefix("torch.")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     meta = export_metadata(cfg, source_dir, provenance)
-    with atomic_path(out_dir / "model.safetensors") as tmp:
-        save_file(state, str(tmp), metadata=meta)
-    hf_config.save_pretrained(out_dir)
-    atomic_write_json(out_dir / "generation_config.json", generation_config(special))
-    atomic_write_json(out_dir / ARCHPOOL_CONFIG_NAME, cfg.to_dict())
-    template = None
-    if tok is not None:
-        tok_dir = _tokenizer_dir(tokenizer)
-        export_tokenizer(tok, out_dir, cfg.max_seq_len, hf_files=tok_dir)
-        template = chat_template(tok_dir) if tok_dir is not None else None
-    atomic_write_text(out_dir / "README.md", model_card(cfg, hf_config.architectures[0], meta, special, template))
+    with fresh_directory(out_dir, replace=replace, replaceable=replaceable_export) as new:
+        with atomic_path(new / "model.safetensors") as tmp:
+            save_file(state, str(tmp), metadata=meta)
+        hf_config.save_pretrained(new)
+        atomic_write_json(new / "generation_config.json", generation_config(special))
+        atomic_write_json(new / ARCHPOOL_CONFIG_NAME, cfg.to_dict())
+        template = None
+        if tok is not None:
+            tok_dir = _tokenizer_dir(tokenizer)
+            export_tokenizer(tok, new, cfg.max_seq_len, hf_files=tok_dir)
+            template = chat_template(tok_dir) if tok_dir is not None else None
+        atomic_write_text(new / "README.md", model_card(cfg, hf_config.architectures[0], meta, special, template))
     return out_dir
+
+
+def replaceable_export(directory: Path) -> str | None:
+    """Why ``directory`` is not an earlier export that ``export_hf(..., replace=True)`` may replace (None
+    when it is one: it holds the ``archpool_config.json`` every export writes, and is no archpool checkpoint)."""
+    from archpool.rundir import is_archpool_checkpoint
+
+    if is_archpool_checkpoint(directory):
+        return "it is an archpool checkpoint, not an export"
+    marker = directory / ARCHPOOL_CONFIG_NAME
+    if not (marker.is_file() or marker.is_symlink()):
+        return f"it is not an export of archpool (no {ARCHPOOL_CONFIG_NAME})"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- provenance

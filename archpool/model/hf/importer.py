@@ -78,3 +78,20 @@ def import_hf(hf_dir: str | Path) -> Decoder:
             if isinstance(ours, dict) and ours.get(key) is not None:
                 setattr(model.cfg, key, ours[key])
     return model
+
+
+def replaceable_import(directory: Path) -> str | None:
+    """Why ``directory`` is not an earlier ``import-hf`` output that ``import-hf --replace`` may replace (None
+    when it is one: an archpool checkpoint whose config records ``imported_from``). A trained run's
+    checkpoint, or any other directory, is never replaced by an import."""
+    from archpool.rundir import CONFIG_NAME, is_archpool_checkpoint
+
+    if not is_archpool_checkpoint(directory):
+        return "it is not an archpool checkpoint that import-hf wrote"
+    try:
+        recorded = read_json_file(Path(directory) / CONFIG_NAME).get("metadata")
+    except (ConfigError, AttributeError):
+        recorded = None
+    if not (isinstance(recorded, dict) and recorded.get("imported_from")):
+        return "it is an archpool checkpoint that import-hf did not write (a trained model's weights)"
+    return None

@@ -34,5 +34,49 @@ def run(ctx: StageContext) -> dict[str, Any]:
     if request.tasks or request.suites:
         res = evaluate(target, request, store=store, progress=False)
         result = {k: res[k] for k in STAGE_KEYS if k in res}
+    metrics = eval_columns(result)
+    harness = c["eval"].harness
+    if harness is not None and (harness.ruler is not None or harness.helmet_data is not None):
+        model_dir = hf_dir(ctx, target)  # exported once for both suites
+        lengths = list(request.lengths)
+        if harness.ruler is not None:  # lm-evaluation-harness's RULER (archpool.eval.harness)
+            result["harness"] = harness_ruler(ctx, harness.ruler, model_dir, lengths)
+            metrics.update(result["harness"]["columns"])
+        if harness.helmet_data is not None:  # HELMET's own data (archpool.eval.helmet_data)
+            result["helmet_data"] = helmet_data(ctx, harness.helmet_data, model_dir, lengths)
+            metrics.update(result["helmet_data"]["columns"])
     atomic_write_json(ctx.out_dir / "eval.json", result)
-    return {"metrics": eval_columns(result), "lengths": list(request.lengths)}
+    return {"metrics": metrics, "lengths": list(request.lengths)}
+
+
+def harness_ruler(ctx: StageContext, settings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+    """lm-eval's RULER tasks of ``settings`` (``eval.harness.ruler``) on the node's model (``model_dir``, from
+    :func:`hf_dir`), at their own lengths or the phase's. Results and the per-sample log go to the node's
+    ``harness/``; its columns join the node's metrics."""
+    from archpool.eval.harness import harness_request_from, run_ruler
+    from archpool.pool.checkpoints import downloads_allowed
+
+    request = harness_request_from(settings, lengths, ctx.out_dir / "harness", None, downloads_allowed())
+    return run_ruler(model_dir, request)
+
+
+def helmet_data(ctx: StageContext, settings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+    """HELMET's datasets of ``settings`` (``eval.harness.helmet_data``; its ``path`` relative to the pool file)
+    on the node's model (``model_dir``, from :func:`hf_dir`), at their own lengths or the phase's. Results
+    and the per-sample log go to the node's ``helmet_data/``; its columns join the node's metrics."""
+    from archpool.eval.helmet_data import request_from, run_helmet_data
+
+    base_dir = getattr(ctx.pool, "base_dir", None) or Path.cwd()
+    request = request_from(settings, lengths, Path(base_dir), ctx.out_dir / "helmet_data", None)
+    return run_helmet_data(model_dir, request)
+
+
+def hf_dir(ctx: StageContext, target) -> Path:
+    """The node's model as a Hugging Face directory: one as it is, an archpool checkpoint exported into the
+    node's own ``hf/`` with the tokenizer it was evaluated with."""
+    if target.kind == "hf":
+        return Path(target.checkpoint)
+    from archpool.model.hf import export_hf
+
+    # replace: a node run again after a failure finds its own earlier export
+    return Path(export_hf(target.checkpoint, ctx.out_dir / "hf", tokenizer=target.tokenizer, replace=True))
