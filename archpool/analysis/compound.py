@@ -17,6 +17,7 @@ the four runs did not master its own length are left out.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -29,6 +30,11 @@ from archpool.analysis.mastery import MASTERY_THRESHOLD, mastery_frame, mastery_
 from archpool.analysis.table import FEATURES, MATCH_CONFOUNDS
 
 SUPER, SUB, ADDITIVE, UNRESOLVED = "super-additive", "sub-additive", "additive", "not resolved"
+
+
+def _baselines(cells: pd.DataFrame) -> Iterator[pd.Series]:
+    """The cells with none of the four features: one baseline per combination of confounds."""
+    return (row for _, row in cells.iterrows() if not any(row[f"f_{f}"] for f in FEATURES))
 
 
 def _usable_cells(
@@ -73,7 +79,7 @@ def compounding(
         return []
     d, bad, c = found
     out = []
-    for base in (row for _, row in c.iterrows() if not any(row[f"f_{f}"] for f in FEATURES)):
+    for base in _baselines(c):
         for a, b in itertools.combinations(FEATURES, 2):
             cells = [_cell_of(c, s, base) for s in ({a, b}, {a}, {b})]
             if any(x is None for x in cells):
@@ -127,7 +133,7 @@ def versus_baseline(df: pd.DataFrame, target: str, short_ctx: int, answers: Answ
         return []
     d, bad, c = found
     out = []
-    for base in (row for _, row in c.iterrows() if not any(row[f"f_{f}"] for f in FEATURES)):
+    for base in _baselines(c):
         for _, arm in c.iterrows():
             on = {f for f in FEATURES if arm[f"f_{f}"]}
             if not on or _cell_of(c, on, base) is None or list(_cell_of(c, on, base)["runs"]) != list(arm["runs"]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -153,6 +154,28 @@ def trained(tmp_path_factory):
 
 def test_a_normal_tiny_training_passes(trained):
     assert _quiet_pretrain(tiny_run(), trained).already_complete  # and its re-run, which reads the final milestone
+
+
+def test_health_margins_reads_a_pools_final_training_states(trained, tmp_path, capsys):
+    """scripts/health_margins.py (the margins docs/manual.md quotes) on a pool laid out with the trained run
+    as its one pretraining stage: the rise and the gap below ln V from the run's own losses."""
+    import importlib.util
+    import shutil
+
+    from archpool.train.stability import HEALTH_WINDOW
+
+    stage = tmp_path / "pool" / "stages" / "pretrain" / "k1"
+    shutil.copytree(run_dir_final(trained), stage / "milestones" / "final")
+    spec = importlib.util.spec_from_file_location("health_margins", Path(__file__).parents[2] / "scripts" / "health_margins.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main([str(tmp_path / "pool")])
+    losses = load_train_state(run_dir_final(trained))["losses"]
+    end = sum(losses[-HEALTH_WINDOW:]) / HEALTH_WINDOW
+    out = capsys.readouterr().out
+    assert "1 training runs of >= 10 steps (1 pretraining)" in out
+    assert f"{end - losses[0]:.2f} nats" in out
+    assert f"{math.log(tiny_run()['model']['vocab_size']) - end:.2f} nats" in out
 
 
 @pytest.mark.slow
