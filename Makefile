@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.archpool-installed
 
-.PHONY: setup corpus browser demo lint test test-fast clean
+.PHONY: setup corpus browser demo lint test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ test: setup corpus browser lint
 # Developers: skip the slow end-to-end tests.
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# The maintained benchmarks (bench/), one results file: bench/results/latest.json (BENCHMARKS.md).
+bench: setup
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -17,6 +17,15 @@ MAX_NAME_BYTES = 255  # the longest file name common filesystems accept
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cn", "Co", "Cs"})
 
 
+RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
+
+
+def check_recipe_name(field: str, value: str) -> str:
+    """``value`` if it can name an extension recipe: a plain file name (its directory under
+    ``RUN/extend/``) that is not reserved for the pre-extension columns."""
+    return check_name(field, value, reserved=RESERVED_RECIPE_NAMES)
+
+
 def check_name(field: str, value: str, reserved: Iterable[str] = ()) -> str:
     """``value`` if it is a plain, non-hidden file name (no separators, no ``..``, not absolute, not
     empty, not in ``reserved``); else ``ConfigError`` naming ``field`` and the rule broken."""

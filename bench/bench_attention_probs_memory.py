@@ -5,7 +5,7 @@ T/8), batch 1, one ``forward_with_attentions`` under ``no_grad``. Reported: peak
 over the RSS before the forward (``VmHWM`` after resetting it), and the bytes of the returned probabilities (B·H·T² per layer,
 float32: what the API must return). The difference is what the path allocates on top of its output.
 
-    nice -n 10 .venv/bin/python bench/bench_attention_probs_memory.py --lengths 1024 2048 4096
+    nice -n 10 .venv/bin/python -m bench.bench_attention_probs_memory --lengths 1024 2048 4096
 """
 
 from __future__ import annotations
@@ -43,15 +43,16 @@ def child(path: str, T: int) -> None:
     print(json.dumps({"path": path, "T": T, "peak_delta_mb": _status_mb("VmHWM") - before, "probs_mb": out / 2**20}))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     print("| T | path | returned probs MB | peak RSS growth MB | on top of the output MB |\n|---|---|---|---|---|")
+    rows = []
     for T in args.lengths:
         for path in ("dense", "blockwise"):
             r = json.loads(
@@ -65,6 +66,14 @@ def main() -> None:
                 f"| {T} | {path} | {r['probs_mb']:.0f} | {r['peak_delta_mb']:.0f} | {r['peak_delta_mb'] - r['probs_mb']:.0f} |",
                 flush=True,
             )
+            rows.append({"T": T, "path": path, **r})
+    return {"rows": rows}
+
+
+NAME = "attention_probs_memory"
+DESCRIPTION = "peak memory of output_attentions: the blockwise probabilities path against the dense-mask path"
+FULL = ["--lengths", "1024", "2048", "4096"]
+QUICK = ["--lengths", "128"]
 
 
 if __name__ == "__main__":

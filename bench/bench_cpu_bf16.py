@@ -1,6 +1,6 @@
 """bfloat16 autocast against float32 on this CPU: training-step speed and loss parity, per model size.
 
-    nice -n 5 .venv/bin/python bench/bench_cpu_bf16.py --json bench/results/cpu_bf16.json
+    nice -n 5 .venv/bin/python -m bench.bench_cpu_bf16 --json bench/results/cpu_bf16.json
 
 archpool's Decoder (llama3 family: full attention, GQA as the preset, no QK-norm) at each preset size, one training step
 = forward + fused head loss + backward + AdamW, exactly as the trainer runs it (``torch.autocast``
@@ -25,7 +25,7 @@ from pathlib import Path
 GEOMETRY = {"tiny": (128, 8), "small": (256, 8), "base": (512, 4), "100m": (512, 2)}  # T, rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="+", default=list(GEOMETRY), choices=list(GEOMETRY))
     p.add_argument("--threads", type=int, default=1)
@@ -33,7 +33,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--parity-steps", type=int, default=20)
     p.add_argument("--json", default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     import torch
 
@@ -92,6 +92,12 @@ def main() -> None:
         print(size, json.dumps(out["sizes"][size]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+NAME = "cpu_bf16"
+DESCRIPTION = "bfloat16 autocast against float32 per CPU training step and model size (what train.dtype: auto uses)"
+QUICK = ["--sizes", "tiny", "--steps", "1", "--repeats", "1", "--parity-steps", "2"]
 
 
 if __name__ == "__main__":

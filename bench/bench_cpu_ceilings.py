@@ -2,7 +2,7 @@
 forward with attention made free against full causal attention: the most any CPU kernel work
 could give, against which the measured speed-ups are read.
 
-    nice -n 10 .venv/bin/python bench/bench_cpu_ceilings.py --json bench/results/cpu_ceilings.json
+    nice -n 10 .venv/bin/python -m bench.bench_cpu_ceilings --json bench/results/cpu_ceilings.json
 
 1 thread, float32. Three measurements:
 
@@ -28,13 +28,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def best_seconds(fn, calls: int, warmup: int = 2) -> float:
@@ -55,9 +52,10 @@ def matmul_gflops(m: int, k: int, n: int, calls: int = 10) -> float:
 
 
 def tiny_step(compiled: bool, steps: int) -> dict:
-    from bench_gpu import flops_per_token
-    from bench_train import _data, build, make_step
     from torch.profiler import ProfilerActivity, profile
+
+    from bench.bench_gpu import flops_per_token
+    from bench.bench_train import _data, build, make_step
 
     model, loss_of = build("archpool+compile" if compiled else "archpool", "tiny")
     step = make_step(model, loss_of)
@@ -99,9 +97,8 @@ def tiny_shapes() -> list[tuple[int, int, int]]:
 
 
 def free_elementwise(rounds: int) -> dict:
-    from bench_train import _data, build, make_step
-
     import archpool.model.model as M
+    from bench.bench_train import _data, build, make_step
 
     rope, norm = M.apply_rope, M.RMSNorm.forward
     model, loss_of = build("archpool", "tiny")
@@ -187,14 +184,14 @@ def matmul_part(steps: int, out: dict) -> None:
 PARTS = ("matmul", "elementwise", "attention")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     ap.add_argument("--json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
 
     out: dict = {"threads": 1}
@@ -215,8 +212,13 @@ def main() -> int:
             )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
-    return 0
+    return out
+
+
+NAME = "cpu_ceilings"
+DESCRIPTION = "the CPU's matmul peak against the tiny step, and the free-elementwise and free-attention ceilings"
+QUICK = ["--steps", "2", "--lengths", "256", "--rounds", "1"]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

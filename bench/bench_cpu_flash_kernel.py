@@ -1,7 +1,7 @@
 """What the CPU flash kernel costs under the sliding-window tiles: the measurements that bound how
 close ``local_attention`` comes to its ideal speed-up on CPU.
 
-    nice -n 5 .venv/bin/python bench/bench_cpu_flash_kernel.py --json bench/results/cpu_flash_kernel.json
+    nice -n 5 .venv/bin/python -m bench.bench_cpu_flash_kernel --json bench/results/cpu_flash_kernel.json
 
 1 thread, float32, q/k/v as the model's projections give them ((B, T, H, D) memory seen as
 (B, H, T, D)), 8 heads of 32, window 256, tiles of 128 queries. Three measurements:
@@ -39,12 +39,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cpu_ceilings import best_seconds
-
 from archpool.model.kernels.dispatch import sliding_window_attention
 from archpool.model.kernels.fused import TileMasks, tile_backward
 from archpool.model.kernels.local import KEY_ALIGN, KeyTile, LocalMask, round_up, window_key_tiles
+from bench.bench_cpu_ceilings import best_seconds
 
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 FLASH_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -299,6 +297,12 @@ def main(argv: list[str] | None = None) -> dict:
         args.json.write_text(json.dumps(res, indent=1))
     print(report(res), file=sys.stdout)
     return res
+
+
+NAME = "cpu_flash_kernel"
+DESCRIPTION = "what the CPU flash kernel costs under the sliding-window tiles (bounds local_attention's speed-up)"
+FULL = ["--calls", "5"]
+QUICK = ["--T", "1024", "--lengths", "64", "128", "--calls", "1"]
 
 
 if __name__ == "__main__":

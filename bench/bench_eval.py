@@ -7,7 +7,7 @@
 3. Time the default evaluation suite (tiny + ruler + helmet, both modes) of the pretrained model and
    report it as a fraction of its training time.
 
-    .venv/bin/python bench/bench_eval.py --steps 1500 --ext-steps 300 --out bench/results/eval_run
+    .venv/bin/python -m bench.bench_eval --steps 1500 --ext-steps 300 --out bench/results/eval_run
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def recall_curve(model, tok, lengths, n, seed=7):
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ctx", type=int, default=128)
     ap.add_argument("--steps", type=int, default=1500)
@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="bench/results/eval_run")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -179,6 +179,8 @@ def main() -> None:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     log(json.dumps({k: summary[k] for k in ("train_s", "eval_suite_s", "eval_fraction_of_training")}))
+    logf.close()
+    return summary
 
 
 class _ByteTok:
@@ -189,6 +191,20 @@ class _ByteTok:
 
     def decode(self, ids):
         return bytes(ids).decode(errors="replace")
+
+
+NAME = "eval"
+DESCRIPTION = "evaluation time of the default suite against training time, and a tiny model's kv_recall signal"
+FULL = ["--steps", "1500", "--ext-steps", "300", "--n", "100", "--suite-n", "5"]
+QUICK = ["--steps", "4", "--ext-steps", "2", "--batch", "4", "--n", "2", "--suite-n", "1"]
+
+
+def run(quick: bool) -> dict:
+    """The benchmark's run directory (log, suite results) goes to a temporary directory."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return main([*(QUICK if quick else FULL), "--out", tmp])
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ and off: each context's full-attention model runs compiled (the trainer's path) 
 results go to one JSON (``--json``, default bench/results/gpu.json) and a table is printed. Without a
 CUDA device (and no ``--device``) the script says so and exits 0.
 
-    python bench/bench_gpu.py                                                     # CUDA machine, < 8 min (105 s on an H200)
-    python bench/bench_gpu.py --device cpu --size tiny --seq-lens 64 --steps 2 --json /tmp/g.json  # smoke run
+    python -m bench.bench_gpu                                                     # CUDA machine, < 8 min (105 s on an H200)
+    python -m bench.bench_gpu --device cpu --size tiny --seq-lens 64 --steps 2 --json /tmp/g.json  # smoke run
 """
 
 from __future__ import annotations
@@ -428,6 +428,21 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + summary(res))
     failed = [r for r in res.get("mfu", []) if "error" in r] + [r for r in res.values() if isinstance(r, dict) and "error" in r]
     return 1 if failed else 0
+
+
+NAME = "gpu"
+DESCRIPTION = "GPU training throughput and MFU at 2K and 8K, full and sliding-window attention, and the other GPU checks"
+FULL = ["--budget-s", "200"]
+QUICK = ["--device", "cpu", "--size", "tiny", "--seq-lens", "32", "--batch-tokens", "64", "--steps", "2", "--warmup", "1"]
+
+
+def run(quick: bool) -> dict:
+    """Every GPU check (quick: the CPU smoke run); without a CUDA device the full run is skipped."""
+    if not quick and not torch.cuda.is_available():
+        return {"skipped": "no CUDA device on this machine"}
+    from bench.suite import results_from_json
+
+    return results_from_json(main, QUICK if quick else FULL)
 
 
 if __name__ == "__main__":

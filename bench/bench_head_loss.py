@@ -4,7 +4,7 @@
 Both run in one process, calls alternating, median call time; the ratio is reference time / fused
 time. Also the fused path at other chunk sizes, which is how ``MIN_CHUNK_ROWS`` was chosen.
 
-    .venv/bin/python bench/bench_head_loss.py
+    .venv/bin/python -m bench.bench_head_loss
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import torch
@@ -23,12 +22,13 @@ from archpool.model.loss import default_chunk_rows, linear_cross_entropy
 SHAPES = [(1024, 64, 512), (2048, 128, 4096), (2048, 256, 8192), (4096, 256, 32768)]  # (tokens, d_model, vocab)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=9)
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--chunks", default="128,512,2048", help="extra chunk sizes (rows) to time")
-    args = ap.parse_args()
+    ap.add_argument("--shapes", type=int, default=len(SHAPES), help="time the first this many shapes")
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"LM head + cross-entropy, forward + backward, float32, {args.threads} threads, median of {args.calls} calls\n")
     extra = [int(c) for c in args.chunks.split(",") if c]
@@ -38,7 +38,8 @@ def main() -> int:
         + " |"
     )
     print("|---|---:|---:|---:|---:|" + "---:|" * len(extra))
-    for n, d, v in SHAPES:
+    rows = []
+    for n, d, v in SHAPES[: args.shapes]:
         g = torch.Generator().manual_seed(0)
         h = torch.randn(n, d, generator=g, requires_grad=True)
         w = (0.02 * torch.randn(v, d, generator=g)).requires_grad_()
@@ -65,8 +66,14 @@ def main() -> int:
             f"| {n} x {d} x {v} | {n * v * 4 / 2**20:.0f} | {ms['reference']:.1f} | {ms['fused']:.1f} ({default_chunk_rows(n, v)}) "
             f"| **{ms['reference'] / ms['fused']:.2f}x** | {cols} |"
         )
-    return 0
+        rows.append({"tokens": n, "d_model": d, "vocab": v, "ms": ms, "speedup": ms["reference"] / ms["fused"]})
+    return {"threads": args.threads, "calls": args.calls, "shapes": rows}
+
+
+NAME = "head_loss"
+DESCRIPTION = "the fused, chunked LM head + cross-entropy against float32 logits + F.cross_entropy, forward + backward"
+QUICK = ["--calls", "1", "--shapes", "1", "--chunks", "512"]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,8 +17,8 @@ peak RSS growth over the RSS just before that step (``VmHWM`` after resetting it
 parent across fork + exec: activations,
 attention masks, gradients and the allocator's slack; not the weights).
 
-    nice -n 10 .venv/bin/python bench/bench_local_attention.py            # writes bench/results/local_attention.{json,png}
-    nice -n 10 .venv/bin/python bench/bench_local_attention.py --lengths 512 2048 --repeats 2 --no-memory
+    nice -n 10 .venv/bin/python -m bench.bench_local_attention            # writes bench/results/local_attention.{json,png}
+    nice -n 10 .venv/bin/python -m bench.bench_local_attention --lengths 512 2048 --repeats 2 --no-memory
 """
 
 from __future__ import annotations
@@ -228,44 +228,6 @@ def op_step(q, k, v, mask, impl=None) -> None:
     y.sum().backward()
 
 
-def _git_show(rev: str, path: str) -> str | None:
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{path}"], capture_output=True, text=True)
-    return out.stdout if out.returncode == 0 else None
-
-
-def baseline_module(rev: str):
-    """The local attention of git revision ``rev``, imported beside today's under other names: its
-    ``archpool/model/kernels/`` package (``dispatch``, with ``local_attention`` and ``LocalMask``) or,
-    for revisions before that package, its one file ``archpool/model/local_attention.py``."""
-    import importlib
-    import importlib.util
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp())
-    package = "kernels_baseline"
-    names = ("__init__", "local", "fused", "dispatch")
-    sources = {n: _git_show(rev, f"archpool/model/kernels/{n}.py") for n in names}
-    if all(sources.values()):
-        (tmp / package).mkdir()
-        for n, src in sources.items():
-            (tmp / package / f"{n}.py").write_text(src.replace("archpool.model.kernels", package))
-        sys.path.insert(0, str(tmp))
-        for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
-            del sys.modules[name]  # another revision's, imported earlier in this process
-        return importlib.import_module(f"{package}.dispatch")
-    src = _git_show(rev, "archpool/model/local_attention.py")
-    if src is None:
-        raise SystemExit(f"--baseline {rev}: has neither archpool/model/kernels/ nor archpool/model/local_attention.py")
-    path = tmp / "local_attention_baseline.py"
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location("local_attention_baseline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @dataclass(frozen=True)
 class OpInputs:
     """The q, k, v of the op benchmark: B = 1, ``heads`` heads (K and V too) of ``head_dim``, in
@@ -287,17 +249,15 @@ class OpInputs:
         return [x.requires_grad_() for x in xs]
 
 
-def op_row(T: int, window: int | None, doc_mean: int | None, inputs: OpInputs, repeats: int, baseline=None) -> dict:
-    """Best-of-n seconds of full causal, the local op (and the ``baseline`` module's), interleaved;
-    per-round ratios; the ideal (pairs of full causal over pairs the mask allows)."""
+def op_row(T: int, window: int | None, doc_mean: int | None, inputs: OpInputs, repeats: int) -> dict:
+    """Best-of-n seconds of full causal and the local op, interleaved; per-round ratios; the ideal
+    (pairs of full causal over pairs the mask allows)."""
 
     from archpool.model.kernels.local import LocalMask
 
     q, k, v = inputs.make(T)
     doc_ids = document_ids(T, doc_mean) if doc_mean else None
     cases = {"full": (None, None), "local": (LocalMask(window, doc_ids), None)}
-    if baseline is not None:
-        cases["baseline"] = (baseline.LocalMask(window, doc_ids), baseline)
     for m, impl in cases.values():
         op_step(q, k, v, m, impl)
     times: dict[str, list[float]] = {c: [] for c in cases}
@@ -323,35 +283,20 @@ def op_row(T: int, window: int | None, doc_mean: int | None, inputs: OpInputs, r
         "ideal": ideal,
         "fraction_of_ideal": speedup / ideal,
     }
-    if baseline is not None:
-        row.update(baseline_s=times["baseline"], baseline_speedup=min(full) / min(times["baseline"]))
-        row["round_over_baseline"] = [b / x for b, x in zip(times["baseline"], local)]  # > 1: today's faster
     return row
 
 
 def op_table(rows: list[dict], title: str) -> str:
-    base = "baseline_s" in rows[0]
-    extra = (
-        " | baseline s | baseline speed-up | baseline fraction of ideal | baseline s / local s (per-round median [min–max])"
-        if base
-        else ""
-    )
     lines = [
         f"{title}",
         "",
-        f"| T | full causal s | local s | speed-up over full causal (per-round median [min–max]) | ideal (pair ratio) | fraction of ideal{extra} |",
-        "|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|" if base else ""),
+        "| T | full causal s | local s | speed-up over full causal (per-round median [min–max]) | ideal (pair ratio) | fraction of ideal |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        cells = (
-            f" | {min(r['baseline_s']):.3f} | {r['baseline_speedup']:.1f}× | {100 * r['baseline_speedup'] / r['ideal']:.0f}%"
-            f" | {spread(r['round_over_baseline'])}"
-            if base
-            else ""
-        )
         lines.append(
             f"| {r['T']:,} | {min(r['full_s']):.3f} | {min(r['local_s']):.3f} | {r['speedup']:.1f}× "
-            f"{spread(r['round_speedups'])} | {r['ideal']:.1f}× | {100 * r['fraction_of_ideal']:.0f}%{cells} |"
+            f"{spread(r['round_speedups'])} | {r['ideal']:.1f}× | {100 * r['fraction_of_ideal']:.0f}% |"
         )
     return "\n".join(lines)
 
@@ -363,14 +308,13 @@ def op_main(args) -> dict:
     torch.set_num_threads(args.threads)
     res = {"threads": torch.get_num_threads(), "torch": torch.__version__, "window": args.window, "heads": args.heads}
     res.update(head_dim=args.head_dim, dtype=args.dtype, doc_mean=args.doc_mean, date=time.strftime("%Y-%m-%d"))
-    res.update(baseline=args.baseline, layout=args.layout)
-    baseline = baseline_module(args.baseline) if args.baseline else None
+    res["layout"] = args.layout
     inputs = OpInputs(args.heads, args.head_dim, args.dtype, args.layout)
     for key, window, doc_mean in (("window_rows", args.window, None), ("document_rows", None, args.doc_mean)):
         res[key] = []
         for T in args.lengths:
             reps = args.repeats if T <= 8192 else args.long_repeats
-            res[key].append(op_row(T, window, doc_mean, inputs, reps, baseline))
+            res[key].append(op_row(T, window, doc_mean, inputs, reps))
             print(f"op {key} T={T} done", file=sys.stderr, flush=True)
     return res
 
@@ -435,7 +379,7 @@ def model_report(rows: list[dict], window: int) -> str:
     return "\n".join(lines)
 
 
-def run_op(args) -> None:
+def run_op(args) -> dict:
     """``--op`` (and ``--model``): time, print the tables, write ``OP_OUT`` (or ``--out`` if given)."""
     res = op_main(args)
     if args.model:
@@ -446,9 +390,10 @@ def run_op(args) -> None:
     print(op_report(res))
     if "model" in res:
         print("\n" + model_report(res["model"], args.window))
+    return res
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict | None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192, 16384])
     ap.add_argument("--window", type=int, default=256)
@@ -479,7 +424,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--doc-mean", type=int, default=1024, help="mean document length of the document table")
-    ap.add_argument("--baseline", help="with --op: also time local_attention.py as of this git revision, interleaved")
     args = ap.parse_args(argv)
     if args.op:
         return run_op(args)
@@ -520,11 +464,27 @@ def main(argv: list[str] | None = None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=1))  # partial results survive an interrupt
     report(res, args.out)
+    return res
 
 
 def report(res: dict, out: Path) -> None:
     print(table(res))
     figure(res, out.with_suffix(".png"))
+
+
+NAME = "local_attention"
+DESCRIPTION = "the sliding-window and document-mask attention op against full causal SDPA, and the whole model's forward"
+FULL = ["--op", "--model", "--layout", "bthd", "--lengths", "2048", "4096", "8192", "16384", "--repeats", "8"]
+FULL += ["--long-repeats", "6", "--model-lengths", "2048", "4096", "8192"]
+QUICK = ["--op", "--model", "--layout", "bthd", "--lengths", "512", "--repeats", "1", "--model-lengths", "512"]
+
+
+def run(quick: bool) -> dict:
+    """The op tables (``--op --model``); the results JSON goes to a temporary file."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return main([*(QUICK if quick else FULL), "--out", str(Path(tmp) / "local_attention_op.json")])
 
 
 if __name__ == "__main__":

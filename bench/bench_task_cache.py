@@ -1,7 +1,7 @@
 """The demo's pretraining stream with and without the cross-run cache of task documents, against a
 demo training step, in one process.
 
-    .venv/bin/python bench/bench_task_cache.py --batches 40 --repeats 5 --json bench/results/task_cache.json
+    .venv/bin/python -m bench.bench_task_cache --batches 40 --repeats 5 --json bench/results/task_cache.json
 
 The stream is the demo's (80% MQAR at 128 tokens, 4,096-token batches of 32 rows, seed 0): ``cold``
 generates every task document (what every run did before the cache; the first run of a seed still
@@ -21,20 +21,19 @@ import time
 from pathlib import Path
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batches", type=int, default=40)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=20, help="timed training steps per round")
     p.add_argument("--json", default=None)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     import torch
 
     torch.set_num_threads(1)
-    from demo_stream import demo_streams
-
     from archpool.model.model import Decoder
+    from bench.demo_stream import demo_streams
 
     pool, stream = demo_streams()
 
@@ -93,6 +92,13 @@ def main() -> None:
     print(json.dumps(out, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+NAME = "task_cache"
+DESCRIPTION = "the demo's pretraining stream with task documents read from the cross-run cache against generated"
+FULL = ["--batches", "40", "--repeats", "5"]
+QUICK = ["--batches", "2", "--repeats", "1", "--steps", "1"]
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Encoding throughput of the data stage on this machine: MB/s of UTF-8 text, tokens/s.
 
-    .venv/bin/python bench/bench_tokenize.py [--mb 16] [--vocab 4096]
+    .venv/bin/python -m bench.bench_tokenize [--mb 16] [--vocab 4096]
 
 Reads the first ``--mb`` MB of the default corpus (hash-ranked sample, as ``prepare`` does), trains
 the tokenizer once, then times: whole documents with ``encode_batch`` (HF's own thread pool), the
@@ -15,11 +15,11 @@ import os
 import time
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=16)
     ap.add_argument("--vocab", type=int, default=4096)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from archpool.data.corpus import DefaultCorpus
     from archpool.data.store import _encode, close_workers
     from archpool.tokenizer import train_tokenizer
@@ -37,12 +37,15 @@ def main() -> None:
     tok = train_tokenizer(texts[: max(1, len(texts) // 2)], args.vocab)
     print(f"train BPE {args.vocab} on {mb / 2:.1f} MB: {time.perf_counter() - t:.1f} s")
 
+    rates: dict[str, dict[str, float]] = {}
+
     def timed(name, fn):
         t = time.perf_counter()
         out = fn()
         dt = time.perf_counter() - t
         ntok = sum(len(x) for x in out)
         print(f"{name:<44} {mb / dt:6.2f} MB/s  {ntok / dt / 1e6:5.2f} M tok/s  ({dt:.1f} s)")
+        rates[name] = {"mb_per_s": mb / dt, "m_tokens_per_s": ntok / dt / 1e6, "seconds": dt}
         return [list(map(int, x)) for x in out]
 
     a = timed("encode_batch, whole docs (HF threads)", lambda: tok.encode_batch(texts))
@@ -52,6 +55,13 @@ def main() -> None:
     close_workers()
     assert a == b == c, "encodings differ"
     print("all three encodings identical")
+    return {"documents": len(texts), "mb": mb, "vocab": args.vocab, "methods": rates}
+
+
+NAME = "tokenize"
+DESCRIPTION = "encoding throughput of the data stage on the embedded corpus: MB/s and tokens/s, three methods"
+FULL = ["--mb", "16"]
+QUICK = ["--mb", "0.3", "--vocab", "512"]
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ busy CPU slows both alike; tokens/s is from the median step time, median over ``
 processes. Memory: each implementation alone in a fresh process, peak RSS (and its growth over the
 RSS before the model was built).
 
-    .venv/bin/python bench/bench_train.py                      # all configs, markdown table
-    .venv/bin/python bench/bench_train.py --configs tiny --steps 10 --repeats 1
+    .venv/bin/python -m bench.bench_train                      # all configs, markdown table
+    .venv/bin/python -m bench.bench_train --configs tiny --steps 10 --repeats 1
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def interleaved(name: str, steps: int, warmup: int, threads: int, compile: bool 
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, from {', '.join(CONFIGS)}")
     ap.add_argument("--steps", type=int, default=20)
@@ -190,7 +190,7 @@ def main() -> int:
     ap.add_argument("--compile", action="store_true", help="also time archpool with the trainer's torch.compile (per block)")
     ap.add_argument("--json", help="also write the raw results here")
     ap.add_argument("--worker", nargs=2, metavar=("IMPL", "CONFIG"), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         impl, name = args.worker
         fn = (
@@ -282,6 +282,18 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=2)
     return 0
+
+
+NAME = "train"
+DESCRIPTION = "CPU training step, archpool's Decoder against transformers' LlamaForCausalLM: tokens/s and peak RSS"
+FULL = ["--configs", "tiny,tiny-gqa,small,small-gqa,base", "--steps", "20", "--repeats", "3", "--compile"]
+QUICK = ["--configs", "tiny", "--steps", "2", "--warmup", "1", "--repeats", "1"]
+
+
+def run(quick: bool) -> dict:
+    from bench.suite import results_from_json
+
+    return {"configs": results_from_json(main, QUICK if quick else FULL)}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install archpool's embedded default corpus (see docs/manual.md, "The embedded default corpus"), idempotently.
+# Install archpool's embedded default corpus (see docs/data.md, "The embedded default corpus"), idempotently.
 #
 # Routes, first that works wins:
 #   1. root + apt-get:      apt-get install the nine Debian documentation/literature packages;

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import ConfigError, DataError, StateError
+from tests.helpers.pool import PlainConfig
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 HOSTILE_NUMBERS = st.one_of(
@@ -241,7 +242,7 @@ NODE_KEY = "k1"
 def _node():
     from archpool.pool.graph import Node
 
-    return Node(id="pretrain:A", stage="pretrain", config={}, run="A", key=NODE_KEY)
+    return Node(id="pretrain:A", stage="pretrain", config=PlainConfig(), run="A", key=NODE_KEY)
 
 
 @pytest.mark.parametrize(

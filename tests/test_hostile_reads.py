@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import CheckpointError, ConfigError, DataError
+from tests.helpers.pool import PlainConfig
 
 NAMED = (ConfigError, CheckpointError, DataError)  # DataError covers StateError and TableError
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -538,7 +539,7 @@ def test_done_marker(tmp_path, raw):
     from archpool.errors import StateError
     from archpool.pool.graph import DONE, Node, node_dir, read_result
 
-    node = Node(id="pretrain:A", stage="pretrain", config={}, key="k1")
+    node = Node(id="pretrain:A", stage="pretrain", config=PlainConfig(), key="k1")
     write(node_dir(tmp_path, node) / DONE, raw)
     try:
         assert isinstance(read_result(tmp_path, node), dict)
@@ -563,7 +564,7 @@ def test_event_log(tmp_path, lines):
 
     write(tmp_path / "events.jsonl", b"\n".join(lines) + b"\n")
     assert all(isinstance(e, dict) for e in read_events(tmp_path))
-    nodes = [Node(id="pretrain:A", stage="pretrain", config={}, run="A", key="k1")]
+    nodes = [Node(id="pretrain:A", stage="pretrain", config=PlainConfig(), run="A", key="k1")]
     assert all(s >= 0 or s < 0 for s in stage_seconds(tmp_path, nodes).values())
     progress = Progress(tmp_path, nodes, enabled=False)
     progress.read_events()
@@ -579,7 +580,7 @@ def test_progress_fraction_and_done_seconds(tmp_path, record, metrics):
     write(tmp_path / "run_config.json", record)
     write(tmp_path / "metrics.jsonl", b"\n".join(metrics))
     assert 0.0 <= _fraction_done(tmp_path) <= 1.0
-    node = Node(id="pretrain:A", stage="pretrain", config={}, run="A", key="k1")
+    node = Node(id="pretrain:A", stage="pretrain", config=PlainConfig(), run="A", key="k1")
     write(node_dir(tmp_path, node) / DONE, record)
     Progress(tmp_path, [node], enabled=False)._observe_done_file(node)
 
@@ -597,7 +598,7 @@ def test_report_provenance(tmp_path, metrics, task_result):
 
     write(tmp_path / "metrics.jsonl", b"\n".join(metrics))
     assert all(isinstance(s, int) and isinstance(v, float) for s, v in _curve(tmp_path / "metrics.jsonl"))
-    node = Node(id="eval:A", stage="eval", config={}, run="A", key="k2")
+    node = Node(id="eval:A", stage="eval", config=PlainConfig(), run="A", key="k2")
     write(node_dir(tmp_path, node) / "eval" / "tasks" / "mqar" / "64_ll.json", task_result)
     assert all(isinstance(v, float) for v in chance_levels(tmp_path, [node]).values())
 

@@ -22,7 +22,6 @@ finding about tiny-scale transfer, not a failure.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ from scipy import stats as sps
 from archpool.analysis.effects import arch_labels
 from archpool.analysis.mastery import mastery_frame, mastery_metric
 from archpool.analysis.table import features
-from archpool.columns import RULER_TASKS_TOTAL, lower_is_better, ruler_tasks_column
+from archpool.columns import lower_is_better, ruler_tasks_column
 
 PAPER_TARGETS = ("paper_helmet_32k", "paper_helmet_64k", "paper_ruler_64k")
 SHORT_CONTEXT = (
@@ -159,12 +158,3 @@ def _tasks_covered(d: pd.DataFrame, target: str) -> int | None:
         return None
     counts = pd.to_numeric(d[col], errors="coerce")
     return int(counts.min()) if counts.notna().any() else None
-
-
-def target_label(a: Mapping[str, Any]) -> str:
-    """The pool's ranking named as what it averages: a RULER mean over fewer than RULER's 13 tasks says
-    so, since the paper's RULER averages all 13 (the two are compared as rankings, never as scores)."""
-    k = a.get("target_tasks")
-    return "this pool's target" + (
-        f" (RULER, {k} of {RULER_TASKS_TOTAL} tasks)" if k is not None and k < RULER_TASKS_TOTAL else ""
-    )

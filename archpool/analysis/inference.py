@@ -29,6 +29,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from archpool.analysis import crossed
+from archpool.analysis.results import BELOW_INTEREST, EFFECT, EQUIVALENT, UNRESOLVED, UNTESTED
 from archpool.study import MIN_EFFECT
 
 ALPHA = 0.05
@@ -93,14 +94,6 @@ def test_of(e: dict[str, Any]) -> tuple[float | None, float | None, float | None
         return None, None, None
     se = float(x.std(ddof=1)) / math.sqrt(len(x))
     return paired_p(x), se, float(len(x) - 1)
-
-
-# What an effect's tests allow one to say (docs/extensibility.md, "Statistics: the words")
-EFFECT = "effect"  # beyond noise (Holm) and at least the smallest effect of interest
-BELOW_INTEREST = "below interest"  # beyond noise, but smaller than the smallest effect of interest
-EQUIVALENT = "equivalent"  # not beyond noise, and the equivalence test rules out the smallest effect of interest
-UNRESOLVED = "unresolved"  # neither: the interval allows no effect and effects larger than the smallest of interest
-UNTESTED = "untested"  # no test: one seed and no answers, or no spread to test against
 
 
 def claim(mean: float | None, p_holm: float | None, tost_holm: float | None, min_effect: float, alpha: float = ALPHA) -> str:

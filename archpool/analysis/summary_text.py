@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from archpool.analysis.agreement import target_label
 from archpool.analysis.extension import NOT_FACTORIAL
+from archpool.analysis.results import target_label
 from archpool.columns import RUNG_SEP, split_rung
 from archpool.study import FEATURES
 

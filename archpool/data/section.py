@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archpool.config import Config, check_keys, check_mapping
+from archpool.config import Config, check_keys, check_mapping, rerooted
 from archpool.data.config import DataConfig
 from archpool.data.store import store_path
 from archpool.errors import ConfigError
-from archpool.tasks import check_task_params, get_task, reserved_tokens_error, task_params
+from archpool.tasks import TaskConfig, get_task, task_configs
 
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
 
@@ -65,12 +65,6 @@ def _range(value: Any, name: str) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _task_params(value: Any, names: list[str], name: str) -> dict[str, Any]:
-    """A mapping of task name (one of ``names``) -> mapping of generator parameters, each typed and
-    bounded by the task (``archpool.tasks.check_task_params``; null: none)."""
-    return check_task_params(value, name, names)
-
-
 @dataclass(frozen=True)
 class TaskMix(Config):
     """Synthetic task documents mixed into the training streams (``data.tasks``)."""
@@ -85,9 +79,30 @@ class TaskMix(Config):
     extension_mix_unit: int | None = None  # default: ``mix_unit``
     fit_context: bool = False  # pretraining task documents fill exactly one sequence of the run
     extension_params: dict[str, Any] = field(default_factory=dict)  # per task, over ``params`` in the extension mix
+    # every task's typed config per split (``pretrain``, ``extension``), built from the two mappings above
+    configs: dict[str, dict[str, TaskConfig]] = field(init=False, repr=False, compare=False)
 
     PATH = "data.tasks"
     KEY = "key"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", self._split_configs())
+        super().__post_init__()
+
+    def _split_configs(self) -> dict[str, dict[str, TaskConfig]]:
+        """Per split, every task's typed config: ``params`` over the task's defaults, and in the
+        extension mix ``extension_params`` laid over those task by task (errors name the mapping the
+        value came from, under ``PATH``)."""
+        names = list(self.names)
+        given = task_configs(self.params, f"{self.PATH}.params", names)
+        pretrain = {t: given.get(t) or get_task(t).config for t in names}
+        laid = task_configs(self.extension_params, f"{self.PATH}.extension_params", names, base=pretrain)
+        return {"pretrain": pretrain, "extension": {**pretrain, **laid}}
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """The keys of the ``tasks:`` mapping (the derived ``configs`` is none)."""
+        return [f.name for f in dataclasses.fields(cls) if f.init]
 
     @classmethod
     def from_dict(cls, d: Any, path: str | None = None) -> TaskMix:
@@ -106,30 +121,36 @@ class TaskMix(Config):
         fit = d.get("fit_context", False)
         if not isinstance(fit, bool):
             raise ConfigError(f"{prefix}.fit_context", f"true or false, got {fit!r}")
-        params = _task_params(d.get("params"), names, f"{prefix}.params")
-        extension_params = _task_params(d.get("extension_params"), names, f"{prefix}.extension_params")
-        mix = cls(
-            names=tuple(names),
-            share=_fraction(d.get("share", 0.0), f"{prefix}.share", optional=False),
-            extension_share=_fraction(d.get("extension_share"), f"{prefix}.extension_share"),
-            length_range=_range(d.get("length_range", (64, 256)), f"{prefix}.length_range"),
-            params=params,
-            mix_unit=_int(d.get("mix_unit"), f"{prefix}.mix_unit", 1),
-            extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),
-            extension_mix_unit=_int(d.get("extension_mix_unit"), f"{prefix}.extension_mix_unit", 1),
-            fit_context=fit,
-            extension_params=extension_params,
-        )
-        _task_params(mix.params_for("extension"), names, f"{prefix}.extension_params")  # with params laid under
-        return mix
+        params, extension_params = d.get("params"), d.get("extension_params")
+        try:
+            return cls(
+                names=tuple(names),
+                share=_fraction(d.get("share", 0.0), f"{prefix}.share", optional=False),
+                extension_share=_fraction(d.get("extension_share"), f"{prefix}.extension_share"),
+                length_range=_range(d.get("length_range", (64, 256)), f"{prefix}.length_range"),
+                params={} if params is None else params,
+                mix_unit=_int(d.get("mix_unit"), f"{prefix}.mix_unit", 1),
+                extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),
+                extension_mix_unit=_int(d.get("extension_mix_unit"), f"{prefix}.extension_mix_unit", 1),
+                fit_context=fit,
+                extension_params={} if extension_params is None else extension_params,
+            )
+        except ConfigError as e:
+            raise rerooted(e, cls.PATH, prefix) from None
 
     def params_for(self, split: str) -> dict[str, Any]:
-        """Generator parameters per task for the ``pretrain`` or ``extension`` stream: ``params``, with
-        ``extension_params`` laid over them task by task in the extension mix (e.g. MQAR's
-        ``max_distance`` kept at the pretraining context, so retrieval beyond it is never trained)."""
+        """Generator parameters per task for the ``pretrain`` or ``extension`` stream, as written (what
+        the stream's document cache is keyed by): ``params``, with ``extension_params`` laid over them
+        task by task in the extension mix (e.g. MQAR's ``max_distance`` kept at the pretraining
+        context, so retrieval beyond it is never trained)."""
         if split != "extension" or not self.extension_params:
             return self.params
         return {t: {**self.params.get(t, {}), **self.extension_params.get(t, {})} for t in {*self.params, *self.extension_params}}
+
+    def configs_for(self, split: str) -> dict[str, TaskConfig]:
+        """Every task's typed config in the ``pretrain`` or ``extension`` stream (:meth:`params_for`'s
+        mapping, typed)."""
+        return self.configs["extension" if split == "extension" else "pretrain"]
 
     def for_split(self, split: str, seq_len: int | None = None) -> tuple[float, tuple[int, int], int | None]:
         """(share, length range, mix unit) of the ``pretrain`` or ``extension`` stream.
@@ -152,9 +173,8 @@ def _check_task_tokens(mix: TaskMix, task_tokens: int, prefix: str) -> None:
     """The mix's dense tasks fit the tokenizer's reserved task tokens in both streams (checked before the
     store is prepared, not when its first document is made)."""
     for split, key in (("pretrain", "params"), ("extension", "extension_params")):
-        params = mix.params_for(split)
-        for name in mix.names:
-            why = reserved_tokens_error(name, task_params(name, params.get(name)), task_tokens)
+        for name, config in mix.configs_for(split).items():
+            why = config.reserved_tokens_error(task_tokens)
             if why:
                 raise ConfigError(f"{prefix}.{key}.{name}", why)
 

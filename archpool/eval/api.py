@@ -15,7 +15,7 @@ from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, atomic_write_text
 from archpool.names import ALL_SUITES, MODES, SCORED_SUITES, SUITE_NAMES, TASK_SUITES, TEXT_SUITES
 from archpool.study import EVAL_SAMPLES, EVAL_SEED
-from archpool.tasks import HELMET_CATEGORIES, SUITES, task_names
+from archpool.tasks import HELMET_CATEGORIES, SUITES, TaskConfig, get_task, task_configs, task_names
 
 DEFAULT_SUITES = [ALL_SUITES]
 
@@ -77,7 +77,7 @@ class EvalRequest:
     seed: int = EVAL_SEED
     """Seed of the task samples."""
     task_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per-task parameter overrides (task name -> parameters)."""
+    """Per-task parameter overrides (task name -> parameters), as written (results record them)."""
     categories: Sequence[str] | None = None
     """HELMET categories the ``helmet`` score averages; None: all of them."""
     longppl_k: int | None = None
@@ -90,6 +90,8 @@ class EvalRequest:
     """Where ``results.json``, ``report.md`` and ``tasks/<task>/<length>_<mode>.json`` go; None: nowhere."""
     cache_dir: Path | None = None
     """Task and LongPPL result cache; None: no cache."""
+    configs: dict[str, TaskConfig] = field(init=False, repr=False, compare=False)
+    """The typed config of every task in ``task_params`` (built once, with the request)."""
 
     def __post_init__(self) -> None:
         norm = {
@@ -104,6 +106,7 @@ class EvalRequest:
         }
         for name, value in norm.items():
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "configs", task_configs(self.task_params, "task_params"))
         self.validate()
 
     def validate(self) -> None:
@@ -120,6 +123,10 @@ class EvalRequest:
                 raise ConfigError("categories", f"unknown HELMET category {c!r}; allowed: {', '.join(HELMET_CATEGORIES)}")
         if self.longppl_k is not None and (isinstance(self.longppl_k, bool) or self.longppl_k < 1):
             raise ConfigError("longppl_k", f"must be a positive integer, got {self.longppl_k!r}")
+
+    def task_config(self, name: str) -> TaskConfig:
+        """Task ``name``'s typed config: its ``task_params`` over its defaults."""
+        return self.configs.get(name) or get_task(name).config
 
     def suite_tasks(self) -> list[str]:
         """The tasks of the task suites asked for, each once, in suite order."""

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from archpool.errors import ConfigError
-from archpool.tasks import dense_documents, dense_params
+from archpool.tasks import MqarConfig, dense_documents, get_task
 
 
 def default_buckets(length: int) -> list[int]:
@@ -105,18 +105,14 @@ def score_rows(rows: Sequence[dict[str, Any]], length: int, buckets: Sequence[in
     return out
 
 
-def run_dense_task(
-    lm, tokenizer, task: str, length: int, n: int, seed: int, params: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Score ``n`` documents of dense task ``task`` at ``length`` (one result, mode ``dense``)."""
+def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, config: MqarConfig | None = None) -> dict[str, Any]:
+    """Score ``n`` documents of dense task ``task`` at ``length`` (one result, mode ``dense``); ``config``:
+    the task's typed config (default: its defaults), its ``buckets`` the distance bins of the scores."""
     t0 = time.perf_counter()
-    params = dict(params or {})
-    buckets = params.get("buckets") or default_buckets(length)
-    if not isinstance(buckets, (list, tuple)) or not all(isinstance(b, int) and b > 0 for b in buckets):
-        raise ConfigError(f"tasks.{task}.buckets", f"a list of positive distances (bucket upper edges), got {buckets!r}")
-    p = dense_params(task, params)
+    config = get_task(task).config_or_default(config)
+    buckets = config.buckets or default_buckets(length)
     try:
-        docs = dense_documents(task, tokenizer, length, n, seed, params)
+        docs = dense_documents(task, tokenizer, length, n, seed, config)
     except ConfigError as e:
         return {"task": task, "length": length, "mode": "dense", "skipped": str(e), "n": 0, "seed": seed}
     rows = answer_rows(lm, docs)
@@ -131,10 +127,10 @@ def run_dense_task(
         "n": res["n"],
         "score": 100.0 * res["acc"] if res["acc"] is not None else None,
         "gold_logprob_mean": res["lp"],
-        "params": p,
+        "params": config.generator_params(),
         "bucket_edges": sorted(set(buckets)),
         "result": res,
-        "chance": 100.0 / p["n_values"],
+        "chance": 100.0 / config.n_values,
         "wall_s": time.perf_counter() - t0,
         "samples": rows,
     }

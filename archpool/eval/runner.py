@@ -17,7 +17,7 @@ from typing import Any
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, owned_path, read_cache_entry, sha256_json, write_cache_entry
 from archpool.names import SCORED_SUITES
-from archpool.tasks import HELMET_CATEGORIES, SUITES, build_sample, is_dense, task_params
+from archpool.tasks import HELMET_CATEGORIES, SUITES, SampleConfig, build_sample, is_dense
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
@@ -59,15 +59,18 @@ def run_task(
     modes: Sequence[str],
     n: int,
     seed: int,
-    params: dict[str, Any] | None = None,
+    config: SampleConfig | None = None,
     stop_ids: set[int] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Score ``n`` samples of ``task`` at ``length`` in each mode; one result dict per mode."""
+    """Score ``n`` samples of ``task`` at ``length`` in each mode; one result dict per mode.
+    ``config``: the task's typed config (default: its defaults); ``params``: its parameters as written,
+    which the results record."""
     from archpool.eval.metrics import rank_of_gold, score_generation
 
     t0 = time.perf_counter()
     try:
-        samples = [build_sample(task, tokenizer, length, i, seed, params) for i in range(n)]
+        samples = [build_sample(task, tokenizer, length, i, seed, config) for i in range(n)]
     except ConfigError as e:
         return {m: {"task": task, "length": length, "mode": m, "skipped": str(e), "n": 0, "seed": seed} for m in modes}
     out: dict[str, dict[str, Any]] = {}
@@ -143,12 +146,12 @@ def run_tasks(
     results: list[dict[str, Any]] = []
     try:
         for task, length in jobs:
-            params = dict(request.task_params.get(task, {}))
+            params = request.task_params.get(task, {})
+            config = request.task_config(task)
             dense = is_dense(task)  # token documents: no haystack, scored once whatever the modes
             if haystack_texts and "haystack_texts" not in params and not dense:
-                params["haystack_texts"] = haystack_texts
+                config = config.replace(haystack_texts=haystack_texts)
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
-            task_params(task, params)  # validate early
             modes = [DENSE_MODE] if dense else list(request.modes)
             todo, got = [], {}
             for mode in modes:
@@ -165,10 +168,11 @@ def run_tasks(
                 if dense:
                     from archpool.eval.dense import run_dense_task
 
-                    fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, request.n_samples, request.seed, params)}
+                    fresh = {DENSE_MODE: run_dense_task(lm, tokenizer, task, length, request.n_samples, request.seed, config)}
                 else:
+                    modes_todo = [m for m, _, _ in todo]
                     fresh = run_task(
-                        lm, tokenizer, task, length, [m for m, _, _ in todo], request.n_samples, request.seed, params, stop_ids
+                        lm, tokenizer, task, length, modes_todo, request.n_samples, request.seed, config, stop_ids, shown
                     )
                 for mode, key, path in todo:
                     r = {**fresh[mode], "cache_key": key, "model_hash": model_hash, "tokenizer_hash": tokenizer_hash}

@@ -78,11 +78,3 @@ def preset_dict(family: str, size: str = "tiny") -> dict[str, Any]:
         swa_pattern="olmo3" if fam["swa"] else "none",
         rope=dict(theta=fam["theta"]),
     )
-
-
-def preset_names() -> list[str]:
-    return list(FAMILIES)
-
-
-def size_names() -> list[str]:
-    return list(SIZES)

@@ -120,6 +120,6 @@ def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log=print) -> 
 
 
 def _default(task: str, knob: str) -> Any:
-    from archpool.tasks import dense_params
+    from archpool.tasks import task_config
 
-    return dense_params(task, None).get(knob)
+    return task_config(task).generator_params().get(knob)

@@ -20,13 +20,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
 from archpool.rundir import pool_events_path, stage_dir
 from archpool.runtime import compute_device, peak_rss_mb, process_rank, reset_peak_rss
 from archpool.safeload import load_json, read_json_file
+
+if TYPE_CHECKING:
+    from archpool.pool.checkpoints import CheckpointRunSpec
+    from archpool.pool.nodes import StageConfig, StageResult
+    from archpool.pool.spec import PoolSpec, RunSpec
 
 DONE = "DONE"
 # Bump a stage's version when its outputs change meaning, to invalidate cached results.
@@ -35,24 +40,44 @@ STAGE_VERSIONS = {"data": 1, "pretrain": 1, "extend": 1, "eval": 1, "attention":
 
 @dataclass
 class Node:
-    """One stage execution: ``stage`` applied to ``config`` and the outputs of ``deps``."""
+    """One stage execution: ``stage`` applied to ``config`` and the outputs of ``deps``. ``run``,
+    ``recipe``, ``milestone``, ``rung`` and ``phase`` are the node's references into the pool (what
+    plan.json records of it); ``config`` is built from them and the pool's sections."""
 
     id: str  # readable, unique within a plan: "pretrain:A_s0", "extend:A_s0@0.5:ntk"
     stage: str
-    config: dict[str, Any]  # typed sections (ModelConfig, TrainConfig, ...) and plain values
+    config: StageConfig  # the stage's typed config (archpool.pool.nodes)
     deps: dict[str, str] = field(default_factory=dict)  # input name -> node id
     run: str | None = None  # None for pool-level nodes
     cost: float = 1.0  # relative expected time, for the progress ETA
     key: str = ""
+    recipe: str | None = None  # extend nodes and the nodes that read their model
+    milestone: float | None = None  # the fraction of pretraining an extension starts from (1: the end)
+    rung: int | None = None  # an eval of one rung of an extension ladder
+    phase: str | None = None  # an eval or attention node's: "base" (before extension) or "extended"
 
     def plain_config(self) -> dict[str, Any]:
-        """``config`` as plain data: each typed section as its ``to_dict()`` (what the key hashes)."""
-        return {k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in self.config.items()}
+        """``config`` as plain data (what the key hashes)."""
+        return self.config.to_dict()
+
+    def ref(self) -> dict[str, Any]:
+        """The node as plan.json records it: identity, references, inputs, cost and key, no config (a
+        checkpoint node's model ``content`` key too, which planning hashed from the model's bytes)."""
+        refs = dict(recipe=self.recipe, milestone=self.milestone, rung=self.rung, phase=self.phase)
+        refs["content"] = getattr(self.config, "content", None)
+        return dict(
+            id=self.id,
+            stage=self.stage,
+            run=self.run,
+            **{k: v for k, v in refs.items() if v is not None},
+            deps=self.deps,
+            cost=self.cost,
+            key=self.key,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(
-            id=self.id, stage=self.stage, config=self.plain_config(), deps=self.deps, run=self.run, cost=self.cost, key=self.key
-        )
+        """The node with its config, as its stage directory's ``node.json`` records it."""
+        return {**self.ref(), "config": self.plain_config()}
 
 
 def assign_keys(nodes: list[Node]) -> None:
@@ -119,20 +144,21 @@ def discard_damaged_marker(out: Path, node: Node, log: Callable[[str], None]) ->
 
 @dataclass
 class StageContext:
-    """What a stage function gets: where to write (and resume), its node's config (typed sections, as
-    the plan built them) and its inputs."""
+    """What a stage function gets: where to write (and resume), its node's typed config, its inputs'
+    directories, results and configs, the run's spec and the pool's."""
 
     out_dir: Path
-    config: dict[str, Any]
+    config: StageConfig
     inputs: dict[str, Path]  # input name -> finished output dir of that input
-    input_results: dict[str, dict[str, Any]]
-    run: Any  # the run's RunSpec / CheckpointRunSpec (archpool.pool.spec), None for pool-level nodes
-    pool: Any  # the PoolSpec
+    input_results: dict[str, StageResult]
+    input_configs: dict[str, StageConfig]  # input name -> that input node's config (from the plan)
+    run: RunSpec | CheckpointRunSpec | None  # None for pool-level nodes
+    pool: PoolSpec
     threads: int
     log: Callable[[str], None]
 
 
-StageFn = Callable[[StageContext], "dict[str, Any] | None"]
+StageFn = Callable[[StageContext], "StageResult | None"]
 
 
 def log_event(out: Path, **event: Any) -> None:
@@ -187,8 +213,8 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
     node: Node,
     nodes_by_id: dict[str, Node],
     fn: StageFn,
-    pool: dict[str, Any],
-    run: dict[str, Any] | None,
+    pool: PoolSpec,
+    run: RunSpec | CheckpointRunSpec | None,
     threads: int,
     log: Callable[[str], None],
     label: str | None = None,
@@ -241,6 +267,7 @@ def _context(out: Path, node: Node, nodes_by_id: dict[str, Node], run, pool, thr
         config=node.config,
         inputs={name: node_dir(out, dn) for name, dn in deps.items()},
         input_results={name: read_result(out, dn) for name, dn in deps.items()},
+        input_configs={name: dn.config for name, dn in deps.items()},
         run=run,
         pool=pool,
         threads=threads,

@@ -21,7 +21,7 @@ def _pool_run_stage(run_dir: Path, pretrained: bool, extension: str | None) -> t
     pre = [n for n in mine if n.stage == "pretrain" and is_done(out, n)]
     ext = {n.id: n for n in mine if n.stage == "extend" and is_done(out, n)}
     if not pretrained:
-        full = {k: n for k, n in ext.items() if float(n.config.get("milestone", 1.0)) >= 1.0}
+        full = {k: n for k, n in ext.items() if n.milestone is None or n.milestone >= 1.0}
         chosen = pick_extension(full if extension is None and full else ext, extension, run_dir)
         if chosen is not None:
             return node_dir(out, chosen[1]), f"pool run {run!r}, extended model (node {chosen[0]})"

@@ -28,240 +28,232 @@ rebuilt from whatever finished, so a failed run shows up in it instead of blocki
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from archpool.attention.settings import Settings as AttentionSettings
 from archpool.columns import RUNG_SEP, affixes, rung_label
-from archpool.data.section import DataSection
 from archpool.errors import ConfigError, DataError, StateError
 from archpool.io import atomic_write_json, sha256_file
 from archpool.pool.checkpoints import CheckpointRunSpec, content_key
 from archpool.pool.graph import Node, assign_keys
-from archpool.pool.sections import EvalSettings
-from archpool.pool.spec import PoolSpec, RunSpec, pool_model_config
+from archpool.pool.nodes import (
+    BASE,
+    EXTENDED,
+    AttentionConfig,
+    DataConfig,
+    EvalConfig,
+    ExtendConfig,
+    PretrainConfig,
+)
+from archpool.pool.sections import PoolRecipe, milestone_key
+from archpool.pool.spec import PoolSpec, RunSpec
 from archpool.rundir import POOL_PLAN, pool_plan_path
 from archpool.safeload import read_record
-from archpool.train.config import ExtensionConfig, TrainConfig
+from archpool.train.config import TrainConfig
 
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
 
-
-def _pretrain_tokens(train: dict[str, Any]) -> float:
-    if train.get("max_tokens"):
-        return float(train["max_tokens"])
-    steps = train.get("max_steps") or train.get("steps") or 100
-    return float(steps * (train.get("global_batch_tokens") or 8192))
-
-
-def _extension_tokens(recipe: dict[str, Any], train: dict[str, Any]) -> float:
-    if recipe.get("tokens"):
-        return float(recipe["tokens"])
-    if recipe.get("steps"):  # toy recipes
-        return float(recipe["steps"]) * 8192
-    return float(recipe.get("token_fraction", 0.07)) * _pretrain_tokens(train)
-
-
 # rough CPU throughputs (tokens/s), only to weigh stages against each other in the ETA
 _PRETRAIN_RATE, _EXTEND_RATE = 10_000.0, 7_000.0
+_UNKNOWN_COST = 1.0  # a training stage of a backend other than ``real``, whose work the plan cannot size
 
 
-def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None) -> list[Node]:
-    """All nodes of ``runs`` (default: every run), in dependency order, with content keys."""
+def _pretrain_cost(train: TrainConfig | dict[str, Any]) -> float:
+    """The pretraining's planned cost: its tokens (the run's typed ``TrainConfig``) at a rough CPU rate."""
+    if not isinstance(train, TrainConfig):  # another backend's settings, as written
+        return _UNKNOWN_COST
+    return train.total_steps() * train.global_batch_tokens / _PRETRAIN_RATE
+
+
+def _extension_cost(run: RunSpec, recipe: PoolRecipe, train: TrainConfig | dict[str, Any]) -> float:
+    """The extension's planned cost: the tokens its plan trains on (:func:`plan_extension`) at a rough CPU rate."""
+    if recipe.config is None or not isinstance(train, TrainConfig):
+        return _UNKNOWN_COST
+    from archpool.train.extension_plan import plan_extension
+
+    return plan_extension(run.model, train, recipe.config, "final").tokens / _EXTEND_RATE
+
+
+def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None, contents: dict[str, str] | None = None) -> list[Node]:
+    """All nodes of ``runs`` (default: every run), in dependency order, with content keys. ``contents``
+    (node id -> content key) gives checkpoint nodes the model keys a plan recorded, instead of hashing
+    the models' bytes again."""
     runs = pool.runs if runs is None else runs
-    real = pool.backend == "real"
-    data_cost = 0.5 if not real or pool.data.synthetic is not None else 20.0
+    data_cost = 0.5 if pool.backend != "real" or pool.data.synthetic is not None else 20.0
     trained = [r for r in runs if not isinstance(r, CheckpointRunSpec)]
     nodes: list[Node] = []
     if trained or not runs:
-        nodes.append(Node(id="data", stage="data", config=dict(data=pool.data, backend=pool.backend), cost=data_cost))
-    pre_cost = _pretrain_tokens(pool.train) / _PRETRAIN_RATE
+        nodes.append(Node(id="data", stage="data", config=DataConfig(data=pool.data, backend=pool.backend), cost=data_cost))
     for run in runs:
         if isinstance(run, CheckpointRunSpec):
-            nodes.extend(checkpoint_nodes(pool, run))
-            continue
-        pre = Node(
-            id=f"pretrain:{run.name}",
-            stage="pretrain",
-            config=dict(
-                model=run.model,
-                seq_len=run.pretrain_ctx,
-                seed=run.seed,
-                init_seed=run.init_seed,
-                train=pool.pretrain_config(run.pretrain_ctx, run.seed) if real else pool.train,
-                milestones=pool.milestones,
-            ),
-            deps={"data": "data"},
-            run=run.name,
-            cost=pre_cost,
-        )
-        nodes.append(pre)
-        evaluate = pool.eval.enabled
-        if evaluate and pool.eval.base:
-            nodes.append(
-                Node(
-                    id=f"eval:{run.name}:base",
-                    stage="eval",
-                    config=dict(eval=pool.eval, phase="base", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx),
-                    deps={"model": pre.id, "data": "data"},
-                    run=run.name,
-                    cost=max(0.1, 0.05 * pre_cost),
-                )
-            )
-        if evaluate and pool.eval.base and pool.attention_enabled and pool.extension:
-            nodes.append(
-                Node(
-                    id=f"attention:{run.name}:base",
-                    stage="attention",
-                    config=dict(
-                        attention=pool.attention,
-                        seq_len=run.pretrain_ctx,
-                        long_ctx=pool.long_ctx,
-                        analysis_len=pool.extension[0].length(pool.long_ctx),
-                    ),
-                    deps={"model": pre.id, "data": "data"},
-                    run=run.name,
-                    cost=max(0.1, 0.03 * pre_cost),
-                )
-            )
-        for milestone in [*pool.milestones, 1.0]:
-            for r_i, recipe in enumerate(pool.extension):
-                if not recipe.applies(run.arch):
-                    continue
-                primary = milestone == 1.0 and r_i == 0
-                tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone:g}'}:{recipe.name}"
-                ext = Node(
-                    id=f"extend:{tag}",
-                    stage="extend",
-                    config=dict(
-                        recipe=recipe.stage_config(),
-                        milestone=milestone,
-                        seed=run.seed,
-                        long_ctx=pool.long_ctx,
-                        pretrain_ctx=run.pretrain_ctx,
-                    ),
-                    deps={"model": pre.id, "data": "data"},
-                    run=run.name,
-                    cost=_extension_tokens(recipe.written, pool.train) / _EXTEND_RATE,
-                )
-                nodes.append(ext)
-                rungs = recipe.budgets or [None]
-                for rung in rungs if evaluate else []:
-                    config = dict(eval=pool.eval, phase="extended", seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
-                    if rung is not None:
-                        config["rung"] = rung
-                    nodes.append(
-                        Node(
-                            id=f"eval:{tag}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
-                            stage="eval",
-                            config=config,
-                            deps={"model": ext.id, "base": pre.id, "data": "data"},
-                            run=run.name,
-                            cost=max(0.1, 0.1 * pre_cost / len(rungs)),
-                        )
-                    )
-                if primary and pool.attention_enabled:
-                    nodes.append(
-                        Node(
-                            id=f"attention:{tag}",
-                            stage="attention",
-                            config=dict(
-                                attention=pool.attention,
-                                seq_len=run.pretrain_ctx,
-                                long_ctx=pool.long_ctx,
-                                analysis_len=recipe.length(pool.long_ctx),
-                            ),
-                            deps={"model": ext.id, "base": pre.id, "data": "data"},
-                            run=run.name,
-                            cost=max(0.1, 0.03 * pre_cost),
-                        )
-                    )
+            nodes.extend(checkpoint_nodes(pool, run, contents or {}))
+        else:
+            nodes.extend(trained_run_nodes(pool, run))
     assign_keys(nodes)
     return nodes
 
 
-def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec) -> list[Node]:
+def trained_run_nodes(pool: PoolSpec, run: RunSpec) -> list[Node]:
+    """A trained run's nodes: pretraining, its evaluation and attention before extension, and every
+    recipe's extension (from the end and from each milestone) with its evaluations and attention."""
+    train = pool.pretrain_config(run.pretrain_ctx, run.seed) if pool.backend == "real" else pool.train
+    pre_cost = _pretrain_cost(train)
+    pre = Node(
+        id=f"pretrain:{run.name}",
+        stage="pretrain",
+        config=PretrainConfig(
+            model=run.model,
+            seq_len=run.pretrain_ctx,
+            seed=run.seed,
+            init_seed=run.init_seed,
+            train=train,
+            milestones=pool.milestones,
+        ),
+        deps={"data": "data"},
+        run=run.name,
+        cost=pre_cost,
+    )
+    nodes = [pre]
+    evaluate = pool.eval.enabled
+    if evaluate and pool.eval.base:
+        nodes.append(_eval_node(pool, run, f"{run.name}:base", pre, None, None, max(0.1, 0.05 * pre_cost)))
+    if evaluate and pool.eval.base and pool.attention_enabled and pool.extension:
+        nodes.append(_attention_node(pool, run, f"{run.name}:base", pre, None, pool.extension[0], max(0.1, 0.03 * pre_cost)))
+    for milestone in [*pool.milestones, 1.0]:
+        for r_i, recipe in enumerate(pool.extension):
+            if recipe.applies(run.arch):
+                nodes.extend(_extension_nodes(pool, run, pre, recipe, milestone, primary=milestone == 1.0 and r_i == 0))
+    return nodes
+
+
+def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe, milestone: float, primary: bool) -> list[Node]:
+    """One recipe's extension of ``run`` from ``milestone``, an eval per ladder rung (one without a
+    ladder), and for the primary recipe from the end of pretraining its attention analysis."""
+    pre_cost = pre.cost
+    tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone_key(milestone)}'}:{recipe.name}"
+    ext = Node(
+        id=f"extend:{tag}",
+        stage="extend",
+        config=ExtendConfig(
+            recipe=recipe.stage_config(),
+            milestone=milestone,
+            seed=run.seed,
+            long_ctx=pool.long_ctx,
+            pretrain_ctx=run.pretrain_ctx,
+        ),
+        deps={"model": pre.id, "data": "data"},
+        run=run.name,
+        cost=_extension_cost(run, recipe, pre.config.train),
+        recipe=recipe.name,
+        milestone=milestone,
+    )
+    nodes = [ext]
+    rungs = recipe.budgets or [None]
+    for rung in rungs if pool.eval.enabled else []:
+        cost = max(0.1, 0.1 * pre_cost / len(rungs))
+        nodes.append(_eval_node(pool, run, tag, pre, ext, rung, cost))
+    if primary and pool.attention_enabled:
+        nodes.append(_attention_node(pool, run, tag, pre, ext, recipe, max(0.1, 0.03 * pre_cost)))
+    return nodes
+
+
+def _reads(pre: Node, ext: Node | None) -> tuple[str, dict[str, str]]:
+    """(phase, inputs) of a node measuring ``ext``'s model, or the pretrained one when ``ext`` is None."""
+    if ext is None:
+        return BASE, {"model": pre.id, "data": "data"}
+    return EXTENDED, {"model": ext.id, "base": pre.id, "data": "data"}
+
+
+def _eval_node(pool: PoolSpec, run: RunSpec, tag: str, pre: Node, ext: Node | None, rung: int | None, cost: float) -> Node:
+    """The eval of ``ext``'s model (at ``rung`` of its ladder), or of the pretrained one (``ext`` None)."""
+    phase, deps = _reads(pre, ext)
+    return Node(
+        id=f"eval:{tag}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
+        stage="eval",
+        config=EvalConfig(eval=pool.eval, phase=phase, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx, rung=rung),
+        deps=deps,
+        run=run.name,
+        cost=cost,
+        recipe=None if ext is None else ext.recipe,
+        milestone=None if ext is None else ext.milestone,
+        rung=rung,
+        phase=phase,
+    )
+
+
+def _attention_node(pool: PoolSpec, run: RunSpec, tag: str, pre: Node, ext: Node | None, recipe: PoolRecipe, cost: float) -> Node:
+    """The attention analysis of ``ext``'s model, or of the pretrained one (``ext`` None), at ``recipe``'s length."""
+    phase, deps = _reads(pre, ext)
+    return Node(
+        id=f"attention:{tag}",
+        stage="attention",
+        config=AttentionConfig(
+            attention=pool.attention,
+            seq_len=run.pretrain_ctx,
+            long_ctx=pool.long_ctx,
+            analysis_len=recipe.length(pool.long_ctx),
+        ),
+        deps=deps,
+        run=run.name,
+        cost=cost,
+        recipe=None if ext is None else ext.recipe,
+        milestone=None if ext is None else ext.milestone,
+        phase=phase,
+    )
+
+
+def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str, str] | None = None) -> list[Node]:
     """Eval and attention of a checkpoint run: ``eval:R`` / ``attention:R`` on its checkpoint (plain
     columns, as a trained run's extended model) and ``eval:R:base`` / ``attention:R:base`` on its
     ``pretrained`` twin (``base_`` columns). Configs carry the models' content keys, not their paths
-    (the stage finds the path in the run spec), so equal bytes are one cached result."""
+    (the stage finds the path in the run spec), so equal bytes are one cached result; ``contents``
+    (node id -> key) gives the keys a plan recorded."""
+    contents = contents or {}
     nodes: list[Node] = []
     evaluate = pool.eval.enabled
     attend = pool.attention_enabled
     long_lengths = pool.eval.lengths_at(False, pool.long_ctx)
     texts = {Path(t).name: sha256_file(t) for t in pool.texts}
     for which, ref in run.refs.items():
-        base = which == "pretrained"
-        suffix = ":base" if base else ""
-        common = dict(checkpoint=which, content=content_key(ref), seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+        phase = BASE if which == "pretrained" else EXTENDED
+        suffix = ":base" if phase == BASE else ""
+        eval_id, attention_id = f"eval:{run.name}{suffix}", f"attention:{run.name}{suffix}"
+        content = contents.get(eval_id) or contents.get(attention_id) or content_key(ref)
+        common = dict(checkpoint=which, content=content, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
         if evaluate:
-            nodes.append(
-                Node(
-                    id=f"eval:{run.name}{suffix}",
-                    stage="eval",
-                    config=dict(common, eval=pool.eval, phase="base" if base else "extended"),
-                    run=run.name,
-                    cost=1.0,
-                )
-            )
+            config = EvalConfig(eval=pool.eval, phase=phase, **common)
+            nodes.append(Node(id=eval_id, stage="eval", config=config, run=run.name, cost=1.0, phase=phase))
         if attend:
-            nodes.append(
-                Node(
-                    id=f"attention:{run.name}{suffix}",
-                    stage="attention",
-                    config=dict(
-                        common,
-                        attention=pool.attention,
-                        analysis_len=max(long_lengths),
-                        texts=texts,
-                        text="texts" if texts else "filler",
-                    ),
-                    run=run.name,
-                    cost=0.5,
-                )
+            config = AttentionConfig(
+                attention=pool.attention,
+                analysis_len=max(long_lengths),
+                texts=texts,
+                text="texts" if texts else "filler",
+                **common,
             )
+            nodes.append(Node(id=attention_id, stage="attention", config=config, run=run.name, cost=0.5, phase=phase))
     return nodes
 
 
-def result_columns(node: Node | dict, primary_recipe: str) -> tuple[str, str]:
+def result_columns(node: Node, primary_recipe: str) -> tuple[str, str]:
     """(prefix, suffix) under which a node's metrics enter its run's row of results.csv.
 
     The primary recipe at the end of pretraining gives the plain metric names; the pre-extension
-    evaluation gets ``base_``; other recipes ``<recipe>_``; milestone extensions ``@<fraction>``.
+    evaluation gets ``base_``; other recipes ``<recipe>_``; milestone extensions ``@<fraction>``;
+    a ladder rung ``#ext<steps>``.
     """
-    node_id = node.id if isinstance(node, Node) else node["id"]
-    tag, _, recipe = node_id.split(":", 1)[1].partition(":")
-    recipe, _, rung = recipe.partition(RUNG_SEP)
-    prefix, suffix = affixes(recipe, tag.partition("@")[2], primary_recipe)
-    return prefix, suffix + (f"{RUNG_SEP}{rung}" if rung else "")
+    recipe = BASE if node.phase == BASE else node.recipe or ""
+    milestone = "" if node.milestone is None or node.milestone >= 1.0 else milestone_key(node.milestone)
+    prefix, suffix = affixes(recipe, milestone, primary_recipe)
+    return prefix, suffix + ("" if node.rung is None else f"{RUNG_SEP}{rung_label(node.rung)}")
 
 
-PLAN_SCHEMA = 2  # plan.json's layout: node configs as their typed sections' mappings
+PLAN_SCHEMA = 3  # plan.json's layout: the pool's sections once, each node's references, no node configs
 
 
 def write_plan(out: Path, pool: PoolSpec, nodes: list[Node]) -> None:
-    atomic_write_json(pool_plan_path(out), dict(schema=PLAN_SCHEMA, pool=pool.to_dict(), nodes=[n.to_dict() for n in nodes]))
-
-
-def section_types(backend: str) -> dict[str, Callable[[Any], Any]]:
-    """How a node's config keys parse back into typed sections. ``train`` and ``recipe`` are the
-    real backend's ``TrainConfig`` / ``ExtensionConfig``; another backend gets its sections as written."""
-    types: dict[str, Callable[[Any], Any]] = {
-        "model": pool_model_config,
-        "data": DataSection.from_dict,
-        "eval": EvalSettings.from_dict,
-        "attention": AttentionSettings.from_dict,
-    }
-    if backend == "real":
-        types.update(train=TrainConfig.from_dict, recipe=ExtensionConfig.from_dict)
-    return types
-
-
-def node_from_dict(d: dict[str, Any], types: dict[str, Callable[[Any], Any]]) -> Node:
-    """A node from :meth:`Node.to_dict`'s mapping, its config's sections parsed by ``types``."""
-    config = {k: types[k](v) if k in types else v for k, v in d["config"].items()}
-    return Node(**{**d, "config": config})
+    """plan.json: the pool (each section once, recipes resolved) and every node's references and key."""
+    atomic_write_json(pool_plan_path(out), dict(schema=PLAN_SCHEMA, pool=pool.to_dict(), nodes=[n.ref() for n in nodes]))
 
 
 def require_pool_dir(out: str | Path) -> Path:
@@ -272,8 +264,10 @@ def require_pool_dir(out: str | Path) -> Path:
 
 
 def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
-    """The pool and its stage graph from ``plan.json``; ``StateError`` naming the file when it is
-    damaged or written by another version of archpool (another ``schema``)."""
+    """The pool and its stage graph from ``plan.json``: the pool parsed once, every node's config built
+    from it again (:func:`build_plan`) and checked against the recorded key. ``StateError`` naming the
+    file when it is damaged, written by another version of archpool (another ``schema``), or when its
+    nodes no longer match what the pool plans (another archpool, or the pool's text files changed)."""
     path = pool_plan_path(out)
     try:
         if path.is_symlink():
@@ -282,13 +276,24 @@ def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
         schema = data.get("schema")
         if schema == PLAN_SCHEMA or not (isinstance(data.get("pool"), dict) and isinstance(data.get("nodes"), list)):
             pool = PoolSpec.from_dict(data["pool"])
-            types = section_types(pool.backend)
-            return pool, [node_from_dict(n, types) for n in data["nodes"]]
+            refs = [n for n in data["nodes"] if isinstance(n, dict)]
+            contents = {n["id"]: n["content"] for n in refs if isinstance(n.get("content"), str)}
+            nodes = build_plan(pool, contents=contents)
+            recorded = [(n["id"], n["key"]) for n in data["nodes"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # ConfigError is a ValueError
         reason = e.message if isinstance(e, ConfigError) else e
         raise StateError(
             f"{path}: truncated or corrupt ({reason}); delete it and re-run `archpool run` on the pool file"
         ) from None
-    raise StateError(
-        f"{path}: plan schema {str(schema)[:40]!r}, not {PLAN_SCHEMA} (another version of archpool); re-run `archpool run`"
-    )
+    if schema != PLAN_SCHEMA:
+        raise StateError(
+            f"{path}: plan schema {str(schema)[:40]!r}, not {PLAN_SCHEMA} (another version of archpool); re-run `archpool run`"
+        )
+    planned = [(n.id, n.key) for n in nodes]
+    if planned != recorded:
+        changed = next((i for (i, k), r in zip(planned, recorded) if (i, k) != r), None) or "the node list"
+        raise StateError(
+            f"{path}: its nodes differ from what this archpool plans for its pool ({str(changed)[:80]}); "
+            "re-run `archpool run` on the pool file to plan it again"
+        )
+    return pool, nodes

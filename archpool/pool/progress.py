@@ -46,8 +46,7 @@ class StageRates:
 def stage_kind(node: Node) -> str:
     """What a node's rate is measured over: its stage, and its phase where a stage has several (an eval
     before extension is a few short lengths; after it, lengths up to 16x)."""
-    phase = node.config.get("phase") if isinstance(node.config, dict) else None
-    return f"{node.stage}:{phase}" if phase else node.stage
+    return f"{node.stage}:{node.phase}" if node.phase else node.stage
 
 
 @dataclass

@@ -36,10 +36,8 @@ def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[
         prefix, suffix = ("", "") if n.stage == "pretrain" else result_columns(n, primary)
         done = is_done(out, n)
         values = (read_result(out, n).get("metrics") or {}) if done else {}
-        if n.stage == "eval" and n.config.get("rung") is not None:
-            ladders.setdefault((prefix, suffix.rpartition(RUNG_SEP)[0]), []).append(
-                (int(n.config["rung"]), values if done else None)
-            )
+        if n.stage == "eval" and n.rung is not None:
+            ladders.setdefault((prefix, suffix.rpartition(RUNG_SEP)[0]), []).append((n.rung, values if done else None))
         for k, v in values.items():
             if isinstance(v, (int, float, str)) or v is None:
                 metrics[f"{prefix}{k}{suffix}"] = v

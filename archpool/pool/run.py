@@ -3,7 +3,7 @@
 
 Layout of a pool directory (``out/<pool>`` by default)::
 
-    plan.json               the expanded pool and its stage graph (node ids, configs, content keys)
+    plan.json               the expanded pool and its stage graph (node ids, references, content keys)
     events.jsonl            one line per stage start / skip / done / error (progress, status, tests)
     stages/<stage>/<key>/   content-addressed stage outputs; DONE marks a finished one
     runs/<run>/status.json  {"state": "done" | "failed" | "running" | "interrupted", "error": ..., "stage": ...}

@@ -19,21 +19,25 @@ from archpool.errors import ConfigError
 from archpool.eval.api import EvalRequest
 from archpool.eval.harness import HarnessSettings
 from archpool.model.config import MAX_SEQ_LEN
-from archpool.names import MODES, SUITE_NAMES, check_name
-from archpool.tasks import get_task
-from archpool.train.config import ExtensionConfig
+from archpool.names import MODES, SUITE_NAMES, check_recipe_name
+from archpool.tasks import TaskConfig, get_task
+from archpool.train.config import ExtensionConfig, extension_length
 
-RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
 DEFAULT_LENGTH_RATIO = ExtensionConfig.length_ratio  # 8: the paper extends 8K models to 64K
 MAX_SAMPLES = 100_000  # evaluation samples per task and length
 MAX_LENGTH_RATIO = 1024  # an evaluation length as a multiple of the pool's long context
 
 
 # ---------------------------------------------------------------------------------------------- milestones
+def milestone_key(fraction: float) -> str:
+    """How a pretraining milestone (a fraction of pretraining) is named in node ids, pool results and
+    the pretrain stage's result: ``0.5``, ``0.25``."""
+    return f"{fraction:g}"
+
+
 def milestone_steps(fractions: list[float], total_steps: int) -> dict[str, int]:
-    """The pretraining step of each ``milestones:`` fraction (at least step 1), keyed as the pool
-    names them (``"0.5"``)."""
-    return {f"{m:g}": max(1, round(m * total_steps)) for m in fractions}
+    """The pretraining step of each ``milestones:`` fraction (at least step 1), keyed by :func:`milestone_key`."""
+    return {milestone_key(m): max(1, round(m * total_steps)) for m in fractions}
 
 
 # ---------------------------------------------------------------------------------------------- extension
@@ -44,7 +48,8 @@ POOL_RECIPE_KEYS = ("name", "archs", "seq_len")  # a pool recipe's keys that are
 class PoolRecipe:
     """One ``extension:`` recipe of a pool: the mapping as written (what a non-``real`` backend's
     extend stage reads), its name and architectures, and for the ``real`` backend the extend stage's
-    config, resolved to the pool's length (:func:`extension_config`)."""
+    config, resolved to the pool's length (:func:`extension_config`), which is the one form the pool's
+    record (:meth:`to_dict`) keeps."""
 
     name: str
     written: dict[str, Any]
@@ -58,20 +63,26 @@ class PoolRecipe:
     @property
     def budgets(self) -> list[int]:
         """The ladder of step budgets, ascending (empty: no ladder)."""
-        return sorted(self.written.get("budgets") or [])
+        return sorted((self.config.budgets if self.config is not None else self.written.get("budgets")) or [])
 
     def length(self, long_ctx: int) -> int:
         """The length this recipe extends every member to: ``length``, or ``length_ratio`` (default 8)
         × the pool's long context."""
+        if self.config is not None:
+            return self.config.target_length(long_ctx)
         written = self.written
-        return int(written.get("length") or int(written.get("length_ratio", DEFAULT_LENGTH_RATIO)) * long_ctx)
+        return extension_length(written.get("length"), written.get("length_ratio", DEFAULT_LENGTH_RATIO), long_ctx)
 
     def stage_config(self) -> ExtensionConfig | dict[str, Any]:
         """What the extend stage receives: the resolved config (real backend) or the mapping as written."""
         return self.config if self.config is not None else dict(self.written)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.written)
+        """The recipe as the pool's record keeps it: the resolved config with its name and architectures
+        (``real`` backend; :func:`parse_extensions` reads it back to the same config), else as written."""
+        if self.config is None:
+            return dict(self.written)
+        return {**self.config.to_dict(), **({"archs": list(self.archs)} if self.archs else {})}
 
 
 def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final") -> ExtensionConfig:
@@ -85,7 +96,7 @@ def extension_config(recipe: dict[str, Any], long_ctx: int, source: str = "final
         recipe.pop(key, None)
     recipe.update(name=name, source=source)
     written = ExtensionConfig.from_dict(recipe, f"extension[{name}]")  # types checked before any arithmetic
-    length = written.length or written.length_ratio * long_ctx
+    length = written.target_length(long_ctx)
     try:
         return dataclasses.replace(written, length=length, length_ratio=DEFAULT_LENGTH_RATIO)
     except ConfigError as e:
@@ -107,7 +118,7 @@ def parse_extensions(value: Any, long_ctx: int, backend: str) -> list[PoolRecipe
             raise ConfigError(f"extension[{i}]", "an extension recipe is a mapping")
         r = dict(r)
         r.setdefault("name", r.get("recipe", f"recipe{i}"))
-        check_name(f"extension[{i}].name", r["name"], reserved=RESERVED_RECIPE_NAMES)
+        check_recipe_name(f"extension[{i}].name", r["name"])
         if r["name"] in names:
             raise ConfigError(f"extension[{i}].name", f"duplicate recipe name {r['name']!r}")
         names.add(r["name"])
@@ -219,12 +230,13 @@ class EvalSettings(Config):
         )
 
 
-def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> None:
-    """Every ``task_params`` entry names a registered task (did-you-mean otherwise) and only parameters
-    that task has, each typed and within its bounds: a typo fails at validation, not after training."""
-    from archpool.tasks import check_task_params
+def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> dict[str, TaskConfig]:
+    """The typed config of every ``task_params`` entry (``archpool.tasks.task_configs``): each names a
+    registered task (did-you-mean otherwise) and only parameters that task has, each typed and within
+    its bounds: a typo fails at validation, not after training."""
+    from archpool.tasks import task_configs
 
-    check_task_params(task_params, prefix)
+    return task_configs(task_params, prefix)
 
 
 # ---------------------------------------------------------------------------------------------- attention

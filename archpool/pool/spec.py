@@ -725,13 +725,14 @@ def _check_packages(runs: list[RunSpec], train: dict[str, Any]) -> None:
 def _check_task_vocab(runs: list[RunSpec], section: DataSection, e: EvalSettings) -> None:
     """The dense tasks the pool evaluates fit the data's reserved task tokens (``data.task_tokens``; the
     training mix's are checked with the data section)."""
-    from archpool.tasks import dense_params, is_dense, reserved_tokens_error
+    from archpool.tasks import is_dense, task_config
 
     if not runs or section.data is None or not section.data.task_tokens or not e.enabled:
         return
     for task in _evaluated_tasks(e):
         if is_dense(task):
-            why = reserved_tokens_error(task, dense_params(task, e.task_params.get(task)), section.data.task_tokens)
+            config = task_config(task, e.task_params.get(task), f"eval.task_params.{task}")
+            why = config.reserved_tokens_error(section.data.task_tokens)
             if why:
                 raise ConfigError(f"eval.task_params.{task}", why)
 
@@ -801,7 +802,7 @@ def _check_calibration(report: ReportSettings, e: EvalSettings) -> None:
     parameters of that task)."""
     from archpool.columns import ColumnKey
     from archpool.pool.sections import validate_task_params
-    from archpool.tasks import dense_params, is_dense
+    from archpool.tasks import is_dense, task_config
 
     cal = report.calibrate
     if cal is None:
@@ -817,7 +818,7 @@ def _check_calibration(report: ReportSettings, e: EvalSettings) -> None:
         raise ConfigError(
             "report.calibrate.task", f"calibrates the target's task ({task!r}), a dense task; got {cal.task or task!r}"
         )
-    known = sorted(set(dense_params(task, None)))
+    known = sorted(task_config(task).generator_params())
     if cal.knob not in known:
         raise ConfigError("report.calibrate.knob", f"{cal.knob!r} is not a parameter of {task}; allowed: {', '.join(known)}")
     for v in cal.values:

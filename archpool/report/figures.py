@@ -16,14 +16,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from archpool.analysis import archs
+from archpool.analysis.archs import Mean
+from archpool.analysis.results import AxisVerdict
 from archpool.columns import ColumnKey, split_rung
-from archpool.report import archs
-from archpool.report.archs import Mean
-from archpool.report.verdict import AxisVerdict
 
 COUNT_COLORS = ["#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027"]  # 0 … 4 features
 TOP_PREDICTORS = 15  # the predictor figure shows the strongest ones; the table lists all
-QK_COLORS = {"none": "#4575b4", "layerwise": "#d73027", "headwise": "#fc8d59"}
 
 
 def _t(s: object) -> str:
@@ -41,14 +40,6 @@ def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
-
-
-def _count_legend(ax, counts: list[int]) -> None:
-    handles = [
-        Line2D([], [], marker="s", ls="", color=COUNT_COLORS[c], label=f"{c} feature{'' if c == 1 else 's'}")
-        for c in sorted(set(counts))
-    ]
-    ax.legend(handles=handles, fontsize=8, loc="best")
 
 
 MAX_FIGURE_ROWS = 60  # a figure with one row per item shows at most this many (the tables list all)
@@ -181,65 +172,6 @@ def effects(r: dict[str, Any]) -> Figure | None:
     )
     if inter:
         ax2.legend(fontsize=8, loc="best")
-    return fig
-
-
-def by_length(r: dict[str, Any], df: pd.DataFrame) -> Figure | None:
-    """Score vs context length before (dashed) and after (solid) extension, one line per run."""
-    metrics = r["by_length"]
-    if not metrics:
-        return None
-    count = {q["run"]: q["feature_count"] for q in r["runs"]}
-    fig = _figure(5.5 * len(metrics), 4)
-    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
-    rows = df[df["run"].isin(count)]
-    for ax, (metric, phases) in zip(axes, metrics.items()):
-        for ph, ls in (("pre", "--"), ("post", "-")):
-            cols = phases.get(ph)
-            if not cols:
-                continue
-            for _, row in rows.iterrows():
-                ys = [row[c] for c in cols.values()]
-                ax.plot(list(cols), ys, ls=ls, marker="o", ms=3, lw=1, color=COUNT_COLORS[count[row["run"]]], alpha=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("context length (tokens)")
-        ax.set_ylabel(_t(metric))
-        ax.set_title(f"{_t(metric)}: before (dashed) / after (solid) extension")
-        _count_legend(ax, list(count.values()))
-    return fig
-
-
-def attention(r: dict[str, Any], df: pd.DataFrame) -> Figure | None:
-    """Left: sink strength vs target with the fit; right: entropy vs sink, coloured by QK-norm."""
-    a = r["attention"]
-    if not a or not a.get("sink_column"):
-        return None
-    sink, ent = a["sink_column"], a.get("entropy_column")
-    d = df[df["run"].isin({q["run"] for q in r["runs"]})]
-    y = d["run"].map({q["run"]: q["target"] for q in r["runs"]})
-    fig = _figure(10 if ent else 5.5, 4)
-    axes = np.atleast_1d(fig.subplots(1, 2 if ent else 1))
-    colors = [QK_COLORS[q] for q in d["qk_norm"]]
-    ax = axes[0]
-    ax.scatter(d[sink], y, c=colors, edgecolor="k", linewidth=0.4, zorder=3)
-    fit = a["sink_vs_target"]
-    if fit.get("coef") is not None:
-        xs = np.linspace(np.nanmin(d[sink]), np.nanmax(d[sink]), 50)
-        ax.plot(xs, fit["intercept"] + fit["coef"] * xs, color="k", label=f"R² {fit['r2']:.2f}")
-        ax.legend(fontsize=8)
-    ax.set_xlabel(f"attention sink strength ({_t(sink)})")
-    ax.set_ylabel(_t(r["target"]))
-    ax.set_title("sink strength vs score")
-    if ent:
-        ax2 = axes[1]
-        for q, color in QK_COLORS.items():
-            m = d["qk_norm"] == q
-            if m.any():
-                ax2.scatter(d.loc[m, sink], d.loc[m, ent], color=color, edgecolor="k", linewidth=0.4, label=f"QK-norm {q}")
-        ax2.set_xlabel(f"attention sink strength ({_t(sink)})")
-        ax2.set_ylabel(f"attention entropy ({_t(ent)})")
-        ax2.set_title("entropy vs sink, by QK-norm")
-        ax2.legend(fontsize=8)
     return fig
 
 

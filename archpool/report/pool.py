@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archpool.analysis import analyze, format_text, load_results
-from archpool.analysis.answers import load_answers
-from archpool.analysis.table import ConstantTargetError
+from archpool.analysis.report_data import ConstantTargetError, analysis_text, load
 from archpool.io import atomic_write_text
 from archpool.report.context import ReportContext
 from archpool.report.html import REPORT_FILES, write_report
@@ -57,9 +55,8 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            df = load_results(out)
-            answers = load_answers(out)
-            r = analyze(
+            df, answers = load(out)
+            text = analysis_text(
                 df,
                 settings.target,
                 settings.short_ctx,
@@ -68,7 +65,6 @@ def write_pool_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]
                 settings.min_effect,
                 settings.context.headroom,
             )
-            text = format_text(r)
             atomic_write_text(report_dir / "analysis.txt", text + "\n")
             page = write_report(
                 df,

@@ -2,8 +2,8 @@
 compound pair beside the paper's effect), the untrained rung as its own finding, the compounding
 test, the headroom rule and the calibration of the scored task, and the report's markdown summary.
 
-Everything is laid out from an :func:`archpool.analysis.analyze` result (and the pool's calibration
-record); nothing here computes a statistic.
+Everything is laid out from the analysis's results (:class:`archpool.analysis.results.ReportData`) and the
+pool's calibration record; nothing here computes a statistic.
 """
 
 from __future__ import annotations
@@ -13,21 +13,33 @@ from typing import Any
 
 import pandas as pd
 
-from archpool.analysis import inference
-from archpool.analysis.agreement import target_label
-from archpool.columns import ColumnKey, rung_label
+from archpool.analysis.results import (
+    BELOW,
+    CANNOT_RESOLVE,
+    CEILING,
+    CONTRADICTS,
+    FEATURE_NAMES,
+    NO_LARGER,
+    REPRODUCES,
+    SMALLER,
+    AxisVerdict,
+    ReportData,
+    TransferCell,
+    fmt,
+    fmt_ci,
+    target_label,
+)
 from archpool.report import transfer
-from archpool.report.findings import FEATURE_NAMES
-from archpool.report.verdict import AxisVerdict, fmt, fmt_ci
+from archpool.report.tables import mean_ci_text
 
 RESOLVES = {
-    transfer.REPRODUCES: "reproduces the paper's sign",
-    transfer.CONTRADICTS: "contradicts the paper's sign",
-    transfer.NO_LARGER: "no effect larger than ±X",
-    transfer.SMALLER: "rules out the paper's relative size",
-    transfer.BELOW: "beyond noise, smaller than ±X",
-    transfer.CEILING: "cannot resolve: at the ceiling",
-    transfer.UNRESOLVED: "cannot resolve",
+    REPRODUCES: "reproduces the paper's sign",
+    CONTRADICTS: "contradicts the paper's sign",
+    NO_LARGER: "no effect larger than ±X",
+    SMALLER: "rules out the paper's relative size",
+    BELOW: "beyond noise, smaller than ±X",
+    CEILING: "cannot resolve: at the ceiling",
+    CANNOT_RESOLVE: "cannot resolve",
 }
 COMPOUND_WORDS = {
     "super-additive": "costs more than the sum of its parts",
@@ -38,21 +50,21 @@ COMPOUND_WORDS = {
 PAPER_COMPOUND = "SWA −1.1 HELMET points without GQA, about −9 with it (7B, HELMET@32K)"
 
 
-def _verdict_words(c: transfer.TransferCell) -> str:
+def _verdict_words(c: TransferCell) -> str:
     words = RESOLVES[c.verdict].replace("X", f"{c.min_effect:g}")
-    if c.verdict == transfer.NO_LARGER and c.paper_relative is not None and c.relative is not None:
+    if c.verdict == NO_LARGER and c.paper_relative is not None and c.relative is not None:
         words += " (so smaller than the paper's relative size)" if abs(c.paper_relative) > c.min_effect else ""
-    if c.verdict == transfer.UNRESOLVED:
+    if c.verdict == CANNOT_RESOLVE:
         words += transfer.unresolved_note([c])
     return words
 
 
-def resolves_table(cells: Sequence[transfer.TransferCell], multiple: int | None, r: Mapping[str, Any]) -> pd.DataFrame:
+def resolves_table(data: ReportData) -> pd.DataFrame:
     """Per feature at the target's multiple: the paper's 7B effect, this pool's with its interval, and
     what the pool can say; then each compound pair's interaction beside the paper's compounding."""
     rows = []
-    for c in cells:
-        if c.multiple != multiple:
+    for c in data.transfer:
+        if c.multiple != data.target_multiple:
             continue
         rows.append(
             {
@@ -67,8 +79,8 @@ def resolves_table(cells: Sequence[transfer.TransferCell], multiple: int | None,
                 "what this scale resolves": _verdict_words(c),
             }
         )
-    x = transfer.min_effect_of(dict(r))
-    for comp in r.get("compounding") or []:
+    x = data.min_effect
+    for comp in data.analysis.get("compounding") or []:
         names = " + ".join(FEATURE_NAMES[f] for f in comp["features"])
         i = comp["interaction"]
         rows.append(
@@ -91,9 +103,9 @@ def compounding_table(r: Mapping[str, Any]) -> pd.DataFrame:
             {
                 "pair": " + ".join(FEATURE_NAMES[f] for f in comp["features"]),
                 "seeds": comp["interaction"]["n"],
-                "pair − baseline": _mean_ci(comp["pair"]),
-                "sum of the single effects": _mean_ci(comp["parts"]),
-                "interaction (pair − sum)": _mean_ci(comp["interaction"]),
+                "pair − baseline": mean_ci_text(comp["pair"]),
+                "sum of the single effects": mean_ci_text(comp["parts"]),
+                "interaction (pair − sum)": mean_ci_text(comp["interaction"]),
                 "p_holm": t.get("p_holm"),
                 "p_equivalent_holm": t.get("p_equivalent_holm"),
                 "verdict": comp["verdict"],
@@ -102,38 +114,13 @@ def compounding_table(r: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mean_ci(s: Mapping[str, Any] | None) -> str:
-    if not s or s.get("mean") is None:
-        return "—"
-    return f"{fmt(s['mean'])} {fmt_ci(s.get('ci95'))}".strip()
-
-
-def rung_zero(r: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per axis the effect at the target's length and distance filter after the RoPE change alone (the
-    ladder's rung 0, zero-shot extensibility), tested as a family of its own: never mixed into the
-    primary target."""
-    key = ColumnKey.parse(r["target"])
-    ext = r.get("extension_effects") or {}
-    if key is None or not key.rung or key.rung == rung_label(0):
-        return []
-    column = key.but(rung=rung_label(0)).format()
-    rows = []
-    for a in ext.get("axes") or []:
-        x = next((x for x in a["effects"] if x["column"] == column), None)
-        if x is not None and x["post"]["mean"] is not None:
-            rows.append({"feature": a["feature"], "column": column, "effect": x["post"], "base_mean": x.get("base_mean")})
-    for row, t in zip(rows, inference.family([x["effect"] for x in rows], min_effect=transfer.min_effect_of(dict(r)))):
-        row["test"] = t or {}
-    return rows
-
-
 def rung_zero_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
                 "axis": FEATURE_NAMES.get(x["feature"], x["feature"]),
                 "baseline": x["base_mean"],
-                "effect": _mean_ci(x["effect"]),
+                "effect": mean_ci_text(x["effect"]),
                 "p_holm": x["test"].get("p_holm"),
                 "claim": x["test"].get("claim"),
             }

@@ -11,6 +11,10 @@ multi-query associative recall, single-hop and chained, scored by key–query di
 answers each, not prompt + answer samples: ``dense_documents`` makes them for evaluation and
 ``training_documents`` yields them (ids + per-token target flags) for the training mixes.
 
+Every task's parameters are one frozen, typed config (``params.py``: ``TaskConfig``; ``MqarConfig``,
+the RULER, HELMET and ``kv_recall`` families next to their generators); ``task_config`` builds one
+from a mapping, checked once, and the generators take it.
+
 ``registry.py`` holds the registry, ``catalogue.py`` registers the tasks and suites (importing this
 package registers them), ``samples.py`` builds evaluation samples, ``documents.py`` dense and
 training documents.
@@ -21,16 +25,16 @@ from __future__ import annotations
 from archpool.tasks.base import DEPTHS, Sample, sample_seed
 from archpool.tasks.catalogue import HELMET_CATEGORIES, RULER_TASKS  # importing it registers every task and suite
 from archpool.tasks.documents import (
-    DENSE_SCORING_KEYS,
     DENSE_SUFFIXES,
-    check_task_params,
     dense_documents,
     dense_params,
     reserved_tokens_error,
-    task_params,
+    task_configs,
     training_documents,
     training_documents_key,
 )
+from archpool.tasks.mqar import MqarConfig
+from archpool.tasks.params import SampleConfig, TaskConfig
 from archpool.tasks.registry import (
     SUITES,
     TASKS,
@@ -40,22 +44,24 @@ from archpool.tasks.registry import (
     register_suite,
     register_task,
     suite_tasks,
+    task_config,
     task_names,
 )
-from archpool.tasks.samples import build_sample, generate, resolve_params, task_vocab
+from archpool.tasks.samples import build_sample, generate, task_vocab
 
 __all__ = [
-    "DENSE_SCORING_KEYS",
     "DENSE_SUFFIXES",
     "DEPTHS",
     "HELMET_CATEGORIES",
     "RULER_TASKS",
     "SUITES",
     "TASKS",
+    "MqarConfig",
     "Sample",
+    "SampleConfig",
+    "TaskConfig",
     "TaskDef",
     "build_sample",
-    "check_task_params",
     "dense_documents",
     "dense_params",
     "generate",
@@ -64,11 +70,11 @@ __all__ = [
     "register_suite",
     "register_task",
     "reserved_tokens_error",
-    "resolve_params",
     "sample_seed",
     "suite_tasks",
+    "task_config",
+    "task_configs",
     "task_names",
-    "task_params",
     "task_vocab",
     "training_documents",
     "training_documents_key",

@@ -5,74 +5,63 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from archpool.config import check_keys, rerooted
+from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
 from archpool.tasks.base import TokenizerLike, sample_seed
-from archpool.tasks.params import MAX_LENGTH, Param, check
-from archpool.tasks.registry import get_task, is_dense, task_names
-from archpool.tasks.samples import build_sample, resolve_params, task_vocab
+from archpool.tasks.params import TaskConfig
+from archpool.tasks.registry import TaskDef, get_task, is_dense, task_config, task_names
+from archpool.tasks.samples import build_sample, task_vocab
 
-# scoring settings a dense task's params may carry next to its generator's
-DENSE_SCORING = dict(buckets=Param("edges", 1, MAX_LENGTH, optional=True))  # distance bucket edges (tokens)
-DENSE_SCORING_KEYS = tuple(DENSE_SCORING)
 # the metrics of a dense task's score columns: ``<task>_<suffix>@<length>`` (archpool.columns.dense_columns)
 DENSE_SUFFIXES = ("acc", "lp", "chain", "hop2_acc")
 
 
-def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """A dense task's generator parameters (defaults + overrides, every one typed and bounded, unknown
-    keys refused; scoring keys checked, then dropped)."""
-    task = get_task(name)
-    if not is_dense(name):
-        raise ConfigError("task", f"{name} is not a dense task: its samples come from build_sample")
-    check(f"tasks.{name}", {**mqar.PARAMS, **DENSE_SCORING}, params)
-    overrides = {k: v for k, v in (params or {}).items() if k not in DENSE_SCORING}
-    try:
-        return mqar.resolve({**task.defaults, **overrides})
-    except ConfigError as e:
-        raise ConfigError(f"tasks.{name}.{e.field.split('.', 1)[-1]}", e.message) from None
-
-
-def task_params(name: str, params: Any) -> dict[str, Any]:
-    """Task ``name``'s parameters: its defaults and ``params``, each typed and within its bounds, unknown
-    keys refused with a did-you-mean (the one check of a task's parameters: pool sections, the
-    training mixes and the eval stage call it). Errors name ``tasks.<name>.<key>``."""
-    if params is not None and not isinstance(params, dict):
-        raise ConfigError(f"tasks.{name}", f"a mapping of task parameters, got {params!r}")
-    return dense_params(name, params) if is_dense(name) else resolve_params(get_task(name), params)
-
-
-def reserved_tokens_error(name: str, params: dict[str, Any], task_tokens: int) -> str | None:
-    """Why ``task_tokens`` reserved task tokens cannot hold dense task ``name`` with resolved ``params``
-    (composite MQAR bindings need one token per key-value pair); None when they can, for a task that is
-    not dense, or with no tokens reserved."""
-    return mqar.vocab_error(params, task_tokens) if is_dense(name) else None
-
-
-def check_task_params(value: Any, prefix: str, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-    """A mapping of task name -> parameters (``eval.task_params``, ``data.tasks.params``), every entry
-    checked by :func:`task_params`: names registered tasks (one of ``names`` when given; a did-you-mean
-    otherwise), each value a mapping of parameters that task takes. Errors name ``<prefix>.<task>.<key>``.
-    Returns the mapping (null: empty)."""
+def task_configs(
+    value: Any, prefix: str, names: Sequence[str] | None = None, base: Mapping[str, TaskConfig] | None = None
+) -> dict[str, TaskConfig]:
+    """The typed configs of a mapping of task name -> parameters (``eval.task_params``,
+    ``data.tasks.params``): names registered tasks (one of ``names`` when given; a did-you-mean
+    otherwise), each value a mapping of parameters that task takes, laid over the task's config in
+    ``base`` (default: its defaults; :func:`task_config`). Errors name ``<prefix>.<task>.<key>``.
+    Null: none."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ConfigError(prefix, f"a mapping of task name -> parameters, got {type(value).__name__}")
     allowed = list(names) if names is not None else task_names()
     check_keys(value, allowed, prefix, "task" if names is None else "task of this mix")
+    configs = {}
     for name, params in value.items():
         if not isinstance(params, dict):
             raise ConfigError(f"{prefix}.{name}", f"a mapping of task parameters, got {params!r}")
-        try:
-            task_params(name, params)
-        except ConfigError as e:
-            raise rerooted(e, f"tasks.{name}", f"{prefix}.{name}") from None
-    return value
+        under = (base or {}).get(name) or get_task(name).config
+        configs[name] = under.with_overrides(params, f"{prefix}.{name}")
+    return configs
+
+
+def _dense_task(name: str) -> TaskDef:
+    if not is_dense(name):
+        raise ConfigError("task", f"{name} is not a dense task: its samples come from build_sample")
+    return get_task(name)
+
+
+def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """A dense task's generator parameters as a mapping (its typed config's, scoring settings left
+    out: what a dense result records), from the mapping ``params`` (:func:`task_config`)."""
+    _dense_task(name)
+    return task_config(name, params).generator_params()
+
+
+def reserved_tokens_error(name: str, params: dict[str, Any] | None, task_tokens: int) -> str | None:
+    """Why ``task_tokens`` reserved task tokens cannot hold task ``name`` with the mapping ``params``
+    (composite MQAR bindings need one token per key-value pair); None when they can, for a task that
+    is not dense, or with no tokens reserved."""
+    return task_config(name, params).reserved_tokens_error(task_tokens)
 
 
 def dense_documents(
@@ -81,12 +70,12 @@ def dense_documents(
     length: int,
     n: int,
     seed: int = 42,
-    params: dict[str, Any] | None = None,
+    config: mqar.MqarConfig | None = None,
     space: str = "eval",
 ) -> list[mqar.Document]:
-    """``n`` documents of dense task ``name``, each exactly ``length`` tokens (document i is
-    reproducible on its own, from the ``space`` seed namespace)."""
-    p = dense_params(name, params)
+    """``n`` documents of dense task ``name`` (``config``: its typed config, default its defaults), each
+    exactly ``length`` tokens (document i is reproducible on its own, from the ``space`` seed namespace)."""
+    p = _dense_task(name).config_or_default(config)
     vocab = task_vocab(tokenizer, p)
     return [mqar.make_document(random.Random(sample_seed(space, name, seed, i, length)), length, vocab, p) for i in range(n)]
 
@@ -97,11 +86,12 @@ def training_documents(
     seed: int,
     length_range: tuple[int, int],
     tokenizer: TokenizerLike,
-    params: dict[str, dict[str, Any]] | None = None,
+    configs: Mapping[str, TaskConfig] | None = None,
     start: int = 0,
 ) -> Iterator[str | mqar.Document]:
     """Documents in the tasks' formats (prompt + gold answer) for the training mixes; dense tasks
     yield token documents (``ids`` + per-token ``scored`` flags: only their answers are targets).
+    ``configs``: typed configs by task name (a task not named: its defaults).
 
     Seeds come from the ``train`` space (``sample_seed``), disjoint from evaluation's. Each document's
     length is drawn uniformly in ``length_range`` tokens; ``n=None`` yields forever. Lengths too short
@@ -114,7 +104,7 @@ def training_documents(
     lo, hi = length_range
     if not 0 < lo <= hi:
         raise ConfigError("length_range", f"need 0 < lo <= hi, got {length_range}")
-    resolved = {t: task_params(t, (params or {}).get(t)) for t in task_names}  # a bad parameter fails here, not as a miss
+    resolved = {t: get_task(t).config_or_default((configs or {}).get(t)) for t in task_names}
     dense = {t: p for t, p in resolved.items() if is_dense(t)}
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
@@ -136,7 +126,7 @@ def training_documents(
                 yield doc
             continue
         try:
-            s = build_sample(name, tokenizer, length, i, seed, (params or {}).get(name), space="train")
+            s = build_sample(name, tokenizer, length, i, seed, resolved[name], space="train")
         except ConfigError:
             misses += 1
             if misses > 1000 and made == 0:

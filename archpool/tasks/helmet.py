@@ -7,19 +7,35 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from archpool.tasks import words as W
 from archpool.tasks.base import Draw, pick_depths
+from archpool.tasks.params import SHOTS, SampleConfig, count, param
 from archpool.tasks.ruler import FactDocs, fact_passage, pick_distractors
 
 
-def _shots(p: dict[str, Any], length: int) -> int:
-    return p["shots"] if p.get("shots") is not None else (2 if length >= 2048 else 0)
+@dataclass(frozen=True)
+class ShotsConfig(SampleConfig):
+    """A task with demonstrations before the question (``json_kv``, ``rag``)."""
+
+    shots: int | None = param(None, SHOTS)
+
+
+@dataclass(frozen=True)
+class IclConfig(SampleConfig):
+    """Many-shot ICL over ``n_labels`` permuted integer labels."""
+
+    n_labels: int = param(6, count(2, 40))  # each label's signature takes 4 of the 188 nouns
+
+
+def _shots(p: ShotsConfig, length: int) -> int:
+    return p.shots if p.shots is not None else (2 if length >= 2048 else 0)
 
 
 # ------------------------------------------------------------------------------------- JSON KV
-def json_kv(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def json_kv(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) -> Draw:
     def u() -> str:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
@@ -44,12 +60,12 @@ def json_kv(rng: random.Random, index: int, length: int, tok, p: dict[str, Any])
         return prompt, {"needle_char": prompt.index(gold_k), "gold_index": at, "num_kvs": n + 1}
 
     target = f' "{gold_v}"'
-    distractors = pick_distractors(rng, target, [], lambda: f' "{u()}"', p["n_choices"] - 1)
+    distractors = pick_distractors(rng, target, [], lambda: f' "{u()}"', p.n_choices - 1)
     return Draw(render, [gold_v], target, distractors, {})
 
 
 # ------------------------------------------------------------------------------------- RAG
-def rag(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def rag(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) -> Draw:
     facts = FactDocs(rng, index)
     demos = ""
     for _ in range(_shots(p, length)):
@@ -69,7 +85,7 @@ def rag(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> 
         return prompt, {"needle_char": prompt.index(fact_passage(facts.gold)), "gold_doc": at, "num_docs": n + 1}
 
     target = " " + facts.answer
-    distractors = pick_distractors(rng, target, [], lambda: " " + rng.choice(facts.options()), p["n_choices"] - 1)
+    distractors = pick_distractors(rng, target, [], lambda: " " + rng.choice(facts.options()), p.n_choices - 1)
     return Draw(render, [facts.answer], target, distractors, {"question": facts.question})
 
 
@@ -82,7 +98,7 @@ RERANK_INSTR = (
 )
 
 
-def rerank(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) -> Draw:
     """Query = (color, animal, city); a passage's relevance is how many of the three it matches
     (0-3). One passage matches all three, two match two, the rest are drawn at random."""
     q = (rng.choice(W.COLORS), rng.choice(W.ANIMALS), rng.choice(W.CITIES))
@@ -120,7 +136,7 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) 
         best = max(ds, key=lambda d: d[2])[0]
         return prompt, {"qrels": qrels, "best": best, "needle_char": prompt.index(f"[ID: {best}]"), "num_docs": n + 3}
 
-    n_choices = p["n_choices"]
+    n_choices = p.n_choices
     fin_seed = rng.getrandbits(32)
 
     def finalize(meta: dict[str, Any]):
@@ -139,10 +155,10 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) 
 ICL_INSTR = 'Use the provided mapping from the text to label to assign a label to the text. Only output "label: {label}" and nothing else. \n\n'
 
 
-def icl(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def icl(rng: random.Random, index: int, length: int, tok, p: IclConfig) -> Draw:
     """Texts from class-conditional word distributions; labels are a fresh random permutation of
     0..n-1 per sample, so the task is pure in-context label mapping (HELMET's default)."""
-    n_labels = p["n_labels"]
+    n_labels = p.n_labels
     nouns = list(W.NOUNS)
     rng.shuffle(nouns)
     signature = [nouns[4 * c : 4 * c + 4] for c in range(n_labels)]
@@ -175,4 +191,4 @@ def icl(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> 
     target = " " + gold
     others = [" " + str(x) for x in range(n_labels) if str(x) != gold]
     rng.shuffle(others)
-    return Draw(render, [gold], target, others[: p["n_choices"] - 1], {"n_labels": n_labels}, min_size=n_labels)
+    return Draw(render, [gold], target, others[: p.n_choices - 1], {"n_labels": n_labels}, min_size=n_labels)

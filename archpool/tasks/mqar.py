@@ -38,35 +38,52 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from archpool.errors import ConfigError
-from archpool.tasks.params import MAX_LENGTH, Param, check, count
+from archpool.tasks.params import MAX_LENGTH, Param, TaskConfig, count, param
 
 DISTANCES = ("uniform", "powerlaw")
-DEFAULT_PARAMS: dict[str, Any] = dict(
-    n_keys=32,  # key vocabulary
-    n_values=8,  # value vocabulary (disjoint from keys)
-    pair_every=8,  # one queried pair per this many tokens of document
-    distance="uniform",  # how query distances are drawn
-    min_distance=2,  # every hop at least this far (tokens)
-    max_distance=None,  # at most this far (default: the document length)
-    chains=0.0,  # share of queries that are two-hop chains
-    distractors=0.0,  # unqueried pairs per queried pair
-    rebind=False,  # keys are bound again after their query: queries grow with length, earlier bindings distract
-)
 MAX_KEYS = 4096  # keys (and values) of one document's vocabulary: rebind keeps one slot map per key
-PARAMS: dict[str, Param] = dict(
-    n_keys=count(2, MAX_KEYS),
-    n_values=count(2, MAX_KEYS),
-    pair_every=count(2, MAX_LENGTH),
-    distance=Param("choice", choices=DISTANCES),
-    min_distance=count(1, MAX_LENGTH),
-    max_distance=count(1, MAX_LENGTH, optional=True),
-    chains=Param("float", 0, 1),
-    distractors=Param("float", 0, 8),
-    rebind=Param("bool"),
-)
+
+
+@dataclass(frozen=True)
+class MqarConfig(TaskConfig):
+    """MQAR's parameters (``mqar``; ``mqar_rebind`` is ``rebind=True``, ``mqar_chain`` ``chains=1.0``)."""
+
+    PATH: ClassVar[str] = "mqar"
+
+    n_keys: int = param(32, count(2, MAX_KEYS))  # key vocabulary
+    n_values: int = param(8, count(2, MAX_KEYS))  # value vocabulary (disjoint from keys)
+    pair_every: int = param(8, count(2, MAX_LENGTH))  # one queried pair per this many tokens of document
+    distance: str = param("uniform", Param("choice", choices=DISTANCES))  # how query distances are drawn
+    min_distance: int = param(2, count(1, MAX_LENGTH))  # every hop at least this far (tokens)
+    # at most this far (default: the document length)
+    max_distance: int | None = param(None, count(1, MAX_LENGTH, optional=True))
+    chains: float = param(0.0, Param("float", 0, 1))  # share of queries that are two-hop chains
+    distractors: float = param(0.0, Param("float", 0, 8))  # unqueried pairs per queried pair
+    # keys are bound again after their query: queries grow with length, earlier bindings distract
+    rebind: bool = param(False, Param("bool"))
+    # distance bucket edges of the scores (tokens; default: powers of two below the length)
+    buckets: list[int] | None = param(None, Param("edges", 1, MAX_LENGTH, optional=True), scoring=True)  # noqa: RUF009
+
+    def validate(self) -> None:
+        """Queries reach at least as far as ``min_distance``."""
+        if self.max_distance is not None and self.max_distance < self.min_distance:
+            raise ConfigError(
+                f"{self.PATH}.max_distance", f"must be an integer >= min_distance={self.min_distance}, got {self.max_distance!r}"
+            )
+
+    def reserved_tokens_error(self, task_tokens: int) -> str | None:
+        """Why a tokenizer with ``task_tokens`` reserved task tokens cannot hold this MQAR (composite
+        bindings need ``composite_tokens_needed`` of them); None when it can or none are reserved."""
+        need = composite_tokens_needed(self.n_keys, self.n_values)
+        if task_tokens and need > task_tokens:
+            return (
+                f"n_keys={self.n_keys}, n_values={self.n_values} need {need} reserved task tokens "
+                f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -270,28 +287,6 @@ def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
         elif a.pos - found[0] != a.distance:
             errors.append(f"answer at {a.pos}: distance {a.distance}, but the binding is {a.pos - found[0]} tokens back")
     return errors
-
-
-def resolve(params: dict[str, Any] | None) -> dict[str, Any]:
-    """Defaults + overrides, every value typed and within its bounds (``PARAMS``), with the field named."""
-    p = {**DEFAULT_PARAMS, **check("mqar", PARAMS, params)}
-    if p["max_distance"] is not None and p["max_distance"] < p["min_distance"]:
-        raise ConfigError(
-            "mqar.max_distance", f"must be an integer >= min_distance={p['min_distance']}, got {p['max_distance']!r}"
-        )
-    return p
-
-
-def vocab_error(p: dict[str, Any], task_tokens: int) -> str | None:
-    """Why a tokenizer with ``task_tokens`` reserved task tokens cannot hold MQAR with parameters ``p``
-    (composite bindings need ``composite_tokens_needed`` of them); None when it can or none are reserved."""
-    need = composite_tokens_needed(p["n_keys"], p["n_values"])
-    if task_tokens and need > task_tokens:
-        return (
-            f"n_keys={p['n_keys']}, n_values={p['n_values']} need {need} reserved task tokens "
-            f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
-        )
-    return None
 
 
 def _shorter(gap: list) -> int:
@@ -538,7 +533,7 @@ class _Layout:
                     break
 
 
-def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dict[str, Any] | None = None) -> Document:
+def make_document(rng: random.Random, length: int, vocab: TaskVocab, config: MqarConfig | None = None) -> Document:
     """One MQAR document of exactly ``length`` tokens.
 
     Positions are laid out in 2-token slots. Each query gets a distance from the chosen distribution
@@ -559,20 +554,20 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dic
     binding), unlike their neighbours too. Without ``rebind`` documents are those of the original
     generator, token for token.
     """
-    p = resolve(params)
+    p = MqarConfig() if config is None else config
     if length < 8:
         raise ConfigError("length", f"an MQAR document needs at least 8 tokens, got {length}")
     n_slots = length // 2
-    lo = p["min_distance"]
-    hi = min(p["max_distance"] or length, 2 * (n_slots - 1))
+    lo = p.min_distance
+    hi = min(p.max_distance or length, 2 * (n_slots - 1))
     if lo > hi:
         raise ConfigError("length", f"MQAR at length {length}: min_distance={lo} leaves no room")
-    layout = _Layout(rng, length, vocab, lo, hi, p["rebind"])
-    n_queries = min(max(1, length // p["pair_every"]), n_slots // 2, n_slots if p["rebind"] else len(vocab.keys))
-    n_chains = sum(rng.random() < float(p["chains"]) for _ in range(n_queries)) if p["chains"] else 0
+    layout = _Layout(rng, length, vocab, lo, hi, p.rebind)
+    n_queries = min(max(1, length // p.pair_every), n_slots // 2, n_slots if p.rebind else len(vocab.keys))
+    n_chains = sum(rng.random() < float(p.chains) for _ in range(n_queries)) if p.chains else 0
 
     def draw() -> int:
-        return _draw_distance(rng, lo, hi, p["distance"])
+        return _draw_distance(rng, lo, hi, p.distance)
 
     plans = [("chain", draw(), draw()) for _ in range(n_chains)]
     plans += [("query", draw(), 0) for _ in range(n_queries - n_chains)]
@@ -583,7 +578,7 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, params: dic
         i += 1
         if layout.place(kind, d1, d2) == "no room" and kind == "chain":
             plans.append(("query", d1, 0))  # a chain that finds no room becomes a plain query
-    ids = layout.fill(int(round(float(p["distractors"]) * n_queries)))
+    ids = layout.fill(int(round(float(p.distractors) * n_queries)))
     if len(ids) < length:
         ids.append(rng.choice(vocab.filler))
     return Document(ids, [Answer(*a) for a in sorted(layout.answers)])

@@ -1,20 +1,26 @@
-"""Task parameters, typed and bounded: what each task's generator accepts, checked with the field named.
+"""Task parameters, typed and bounded: each task family's frozen config, checked with the field named.
 
-Every task declares its parameters as :class:`Param` specs (type, range, choices); ``check`` refuses an
-unknown key (with a did-you-mean), a value of the wrong type (a bool is not an integer, a string not a
-number) or out of its range. The upper bounds keep one document and its generator's memory sane
-(``MAX_LENGTH`` is the longest context a model accepts, ``archpool.model.config.MAX_SEQ_LEN``).
+A task family's parameters are the fields of one :class:`TaskConfig` dataclass; each field is declared
+with :func:`param`, which holds its default and its bounds (a :class:`Param`: type, range, choices) in
+one place. Building a config checks every field (a bool is not an integer, a string not a number, a
+value out of its range is refused) and the rules across fields (``TaskConfig.validate``);
+``with_overrides`` lays a mapping over a config (an unknown key is refused with a did-you-mean), with
+errors named under the caller's prefix. The upper bounds keep one document and its generator's memory
+sane (``MAX_LENGTH`` is the longest context a model accepts, ``archpool.model.config.MAX_SEQ_LEN``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
 
-from archpool.config import check_keys
+from archpool.config import check_keys, rerooted
 from archpool.errors import ConfigError
+
+T = TypeVar("T", bound="TaskConfig")
 
 MAX_LENGTH = 1 << 22  # tokens: archpool.model.config.MAX_SEQ_LEN (tasks import no model)
 
@@ -73,17 +79,83 @@ def _plain(x: float | None) -> str:
     return "-" if x is None else str(int(x)) if float(x).is_integer() else repr(x)
 
 
-def check(prefix: str, specs: Mapping[str, Param], params: Any, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``params`` (a mapping, ``None`` for none) checked against ``specs``: unknown keys refused (keys in
-    ``extra`` pass unchecked, for the caller to check), every value typed and in range. Errors name
-    ``<prefix>.<key>``."""
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise ConfigError(prefix, f"a mapping of task parameters, got {params!r}")
-    check_keys(params, [*specs, *extra], prefix, "task parameter")
-    return {k: (v if k in extra else specs[k].check(v, f"{prefix}.{k}")) for k, v in params.items()}
-
-
 def count(lo: int, hi: int, optional: bool = False) -> Param:
     return Param("int", lo, hi, optional=optional)
+
+
+def param(default: Any, spec: Param, scoring: bool = False) -> Any:
+    """A task config field: its ``default`` and its bounds ``spec`` (the one home of both); ``scoring``
+    for a setting the scorer reads, not the generator (a dense task's distance buckets)."""
+    return field(default=default, metadata={"param": spec, "scoring": scoring})
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """A task family's parameters: every field declared with :func:`param`, checked when the config is
+    built (errors named ``<PATH>.<field>``; ``from_dict`` and ``with_overrides`` name them under the
+    caller's prefix)."""
+
+    PATH: ClassVar[str] = "task"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            f.metadata["param"].check(getattr(self, f.name), f"{self.PATH}.{f.name}")
+        self.validate()
+
+    def validate(self) -> None:
+        """Rules across fields; a ``ConfigError`` naming the field under ``PATH``."""
+
+    @classmethod
+    def specs(cls) -> dict[str, Param]:
+        """Every field's bounds, in field order."""
+        return {f.name: f.metadata["param"] for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def from_dict(cls: type[T], mapping: Any, prefix: str | None = None) -> T:
+        """The family's defaults with ``mapping`` laid over them (see :meth:`with_overrides`)."""
+        return cls().with_overrides(mapping, cls.PATH if prefix is None else prefix)
+
+    def with_overrides(self: T, mapping: Any, prefix: str) -> T:
+        """This config with ``mapping``'s values (``None``: none) laid over it: unknown keys refused with
+        a did-you-mean, every value typed and bounded, the rules across fields checked; errors name
+        ``<prefix>.<key>``."""
+        if mapping is None:
+            return self
+        if not isinstance(mapping, Mapping):
+            raise ConfigError(prefix, f"a mapping of task parameters, got {mapping!r}")
+        check_keys(mapping, self.specs(), prefix, "task parameter")
+        try:
+            return dataclasses.replace(self, **mapping)
+        except ConfigError as e:
+            raise rerooted(e, self.PATH, prefix) from None
+
+    def replace(self: T, **changes: Any) -> T:
+        """This config with ``changes`` (checked as :meth:`with_overrides` checks, named under ``PATH``)."""
+        return self.with_overrides(changes, self.PATH)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, in field order: ``from_dict(c.to_dict()) == c``."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def generator_params(self) -> dict[str, Any]:
+        """The fields the generator reads (scoring settings left out), in field order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.metadata["scoring"]}
+
+    def reserved_tokens_error(self, task_tokens: int) -> str | None:
+        """Why ``task_tokens`` reserved task tokens cannot hold this task's vocabulary; None when they can."""
+        return None
+
+
+@dataclass(frozen=True)
+class SampleConfig(TaskConfig):
+    """What every prompt + answer task takes (a task without parameters of its own uses it as is)."""
+
+    n_choices: int = param(10, count(2, 100))  # likelihood candidates: the gold and n_choices - 1 distractors
+    # held-out text for corpus haystacks (the eval stage passes the store's)
+    haystack_texts: list[str] | None = param(None, Param("texts", optional=True))  # noqa: RUF009
+    # generation length (default: the task's, capped by the length)
+    max_new_tokens: int | None = param(None, count(1, 4096, optional=True))
+    step: int = param(1, count(1, MAX_LENGTH))  # haystack units per search step
+
+
+SHOTS = count(0, 16, optional=True)  # demonstrations before the question (null: the length decides)

@@ -15,17 +15,29 @@ haystack; only the last query is scored::
 from __future__ import annotations
 
 import random
-from typing import Any
+from dataclasses import dataclass
 
 from archpool.tasks import words as W
 from archpool.tasks.base import Draw, pick_depths, single_token_strings
 from archpool.tasks.haystack import TextHaystack, noise_units
+from archpool.tasks.params import Param, SampleConfig, count, param
 
 
-def kv_recall(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
-    n_pairs, n_queries = p["n_pairs"], min(p["n_queries"], p["n_pairs"])
+@dataclass(frozen=True)
+class KvRecallConfig(SampleConfig):
+    """``kv_recall``: pairs of a document, queries, the value kind and the haystack."""
+
+    # distinct keys of a document: at least 20 of the 40 short keys are usable with any tokenizer
+    n_pairs: int = param(4, count(1, 20))
+    n_queries: int = param(3, count(1, 20))
+    value_type: str = param("digits", Param("choice", choices=("digits", "letters")))
+    haystack: str = param("noise", Param("choice", choices=("noise", "corpus")))
+
+
+def kv_recall(rng: random.Random, index: int, length: int, tok, p: KvRecallConfig) -> Draw:
+    n_pairs, n_queries = p.n_pairs, min(p.n_queries, p.n_pairs)
     keys_pool = single_token_strings(tok, W.SHORT_KEYS)
-    values_pool = single_token_strings(tok, W.DIGITS if p["value_type"] == "digits" else W.LETTERS)
+    values_pool = single_token_strings(tok, W.DIGITS if p.value_type == "digits" else W.LETTERS)
     keys = rng.sample(keys_pool, n_pairs)
     values = [rng.choice(values_pool) for _ in keys]  # values may repeat (as in MQAR with a small value set)
     block = "kv: " + " ".join(f"{k} {v}" for k, v in zip(keys, values)) + " ."
@@ -33,7 +45,7 @@ def kv_recall(rng: random.Random, index: int, length: int, tok, p: dict[str, Any
     *shown, last = asked
     query = "q: " + " ".join(f"{keys[i]} {values[i]}" for i in shown) + (" " if shown else "") + keys[last]
     depth = pick_depths(rng, 1, index)[0]
-    text = TextHaystack(p.get("haystack_texts")) if p["haystack"] == "corpus" else None
+    text = TextHaystack(p.haystack_texts) if p.haystack == "corpus" else None
     start = rng.randrange(len(text.sentences)) if text else 0
 
     def render(n: int):
@@ -47,4 +59,4 @@ def kv_recall(rng: random.Random, index: int, length: int, tok, p: dict[str, Any
     target = " " + gold
     others = [" " + v for v in values_pool if v != gold]
     rng.shuffle(others)
-    return Draw(render, [gold], target, others[: p["n_choices"] - 1], {"key": keys[last]})
+    return Draw(render, [gold], target, others[: p.n_choices - 1], {"key": keys[last]})

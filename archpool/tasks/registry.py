@@ -3,28 +3,33 @@ task suites that group them (``archpool.names.TASK_SUITES``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.names import TASK_SUITES
 from archpool.tasks.base import Draw
-from archpool.tasks.params import Param
+from archpool.tasks.params import TaskConfig
 
 
 @dataclass(frozen=True)
 class TaskDef:
     name: str
-    make: Callable[..., Draw]  # (rng, index, length, tokenizer, params) -> Draw
+    make: Callable[..., Draw]  # (rng, index, length, tokenizer, config) -> Draw
     metric: str  # match_all | match_part | subem | ndcg | em | first_word
     max_new_tokens: int  # the source benchmark's generation length (capped at short lengths)
-    defaults: dict[str, Any] = field(default_factory=dict)
+    config: TaskConfig  # the task's defaults, an instance of its family's config class
     category: str = ""  # HELMET category, where the task belongs to one
     description: str = ""
-    params: Mapping[str, Param] = field(default_factory=dict)  # the generator's parameters, typed and bounded
-    # checks across parameters of the resolved mapping (e.g. enough names for the hops): a ConfigError naming the field
-    relate: Callable[[dict[str, Any], str], None] | None = None
+
+    def config_or_default(self, config: TaskConfig | None) -> TaskConfig:
+        """``config`` (``None``: the task's defaults), which must be of the task's config class."""
+        if config is None:
+            return self.config
+        if not isinstance(config, type(self.config)):
+            raise TypeError(f"task {self.name} takes a {type(self.config).__name__}, got {type(config).__name__}")
+        return config
 
 
 TASKS: dict[str, TaskDef] = {}
@@ -56,6 +61,13 @@ def get_task(name: str) -> TaskDef:
     if name not in TASKS:
         raise ConfigError("task", f"unknown task {name!r}; allowed: {', '.join(TASKS)}")
     return TASKS[name]
+
+
+def task_config(name: str, params: Any = None, prefix: str | None = None) -> TaskConfig:
+    """Task ``name``'s typed config: its defaults with the mapping ``params`` laid over them (``None``:
+    the defaults), every value typed and within its bounds, unknown keys refused with a did-you-mean.
+    Errors name ``<prefix>.<key>`` (default prefix ``tasks.<name>``)."""
+    return get_task(name).config.with_overrides(params, f"tasks.{name}" if prefix is None else prefix)
 
 
 def task_names() -> list[str]:

@@ -13,11 +13,13 @@ import math
 import random
 import string
 import uuid
-from typing import Any
+from dataclasses import dataclass
 
+from archpool.errors import ConfigError
 from archpool.tasks import words as W
 from archpool.tasks.base import Draw, insert_at_depths, pick_depths, single_token_strings
 from archpool.tasks.haystack import TextHaystack, noise_units
+from archpool.tasks.params import SHOTS, Param, SampleConfig, count, param
 
 NIAH_TEMPLATE = (
     "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
@@ -27,6 +29,55 @@ NIAH_TEMPLATE = (
 NIAH_PREFIX = " The special magic {type_v} for {query} mentioned in the provided text are"
 NEEDLE = "One of the special magic {type_v} for {key} is: {value}."
 TYPE_NAMES = {"numbers": "numbers", "uuids": "uuids", "words": "words", "digits": "numbers"}
+VALUE_KINDS = ("numbers", "uuids", "words", "digits", "short")
+
+
+@dataclass(frozen=True)
+class NiahConfig(SampleConfig):
+    """Needle in a haystack (every ``niah_*`` task: they differ in defaults)."""
+
+    haystack: str = param("noise", Param("choice", choices=("noise", "corpus", "needle")))
+    key_type: str = param("words", Param("choice", choices=VALUE_KINDS))
+    value_type: str = param("numbers", Param("choice", choices=VALUE_KINDS))
+    num_k: int = param(1, count(1, 100))  # needles (keys); those not queried are distractors
+    num_v: int = param(1, count(1, 100))  # values per key
+    num_q: int = param(1, count(1, 100))  # queried keys
+
+
+@dataclass(frozen=True)
+class VtConfig(SampleConfig):
+    """Variable tracking: one chain of ``num_hops`` hops over names of ``name_len`` capitals."""
+
+    num_hops: int = param(4, count(1, 64))
+    name_len: int = param(5, count(1, 16))
+    shots: int | None = param(None, SHOTS)
+
+    def validate(self) -> None:
+        """The task draws ``num_hops + 1`` distinct names (and distractor chains)."""
+        if 26**self.name_len < 4 * (self.num_hops + 1):
+            raise ConfigError(f"{self.PATH}.name_len", f"{self.name_len} letters give too few names for {self.num_hops} hops")
+
+
+@dataclass(frozen=True)
+class CweConfig(SampleConfig):
+    """Common-words extraction; null counts and frequencies follow the length."""
+
+    num_cw: int | None = param(None, count(1, 30, optional=True))
+    freq_cw: int | None = param(None, count(1, 1000, optional=True))
+    freq_ucw: int | None = param(None, count(1, 1000, optional=True))
+    shots: int | None = param(None, SHOTS)
+
+    def validate(self) -> None:
+        """The common words appear more often than the others."""
+        if self.freq_cw is not None and self.freq_ucw is not None and self.freq_cw <= self.freq_ucw:
+            raise ConfigError(f"{self.PATH}.freq_cw", f"must exceed freq_ucw={self.freq_ucw}, got {self.freq_cw}")
+
+
+@dataclass(frozen=True)
+class FweConfig(SampleConfig):
+    """Frequent-words extraction over a Zipf distribution."""
+
+    alpha: float = param(2.0, Param("float", 0.1, 4.0))  # the Zipf exponent: larger ones need 4^alpha words
 
 
 def join_and(items: list[str]) -> str:
@@ -80,12 +131,12 @@ def pick_distractors(rng: random.Random, gold: str, hard: list[str], make, n: in
 
 
 # ------------------------------------------------------------------------------------- NIAH
-def niah(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def niah(rng: random.Random, index: int, length: int, tok, p: NiahConfig) -> Draw:
     """RULER ``niah``: ``num_k`` needles (``num_k - num_q`` of them distractors with other keys),
     ``num_v`` values per key, ``num_q`` queried keys, in a noise / text / needle haystack."""
-    haystack, ktype, vtype = p["haystack"], p["key_type"], p["value_type"]
-    num_q, num_v = p["num_q"], p["num_v"]
-    num_k = max(p["num_k"], num_q)
+    haystack, ktype, vtype = p.haystack, p.key_type, p.value_type
+    num_q, num_v = p.num_q, p.num_v
+    num_k = max(p.num_k, num_q)
     type_v = plural = TYPE_NAMES.get(vtype, vtype)
     keys = distinct_values(rng, ktype, num_k, tok=tok)
     values = [distinct_values(rng, vtype, num_v, tok=tok) for _ in keys]
@@ -103,7 +154,7 @@ def niah(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) ->
         prefix = prefix.replace("are", "is")
         type_v = type_v[:-1] if type_v.endswith("s") else type_v
     depths = pick_depths(rng, len(needles), index)
-    text = TextHaystack(p.get("haystack_texts")) if haystack == "corpus" else None
+    text = TextHaystack(p.haystack_texts) if haystack == "corpus" else None
     start = rng.randrange(len(text.sentences)) if text else 0
     hay_seed = rng.getrandbits(32)
 
@@ -143,8 +194,8 @@ def niah(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) ->
     hard_targets = []
     if len(answers) == 1:
         hard_targets = [" " + h + "." for h in hard]
-    distractors = pick_distractors(rng, target, hard_targets, alt, p["n_choices"] - 1)
-    return Draw(render, answers, target, distractors, {"queries": queries}, step=p.get("step", 1))
+    distractors = pick_distractors(rng, target, hard_targets, alt, p.n_choices - 1)
+    return Draw(render, answers, target, distractors, {"queries": queries}, step=p.step)
 
 
 # ------------------------------------------------------------------------------------- VT
@@ -167,15 +218,15 @@ def _var_names(rng: random.Random, n: int, k: int = 5) -> list[str]:
     return names
 
 
-def variable_tracking(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
-    hops = p["num_hops"]
-    names = _var_names(rng, hops + 1, p["name_len"])
+def variable_tracking(rng: random.Random, index: int, length: int, tok, p: VtConfig) -> Draw:
+    hops = p.num_hops
+    names = _var_names(rng, hops + 1, p.name_len)
     value = str(rng.randint(10000, 99999))
     chain = [f"VAR {names[0]} = {value}"] + [f"VAR {names[j + 1]} = VAR {names[j]}" for j in range(hops)]
     chain = [c + "." for c in chain]
     depths = sorted(rng.sample([d / 100 for d in range(0, 101, 2)], len(chain)))
     demo = ""
-    if p["shots"]:
+    if p.shots:
         dn = _var_names(rng, hops + 1, 3)
         dv = "12345"
         dchain = [f"VAR {dn[0]} = {dv}."] + [f"VAR {dn[j + 1]} = VAR {dn[j]}." for j in range(hops)]
@@ -191,7 +242,7 @@ def variable_tracking(rng: random.Random, index: int, length: int, tok, p: dict[
 
     target = " " + " ".join(names)
     distractors = pick_distractors(
-        rng, target, [], lambda: " " + " ".join(_var_names(rng, hops + 1, p["name_len"])), p["n_choices"] - 1
+        rng, target, [], lambda: " " + " ".join(_var_names(rng, hops + 1, p.name_len)), p.n_choices - 1
     )
     return Draw(render, list(names), target, distractors, {"value": value})
 
@@ -208,16 +259,16 @@ def _numbered(ws: list[str]) -> str:
     return " ".join(f"{i + 1}. {w}" for i, w in enumerate(ws))
 
 
-def common_words(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def common_words(rng: random.Random, index: int, length: int, tok, p: CweConfig) -> Draw:
     vocab = sorted(set(W.NOUNS) | set(W.ADJECTIVES) | set(W.VERBS))
     rng.shuffle(vocab)
     small = length < 4096
-    num_cw = p["num_cw"] if p.get("num_cw") else (10 if length >= 2048 else max(2, min(10, length // 256)))
-    f_cw, f_ucw = (p.get("freq_cw") or (6 if small else 30)), (p.get("freq_ucw") or (1 if small else 3))
+    num_cw = p.num_cw if p.num_cw else (10 if length >= 2048 else max(2, min(10, length // 256)))
+    f_cw, f_ucw = (p.freq_cw or (6 if small else 30)), (p.freq_ucw or (1 if small else 3))
     common, rest = vocab[:num_cw], vocab[num_cw:]
     order_seed = rng.getrandbits(32)
     demo = ""
-    if p["shots"]:
+    if p.shots:
         dv = rest[-40:]
         dcw, ducw = dv[:num_cw], dv[num_cw : num_cw + 10]
         dlist = dcw * 3 + ducw
@@ -242,7 +293,7 @@ def common_words(rng: random.Random, index: int, length: int, tok, p: dict[str, 
             ws[j] = rng.choice(rest)
         return " " + _numbered(ws)
 
-    distractors = pick_distractors(rng, target, [], alt, p["n_choices"] - 1)
+    distractors = pick_distractors(rng, target, [], alt, p.n_choices - 1)
     return Draw(render, list(common), target, distractors, {"num_cw": num_cw}, min_size=0)
 
 
@@ -255,8 +306,8 @@ FWE_TEMPLATE = (
 FWE_PREFIX = " Answer: According to the coded text above, the three most frequently appeared words are:"
 
 
-def freq_words(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
-    alpha = p["alpha"]
+def freq_words(rng: random.Random, index: int, length: int, tok, p: FweConfig) -> Draw:
+    alpha = p.alpha
     n_vocab = max(6, (length - 50) // 50)
     vocab: list[str] = []
     while len(vocab) < n_vocab:
@@ -276,7 +327,7 @@ def freq_words(rng: random.Random, index: int, length: int, tok, p: dict[str, An
 
     answers = vocab[1:4]
     target = " " + " ".join(answers)
-    distractors = pick_distractors(rng, target, [], lambda: " " + " ".join(rng.sample(vocab[1:], 3)), p["n_choices"] - 1)
+    distractors = pick_distractors(rng, target, [], lambda: " " + " ".join(rng.sample(vocab[1:], 3)), p.n_choices - 1)
     # below ~6 x the vocabulary the Zipf counts of the 3 answers tie; require a size where they differ
     min_size = int(math.ceil(zeta * 4**alpha)) + 1
     return Draw(render, answers, target, distractors, {}, min_size=min_size, step=max(1, length // 64))
@@ -336,7 +387,7 @@ class FactDocs:
         return {"city": W.CITIES, "job": W.JOBS, "animal": W.ANIMALS}[self.field]
 
 
-def doc_qa(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) -> Draw:
+def doc_qa(rng: random.Random, index: int, length: int, tok, p: SampleConfig) -> Draw:
     facts = FactDocs(rng, index)
 
     def render(n: int):
@@ -346,5 +397,5 @@ def doc_qa(rng: random.Random, index: int, length: int, tok, p: dict[str, Any]) 
         return prompt, {"needle_char": prompt.index(fact_passage(facts.gold)), "gold_doc": at}
 
     target = " " + facts.answer
-    distractors = pick_distractors(rng, target, [], lambda: " " + rng.choice(facts.options()), p["n_choices"] - 1)
+    distractors = pick_distractors(rng, target, [], lambda: " " + rng.choice(facts.options()), p.n_choices - 1)
     return Draw(render, [facts.answer], target, distractors, {"question": facts.question})

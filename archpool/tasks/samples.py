@@ -1,5 +1,5 @@
-"""Evaluation samples of prompt + answer tasks: parameters resolved against a task's defaults, and
-prompts that fill a length exactly in the tokenizer's own tokens."""
+"""Evaluation samples of prompt + answer tasks: prompts that fill a length exactly in the tokenizer's
+own tokens, generated from a task's typed config."""
 
 from __future__ import annotations
 
@@ -9,41 +9,20 @@ from typing import Any
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
 from archpool.tasks.base import Sample, TokenizerLike, fit_size, sample_seed
-from archpool.tasks.params import MAX_LENGTH, Param, check, count
-from archpool.tasks.registry import TaskDef, get_task
-
-COMMON_DEFAULTS = dict(n_choices=10, haystack_texts=None)
-# parameters every prompt + answer task takes besides its own
-COMMON_PARAMS = dict(
-    n_choices=count(2, 100),  # likelihood candidates: the gold and n_choices - 1 distractors
-    haystack_texts=Param("texts", optional=True),  # held-out text for corpus haystacks (the eval stage passes the store's)
-    max_new_tokens=count(1, 4096, optional=True),  # generation length (default: the task's, capped by the length)
-    step=count(1, MAX_LENGTH),  # haystack units per search step
-)
+from archpool.tasks.params import SampleConfig
+from archpool.tasks.registry import get_task
 
 _VOCABS: dict[tuple[Any, int, int], mqar.TaskVocab] = {}
 
 
-def task_vocab(tokenizer: TokenizerLike, p: dict[str, Any]) -> mqar.TaskVocab:
-    """The tokenizer's MQAR vocabularies for ``p``, cached by the tokenizer's content hash (by the
+def task_vocab(tokenizer: TokenizerLike, config: mqar.MqarConfig) -> mqar.TaskVocab:
+    """The tokenizer's MQAR vocabularies for ``config``, cached by the tokenizer's content hash (by the
     object for tokenizers without one, which the cache then keeps alive so its id is never reused)."""
     ident = getattr(tokenizer, "hash", None) or tokenizer
-    key = (ident, int(p["n_keys"]), int(p["n_values"]))
+    key = (ident, config.n_keys, config.n_values)
     if key not in _VOCABS:
         _VOCABS[key] = mqar.tokenizer_vocab(tokenizer, key[1], key[2])
     return _VOCABS[key]
-
-
-def resolve_params(task: TaskDef, params: dict[str, Any] | None) -> dict[str, Any]:
-    """A prompt + answer task's parameters: its defaults and ``params``, every one typed and bounded
-    (``COMMON_PARAMS`` and the task's own), unknown keys refused with a did-you-mean."""
-    if task.metric == "dense":
-        raise ConfigError("task", f"{task.name} is a dense task: make its documents with dense_documents")
-    prefix = f"tasks.{task.name}"
-    p = {**COMMON_DEFAULTS, **task.defaults, **check(prefix, {**COMMON_PARAMS, **task.params}, params)}
-    if task.relate is not None:
-        task.relate(p, prefix)
-    return p
 
 
 def build_sample(
@@ -52,7 +31,7 @@ def build_sample(
     length: int,
     index: int,
     seed: int = 42,
-    params: dict[str, Any] | None = None,
+    config: SampleConfig | None = None,
     space: str = "eval",
 ) -> Sample:
     """One sample of task ``name`` whose prompt + reserved answer tokens fit ``length`` exactly.
@@ -60,9 +39,12 @@ def build_sample(
     ``reserved`` = max(generation length, longest likelihood candidate), so both scoring modes see the
     same prompt. The generation length is the source benchmark's, capped at ``length // 8`` (but
     never below the gold answer + 2 tokens) so that short budgets keep room for the haystack.
+    ``config``: the task's typed config (default: its defaults; ``archpool.tasks.task_config``).
     """
     task = get_task(name)
-    p = resolve_params(task, params)
+    if task.metric == "dense":
+        raise ConfigError("task", f"{name} is a dense task: make its documents with dense_documents")
+    p = task.config_or_default(config)
     s = sample_seed(space, name, seed, index, length if space == "eval" else 0)
     rng = random.Random(s)
     draw = task.make(rng, index, length, tokenizer, p)
@@ -76,7 +58,7 @@ def build_sample(
         answer_len = max([cand_len(" " + a) for a in draw.answers] + [cand_len(draw.target)])
     else:
         longest = answer_len = 6  # ids of at most 4 digits: " ID" + digits
-    max_new = p.get("max_new_tokens") or min(task.max_new_tokens, max(answer_len + 2, length // 8))
+    max_new = p.max_new_tokens or min(task.max_new_tokens, max(answer_len + 2, length // 8))
     reserved = max(max_new, longest)
     budget = length - reserved
     cache: dict[int, tuple[str, dict, int]] = {}
@@ -122,7 +104,7 @@ def build_sample(
 
 
 def generate(
-    name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42, params: dict[str, Any] | None = None
+    name: str, tokenizer: TokenizerLike, length: int, n: int, seed: int = 42, config: SampleConfig | None = None
 ) -> list[Sample]:
     """``n`` evaluation samples of ``name`` at ``length`` (sample i is reproducible on its own)."""
-    return [build_sample(name, tokenizer, length, i, seed, params) for i in range(n)]
+    return [build_sample(name, tokenizer, length, i, seed, config) for i in range(n)]

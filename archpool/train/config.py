@@ -249,6 +249,11 @@ class TrainConfig(Config):
         return super().from_dict(data or {}, path)
 
 
+def extension_length(length: int | None, length_ratio: int, base_len: int) -> int:
+    """An extension's length: ``length`` when given, else ``length_ratio`` × ``base_len``."""
+    return int(length or int(length_ratio) * base_len)
+
+
 @dataclass
 class ExtensionConfig(Config):
     """Context extension from a saved checkpoint (docs/extensibility.md).
@@ -380,6 +385,11 @@ class ExtensionConfig(Config):
             raise ConfigError(f"{prefix}.qk_gain", f"must be in (0, 100], got {self.qk_gain}")
         if self.qk_gain_alpha is not None and not 0 < self.qk_gain_alpha <= 10:
             raise ConfigError(f"{prefix}.qk_gain_alpha", f"must be in (0, 10], got {self.qk_gain_alpha}")
+
+    def target_length(self, base_len: int) -> int:
+        """The length the extension trains at: ``length``, else ``length_ratio`` × ``base_len`` (the
+        pretraining context of one run, or a pool's long context)."""
+        return extension_length(self.length, self.length_ratio, base_len)
 
     @property
     def run_name(self) -> str:

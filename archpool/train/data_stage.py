@@ -32,12 +32,12 @@ def task_mix(section: DataSection, split: str, tokenizer, seq_len: int | None = 
     share, length_range, mix_unit = mix.for_split(split, seq_len)
     if share <= 0:
         return [], None
-    names, params = list(mix.names), mix.params_for(split)
+    names, configs = list(mix.names), mix.configs_for(split)
     source = GeneratorSource(
         "tasks",
-        lambda seed: training_documents(names, None, seed, length_range, tokenizer, params),
-        cache_key=training_documents_key(names, length_range, params),
-        make_from=lambda seed, start: training_documents(names, None, seed, length_range, tokenizer, params, start=start),
+        lambda seed: training_documents(names, None, seed, length_range, tokenizer, configs),
+        cache_key=training_documents_key(names, length_range, mix.params_for(split)),
+        make_from=lambda seed, start: training_documents(names, None, seed, length_range, tokenizer, configs, start=start),
     )
     return [(source, share)], mix_unit
 

@@ -25,7 +25,6 @@ from archpool.rundir import RUN_RECORD, checkpoint_candidates, extension_run_dir
 from archpool.train import checkpoint as ckpt
 from archpool.train.config import ExtensionConfig, RunConfig
 from archpool.train.extension_plan import (  # the plan is config arithmetic, importable without torch
-    RESERVED_NAMES,
     ExtensionPlan,
     check_extension_name,
     extension_dir_name,
@@ -36,7 +35,6 @@ from archpool.train.extension_plan import (  # the plan is config arithmetic, im
 from archpool.train.trainer import Trainer, TrainResult
 
 __all__ = [
-    "RESERVED_NAMES",
     "ExtensionPlan",
     "check_extension_name",
     "extend",

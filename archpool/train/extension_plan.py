@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig, RopeConfig
 from archpool.model.geometry import type_theta
-from archpool.names import check_name
+from archpool.names import check_recipe_name
 from archpool.study import SLIDING, THETA_RECIPES
 from archpool.train.config import ExtensionConfig, Stage, TrainConfig
-
-RESERVED_NAMES = ("base",)  # "base" prefixes the pre-extension columns of pool results
 
 
 def check_extension_name(name: str) -> str:
     """``name`` if it can be the extension's directory under ``RUN/extend/``; else a ConfigError."""
-    return check_name("extension.name", name, reserved=RESERVED_NAMES)
+    return check_recipe_name("extension.name", name)
 
 
 def extension_dir_name(ext: ExtensionConfig) -> str:
@@ -63,7 +61,7 @@ def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, le
 
 def plan_extension(source_cfg: ModelConfig, pretrain: TrainConfig, ext: ExtensionConfig, source: str) -> ExtensionPlan:
     pre_len = pretrain.resolved_seq_len(source_cfg.max_seq_len)
-    length = ext.length or ext.length_ratio * pre_len
+    length = ext.target_length(pre_len)
     if length <= pre_len:
         raise ConfigError("extension.length", f"must exceed the pretraining context {pre_len}, got {length}")
     if ext.recipe == "yarn" and length % 2:

@@ -84,7 +84,7 @@ def test_the_analysis_carries_the_agreement_for_a_table_with_paper_columns(tmp_p
 def test_a_ruler_mean_over_fewer_tasks_than_the_papers_says_so():
     """lm-eval's RULER mean over the 6 offline tasks is ranked against the paper's 13-task RULER, and every
     place that names the ranking says how many tasks it averages."""
-    from archpool.analysis.agreement import target_label
+    from archpool.analysis.results import target_label
     from archpool.analysis.summary_text import format_agreement
     from archpool.columns import ruler_tasks_column
     from archpool.report.scale import agreement_table

@@ -1,19 +1,11 @@
-"""The ``bench`` fixture: the module's ``BENCH_SCRIPT`` (a file in bench/, which is not a package) imported."""
+"""The ``bench`` fixture: the module's ``BENCH_SCRIPT`` (a module of the ``bench`` package, e.g.
+``bench_gpu`` or ``studies.bench_olmo3_order_steps``) imported."""
 
-import importlib.util
-import sys
-from pathlib import Path
+import importlib
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.fixture(scope="module")
 def bench(request):
-    name = request.module.BENCH_SCRIPT
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"bench.{request.module.BENCH_SCRIPT}")

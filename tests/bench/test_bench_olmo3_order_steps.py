@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-BENCH_SCRIPT = "bench_olmo3_order_steps"
+BENCH_SCRIPT = "studies.bench_olmo3_order_steps"
 
 
 def test_summary_means_each_arms_seeds(bench, tmp_path):

@@ -9,12 +9,13 @@ import pytest
 
 from archpool.data.section import DataSection, TaskMix
 from archpool.errors import ConfigError
-from archpool.tasks import dense_params, task_vocab, training_documents
+from archpool.tasks import task_configs, task_vocab, training_documents
 from archpool.tasks.mqar import Answer, Document, answer_errors
 from archpool.train.data_stage import build_stream, task_mix
 from tests.helpers.corpus import tiny_config
 
 PARAMS = {"mqar": {"n_keys": 8, "n_values": 4, "rebind": True}}
+CONFIGS = task_configs(PARAMS, "tasks")
 TASKS = {"names": ["mqar"], "share": 0.5, "length_range": [40, 200], "mix_unit": 48, "params": PARAMS}
 
 
@@ -36,8 +37,8 @@ def _rows(section, seq_len, n_batches=6):
 def test_each_task_row_is_one_whole_document_of_the_runs_length(tiny_store, docs_dir, tmp_path, seq_len):
     stream, rows = _rows(_section(tiny_store, docs_dir, tmp_path, fit_context=True), seq_len)
     tok = tiny_store.tokenizer
-    vocab = task_vocab(tok, dense_params("mqar", PARAMS["mqar"]))
-    made = list(training_documents(["mqar"], 60, 1000, (seq_len - 1, seq_len - 1), tok, PARAMS))
+    vocab = task_vocab(tok, CONFIGS["mqar"])
+    made = list(training_documents(["mqar"], 60, 1000, (seq_len - 1, seq_len - 1), tok, CONFIGS))
     by_ids = {tuple(d.ids): d for d in made}
     is_task = [(r[2] >> 48) == 1 for r in rows]  # the task component's document ids
     assert all(t.all() or not t.any() for t in is_task), "a row is all task document or none of it"
@@ -103,10 +104,14 @@ def test_extension_params_bound_the_extension_mix_only(tiny_store, docs_dir, tmp
     mix = section.tasks
     assert mix.params_for("pretrain") == PARAMS
     assert mix.params_for("extension") == {"mqar": {**PARAMS["mqar"], "max_distance": 16}}
+    assert mix.configs_for("pretrain") == CONFIGS
+    assert mix.configs_for("extension") == {"mqar": CONFIGS["mqar"].replace(max_distance=16)}
     tok = tiny_store.tokenizer
-    far = [a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.params_for("pretrain")) for a in d.answers]
+    far = [
+        a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.configs_for("pretrain")) for a in d.answers
+    ]
     near = [
-        a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.params_for("extension")) for a in d.answers
+        a.distance for d in training_documents(["mqar"], 8, 3, (200, 200), tok, mix.configs_for("extension")) for a in d.answers
     ]
     assert max(far) > 16 >= max(near)
     [(source, _)], _ = task_mix(section, "extension", tok)

@@ -11,7 +11,7 @@ import torch
 from archpool.columns import dense_columns
 from archpool.eval.dense import answer_rows, bucket_label, default_buckets, run_dense_task, score_rows, wilson
 from archpool.eval.lm import LM
-from archpool.tasks import dense_documents, dense_params, task_vocab
+from archpool.tasks import dense_documents, task_config, task_vocab
 
 WINDOW = 48
 
@@ -55,8 +55,8 @@ class WindowOracle:
         raise NotImplementedError
 
 
-def _oracle_lm(tokenizer, params, window=WINDOW):
-    vocab = task_vocab(tokenizer, dense_params("mqar", params))
+def _oracle_lm(tokenizer, config, window=WINDOW):
+    vocab = task_vocab(tokenizer, config)
     return LM(WindowOracle(vocab, tokenizer.vocab_size, window), max_batch=4, prefill_chunk=96)
 
 
@@ -66,9 +66,10 @@ def tok(bpe):
 
 
 def test_buckets_show_exactly_the_oracles_window(tok):
-    params = {"buckets": [WINDOW, 128]}
-    lm = _oracle_lm(tok, params)
-    r = run_dense_task(lm, tok, "mqar", 256, 12, seed=3, params=params)
+    config = task_config("mqar", {"buckets": [WINDOW, 128]})
+    lm = _oracle_lm(tok, config)
+    r = run_dense_task(lm, tok, "mqar", 256, 12, seed=3, config=config)
+    assert r["params"] == {k: v for k, v in config.to_dict().items() if k != "buckets"}
     b = r["result"]["buckets"]
     assert set(b) == {f"d<={WINDOW}", f"{WINDOW}<d<=128", "d>128"}
     assert b[f"d<={WINDOW}"]["acc"] == 1.0 and b[f"{WINDOW}<d<=128"]["acc"] == 0.0 and b["d>128"]["acc"] == 0.0
@@ -89,9 +90,9 @@ def test_buckets_show_exactly_the_oracles_window(tok):
 
 
 def test_chains_need_both_hops_within_the_window(tok):
-    params = {"min_distance": 20, "max_distance": 60, "pair_every": 32}
-    lm = _oracle_lm(tok, params)
-    docs = dense_documents("mqar_chain", tok, 256, 8, seed=1, params=params)
+    config = task_config("mqar_chain", {"min_distance": 20, "max_distance": 60, "pair_every": 32})
+    lm = _oracle_lm(tok, config)
+    docs = dense_documents("mqar_chain", tok, 256, 8, seed=1, config=config)
     rows = answer_rows(lm, docs)
     res = score_rows(rows, 256, [WINDOW])
     expect = {}

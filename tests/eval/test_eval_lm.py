@@ -8,6 +8,7 @@ import torch
 from archpool.eval.lm import lm_from_decoder, lm_from_hf
 from archpool.eval.runner import run_task
 from archpool.model import Decoder, ModelConfig
+from archpool.tasks import task_config
 
 
 def tiny(vocab, **kw):
@@ -48,8 +49,9 @@ def test_generation_scores_on_exported_hf_model_equal_archpool(kw, bpe, tmp_path
     hf = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), dtype=torch.float32)
     ours, theirs = lm_from_decoder(m, prefill_chunk=64), lm_from_hf(hf, prefill_chunk=64)
     for task, L in [("kv_recall", 160), ("niah_single_1", 256), ("icl", 256)]:
-        a = run_task(ours, bpe, task, L, ["gen", "ll"], n=2, seed=3, params={"max_new_tokens": 12})
-        b = run_task(theirs, bpe, task, L, ["gen", "ll"], n=2, seed=3, params={"max_new_tokens": 12})
+        config = task_config(task, {"max_new_tokens": 12})
+        a = run_task(ours, bpe, task, L, ["gen", "ll"], n=2, seed=3, config=config)
+        b = run_task(theirs, bpe, task, L, ["gen", "ll"], n=2, seed=3, config=config)
         assert a["gen"]["score"] == b["gen"]["score"]
         assert [r["gen_ids"] for r in a["gen"]["samples"]] == [r["gen_ids"] for r in b["gen"]["samples"]]
         for ra, rb in zip(a["ll"]["samples"], b["ll"]["samples"]):

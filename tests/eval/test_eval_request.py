@@ -63,10 +63,11 @@ def _stage(tmp_path: Path, checkpoint: Path, settings: dict) -> Path:
     from archpool.pool.stages import eval as stage
 
     out = tmp_path / "stage"
+    from archpool.pool.nodes import EvalConfig
     from archpool.pool.sections import EvalSettings
 
-    config = {"eval": EvalSettings.from_dict(settings), "phase": "base", "long_ctx": 128}
-    ctx = StageContext(out, config, {"model": checkpoint}, {}, None, {}, 1, print)
+    config = EvalConfig(eval=EvalSettings.from_dict(settings), phase="base", seq_len=128, long_ctx=128)
+    ctx = StageContext(out, config, {"model": checkpoint}, {}, {}, None, None, 1, print)
     stage.run(ctx)
     return out
 

@@ -42,3 +42,10 @@ def child_env(**extra: str) -> dict[str, str]:
 def run_cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     full_env = child_env(**(env or {}))
     return subprocess.run(pool_cmd(*args), cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+class PlainConfig(dict):
+    """A stage config for tests of the graph's mechanics: a mapping that is its own plain form."""
+
+    def to_dict(self) -> dict:
+        return dict(self)

@@ -21,9 +21,11 @@ transformers = pytest.importorskip("transformers")
 from archpool.cli import main  # noqa: E402
 from archpool.eval.lm import lm_from_decoder  # noqa: E402
 from archpool.model.checkpoint import load_checkpoint  # noqa: E402
-from archpool.pool.plan import PLAN_SCHEMA  # noqa: E402
+from archpool.pool.plan import build_plan, write_plan  # noqa: E402
+from archpool.pool.spec import load_pool  # noqa: E402
 from tests.helpers.corpus import SENTENCES  # noqa: E402
 from tests.helpers.export import train_run  # noqa: E402
+from tests.helpers.pool import toy_pool  # noqa: E402
 
 LL_TOL = 1e-3
 
@@ -88,28 +90,27 @@ def test_export_pretrained_milestone_and_checkpoint_paths(run, tmp_path, capsys)
 def test_export_of_a_pool_run_directory(run, store_tokenizer, tmp_path, capsys):
     """A pool's runs/<run>/: the plan's extend node for the run, its data store named in the record."""
     pool = tmp_path / "pool"
-    pre, ext = pool / "stages" / "pretrain" / "k1", pool / "stages" / "extend" / "k2"
+    spec = load_pool(toy_pool(tmp_path, seeds=[0], milestones=[], extension=[dict(name="ntk", steps=2)]))
+    nodes = build_plan(spec)
+    name = spec.runs[0].name
+    pre_node, ext_node = (next(n for n in nodes if n.id == i) for i in (f"pretrain:{name}", f"extend:{name}:ntk"))
+    pre, ext = pool / "stages" / "pretrain" / pre_node.key, pool / "stages" / "extend" / ext_node.key
     shutil.copytree(run, pre, ignore=shutil.ignore_patterns("extend"))
     shutil.copytree(run / "extend" / "ntk", ext)
     (store,) = (run.parent / "cache" / "data").iterdir()
-    for d, stage, key in ((pre, "pretrain", "k1"), (ext, "extend", "k2")):
+    for d, stage, key in ((pre, "pretrain", pre_node.key), (ext, "extend", ext_node.key)):
         rec = json.loads((d / "run_config.json").read_text())
         rec["data"] = {**rec["data"], "store": str(store), "sources": [{"kind": "files", "path": "/nonexistent"}]}
         (d / "run_config.json").write_text(json.dumps(rec))
         (d / "DONE").write_text(json.dumps({"stage": stage, "key": key, "result": {}}))
-    nodes = [
-        dict(id="pretrain:A", stage="pretrain", config={}, deps={}, run="A", key="k1"),
-        dict(id="extend:A:ntk", stage="extend", config={"milestone": 1.0}, deps={"model": "pretrain:A"}, run="A", key="k2"),
-    ]
-    plan = {"schema": PLAN_SCHEMA, "pool": {"name": "p", "runs": []}, "nodes": nodes}
-    (pool / "plan.json").write_text(json.dumps(plan))
-    (pool / "runs" / "A").mkdir(parents=True)
-    assert main(["export-hf", str(pool / "runs" / "A"), str(tmp_path / "hf")]) == 0
+    write_plan(pool, spec, nodes)
+    (pool / "runs" / name).mkdir(parents=True)
+    assert main(["export-hf", str(pool / "runs" / name), str(tmp_path / "hf")]) == 0
     said = capsys.readouterr().out
-    assert "pool run 'A', extended model (node extend:A:ntk)" in said and f"data store {store}" in said
+    assert f"pool run {name!r}, extended model (node extend:{name}:ntk)" in said and f"data store {store}" in said
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["max_position_embeddings"] == 64
-    assert main(["export-hf", str(pool / "runs" / "A"), str(tmp_path / "hf2"), "--pretrained"]) == 0
-    assert "final pretraining milestone (node pretrain:A)" in capsys.readouterr().out
+    assert main(["export-hf", str(pool / "runs" / name), str(tmp_path / "hf2"), "--pretrained"]) == 0
+    assert f"final pretraining milestone (node pretrain:{name})" in capsys.readouterr().out
 
 
 def test_export_without_a_findable_tokenizer_is_a_named_error(tmp_path, capsys):

@@ -19,13 +19,13 @@ from archpool.pool.run import run_pool
 from archpool.pool.spec import load_pool
 from archpool.pool.stages import backend_module
 from archpool.rundir import POOL_PLAN
-from tests.helpers.pool import run_cli, toy_pool
+from tests.helpers.pool import PlainConfig, run_cli, toy_pool
 
 GARBAGE = bytes(range(256)) * 4
 
 
 def _node() -> Node:
-    node = Node(id="data", stage="data", config={"x": 1})
+    node = Node(id="data", stage="data", config=PlainConfig(x=1))
     assign_keys([node])
     return node
 

@@ -10,14 +10,16 @@ import sys
 import warnings
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import ConfigError
 from archpool.pool.spec import _bucket_labels, parse_pool, shipped_pools
-from archpool.tasks import TASKS, get_task, task_params
+from archpool.tasks import TASKS, task_config
 from archpool.tasks.params import MAX_LENGTH
 from archpool.train.config import RunConfig
+from tests.helpers.pool import run_cli
 
 BASE = dict(name="p", runs=[dict(name="A"), dict(name="B", axes=dict(swa=True))], train=dict(max_steps=2))
 LADDER = [dict(name="ntk", budgets=[0, 4]), dict(name="temp", archs=["B"], qk_gain_alpha=0.1)]
@@ -31,6 +33,8 @@ CASES = [
     # data.tasks.params: every task's parameters typed and bounded, unknown keys refused with a did-you-mean
     (_mix(mqar=dict(n_keys="32")), "data.tasks.params.mqar.n_keys", "must be an integer"),
     (_mix(mqar=dict(pair_every=0)), "data.tasks.params.mqar.pair_every", ">= 2"),
+    (dict(eval=dict(task_params=dict(mqar=dict(pair_every=0)))), "eval.task_params.mqar.pair_every", ">= 2"),
+    (dict(eval=dict(task_params=dict(mqar=dict(n_keys="32")))), "eval.task_params.mqar.n_keys", "must be an integer"),
     (_mix(mqar=dict(distractors=-1)), "data.tasks.params.mqar.distractors", ">= 0"),
     (_mix(mqar=dict(n_keys=10**9)), "data.tasks.params.mqar.n_keys", "<= 4096"),
     (_mix(mqar=dict(n_keys=True)), "data.tasks.params.mqar.n_keys", "must be an integer"),
@@ -104,6 +108,22 @@ def test_settings_checked_late_are_refused_when_the_pool_is_parsed(over, field, 
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "over,line",
+    [
+        (_mix(mqar=dict(n_keys="32")), "data.tasks.params.mqar.n_keys: must be an integer >= 2 and <= 4096, got '32'"),
+        (dict(eval=dict(task_params=dict(mqar=dict(pair_every=0)))), "eval.task_params.mqar.pair_every: must be an integer >= 2"),
+    ],
+)
+def test_archpool_run_refuses_a_bad_task_parameter_in_one_line_before_any_work(over, line, tmp_path):
+    pool = tmp_path / "p.yaml"
+    pool.write_text(yaml.safe_dump({**copy.deepcopy(BASE), **over}))
+    r = run_cli("run", str(pool), "--out", str(tmp_path / "out"), "--no-progress")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"archpool run: error: {line}") and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
 ACCEPTED = [
     _mix(mqar=dict(chains=0.2, pair_every=4, rebind=True, buckets=[64])),
     _mix(kv_recall=dict(n_pairs=20, n_queries=3, value_type="letters", haystack="corpus")),
@@ -152,8 +172,8 @@ def test_shipped_pools_pass_every_check(name):
 
 def test_every_task_declares_its_parameters_and_its_defaults_pass_them():
     for name, task in TASKS.items():
-        assert set(task.defaults) <= set(task.params), name
-        task_params(name, None)  # the defaults pass the task's own bounds
+        assert set(task.config.specs()) == set(task.config.to_dict()), name
+        assert task_config(name, None) is task.config  # built (so checked against its bounds) when registered
 
 
 def test_bucket_labels_match_the_dense_scorer():
@@ -209,11 +229,11 @@ def test_task_parameters_are_accepted_within_bounds_or_refused_by_name(name, par
     """Any parameter mapping is either accepted, with every value of its declared type, or refused with
     a ConfigError naming the task's field; never another exception."""
     try:
-        p = task_params(name, params)
+        p = task_config(name, params)
     except ConfigError as e:
         assert e.field.startswith(f"tasks.{name}"), e.field
         return
     for key, value in params.items():
-        spec = get_task(name).params.get(key)
-        if spec is not None and value is not None and spec.kind == "int":
-            assert isinstance(p[key], int) and not isinstance(p[key], bool)
+        spec = p.specs()[key]
+        if value is not None and spec.kind == "int":
+            assert isinstance(getattr(p, key), int) and not isinstance(getattr(p, key), bool)

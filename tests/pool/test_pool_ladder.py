@@ -26,7 +26,7 @@ def test_plan_has_one_eval_node_per_rung_and_limits_the_remedy(tmp_path):
     assert {"eval:lqk_full_s0:remedy#ext0", "eval:lqk_full_s0:remedy#ext3", "extend:lqk_full_s0:remedy"} <= ids
     assert not any(i.startswith(("extend:noqk_full_s0:remedy", "eval:noqk_full_s0:remedy")) for i in ids)
     rung = next(n for n in nodes if n.id == "eval:lqk_full_s0:ntk#ext1")
-    assert rung.config["rung"] == 1 and rung.deps["model"] == "extend:lqk_full_s0:ntk"
+    assert rung.rung == rung.config.rung == 1 and rung.deps["model"] == "extend:lqk_full_s0:ntk"
     assert result_columns(rung, "ntk") == ("", "#ext1")
     assert result_columns(next(n for n in nodes if n.id == "eval:lqk_full_s0:remedy#ext3"), "ntk") == ("remedy_", "#ext3")
     # every rung reads the same extension run: the rungs share one extend node

@@ -8,17 +8,20 @@ import pytest
 
 from archpool.pool.graph import DONE, Node, node_dir
 from archpool.pool.progress import Pending, Progress, StageRates, eta_seconds
+from tests.helpers.pool import PlainConfig
 
 # True seconds per unit of planned cost: the plan's costs are right in size, wrong in scale, per kind.
 TRUE_RATE = {"data": 0.05, "pretrain": 0.3, "extend": 0.7, "eval": 1.3}
 
 
 def _plan(runs: int = 4) -> list[Node]:
-    nodes = [Node(id="data", stage="data", config={}, cost=20.0, key="k-data")]
+    nodes = [Node(id="data", stage="data", config=PlainConfig(), cost=20.0, key="k-data")]
     for i in range(runs):
         size = 1.0 + i  # runs of different sizes: costs scale with steps x tokens
         for stage, cost in (("pretrain", 100.0 * size), ("extend", 10.0 * size), ("eval", 25.0 * size)):
-            nodes.append(Node(id=f"{stage}:r{i}", stage=stage, config={}, run=f"r{i}", cost=cost, key=f"k-{stage}-r{i}"))
+            nodes.append(
+                Node(id=f"{stage}:r{i}", stage=stage, config=PlainConfig(), run=f"r{i}", cost=cost, key=f"k-{stage}-r{i}")
+            )
     return nodes
 
 
@@ -98,9 +101,9 @@ def test_a_resumed_pool_measures_rates_from_the_finished_stages_done_files(tmp_p
 
 def test_eval_phases_are_measured_apart(tmp_path):
     """An eval before extension (short lengths) and after it (up to 16x) cost differently per planned unit."""
-    nodes = [Node(id="pretrain:r0", stage="pretrain", config={}, run="r0", cost=100.0, key="p")]
+    nodes = [Node(id="pretrain:r0", stage="pretrain", config=PlainConfig(), run="r0", cost=100.0, key="p")]
     for i, phase in enumerate(["base", "extended", "extended"]):
-        nodes.append(Node(id=f"eval{i}", stage="eval", config={"phase": phase}, run="r0", cost=5.0, key=f"e{i}"))
+        nodes.append(Node(id=f"eval{i}", stage="eval", config=PlainConfig(), phase=phase, run="r0", cost=5.0, key=f"e{i}"))
     seconds = {"p": 30.0, "e0": 1.0, "e1": 9.0, "e2": 9.0}
     progress = Progress(tmp_path, nodes, enabled=False)
     t = 0.0

@@ -41,7 +41,7 @@ def test_plan_json_parses_back_into_the_typed_sections(tmp_path, name):
     assert [n.to_dict() for n in read] == [n.to_dict() for n in nodes]
     typed = 0
     for n in read:
-        for key, value in n.config.items():
+        for key, value in vars(n.config).items():
             if key in TYPES:
                 assert isinstance(value, TYPES[key]), (n.id, key)
                 typed += 1
@@ -55,10 +55,10 @@ def test_a_pretrain_node_holds_the_runs_own_train_config():
     pool = load_pool("demo")
     by_id = {n.id: n for n in build_plan(pool)}
     for run in pool.runs:
-        train = by_id[f"pretrain:{run.name}"].config["train"]
+        train = by_id[f"pretrain:{run.name}"].config.train
         assert (train.seq_len, train.seed, train.progress) == (run.pretrain_ctx, run.seed, False)
         assert train == pool.pretrain_config(run.pretrain_ctx, run.seed)
-    ext = next(n for n in by_id.values() if n.stage == "extend").config["recipe"]
+    ext = next(n for n in by_id.values() if n.stage == "extend").config.recipe
     assert ext.length == pool.extension[0].length(pool.long_ctx) and ext.source == "final"
 
 
@@ -80,7 +80,7 @@ def test_a_plan_of_another_schema_is_a_named_error(tmp_path):
     data = json.loads(path.read_text())
     data.pop("schema")
     path.write_text(json.dumps(data))
-    with pytest.raises(StateError, match=r"plan schema 'None', not 2 .*re-run `archpool run`"):
+    with pytest.raises(StateError, match=r"plan schema 'None', not 3 .*re-run `archpool run`"):
         read_plan(tmp_path)
 
 
@@ -89,3 +89,29 @@ def _yaml(name: str) -> dict:
     from archpool.pool.spec import resolve_pool_path
 
     return read_config_file(resolve_pool_path(name))
+
+
+def test_plan_json_holds_each_setting_once(tmp_path):
+    """Nodes refer to the pool (run, recipe, milestone, rung, phase) and carry no config; recipes are
+    recorded resolved, once."""
+    pool = load_pool("demo")
+    write_plan(tmp_path, pool, build_plan(pool))
+    data = json.loads(pool_plan_path(tmp_path).read_text())
+    assert all("config" not in n for n in data["nodes"])
+    assert '"window"' not in json.dumps(data["nodes"]) and '"theta"' not in json.dumps(data["nodes"])
+    assert json.dumps(data).count('"window"') == len(pool.runs)  # each run's model, once
+    recipes = data["pool"]["extension"]
+    assert [r["length"] for r in recipes] == [r.length(pool.long_ctx) for r in pool.extension]
+    rung = next(n for n in data["nodes"] if "#ext" in n["id"])
+    assert {"run", "recipe", "milestone", "rung", "phase"} <= set(rung)
+
+
+def test_a_plan_whose_nodes_no_longer_match_the_pool_is_refused(tmp_path):
+    pool = load_pool("smoke")
+    write_plan(tmp_path, pool, build_plan(pool))
+    path = pool_plan_path(tmp_path)
+    data = json.loads(path.read_text())
+    data["nodes"][-1]["key"] = "0" * 20
+    path.write_text(json.dumps(data))
+    with pytest.raises(StateError, match=r"nodes differ from what this archpool plans"):
+        read_plan(tmp_path)

@@ -64,19 +64,19 @@ def _run(ctx: StageContext) -> dict[str, Any]:
 
 
 def pretrain(ctx: StageContext) -> dict[str, Any]:
-    c = ctx.config
-    steps = int(c["train"].get("steps", 4))
-    state = _stepped(ctx, steps, float(c["train"].get("step_seconds", 0)), sha256_json([c["model"].to_dict(), c["init_seed"]]))
+    c = ctx.config  # PretrainConfig; its train is the pool's train: section as written (not the real backend)
+    steps = int(c.train.get("steps", 4))
+    state = _stepped(ctx, steps, float(c.train.get("step_seconds", 0)), sha256_json([c.model.to_dict(), c.init_seed]))
     run = _run(ctx)
-    loss = 3.0 + 0.1 * (run.get("model", {}).get("norm") == "post") + 0.05 * _unit("loss", run.get("arch"), c["seed"])
+    loss = 3.0 + 0.1 * (run.get("model", {}).get("norm") == "post") + 0.05 * _unit("loss", run.get("arch"), c.seed)
     return {"state": state, "steps": steps, "metrics": {"pretrain_loss": round(loss, 6)}}
 
 
 def extend(ctx: StageContext) -> dict[str, Any]:
-    r = ctx.config["recipe"]
+    r = ctx.config.recipe  # the recipe as written (not the real backend)
     steps = int(r.get("steps", 2))
     base = ctx.input_results["model"]["state"]
-    state = _stepped(ctx, steps, float(r.get("step_seconds", 0)), sha256_json([base, r, ctx.config["milestone"]]))
+    state = _stepped(ctx, steps, float(r.get("step_seconds", 0)), sha256_json([base, r, ctx.config.milestone]))
     return {"state": state, "metrics": {"extension_loss": round(2.5 + 0.1 * _unit("ext", state), 6)}}
 
 
@@ -93,11 +93,11 @@ def _score(run: dict[str, Any], milestone: float, recipe: str, long_ctx: int) ->
 
 def eval(ctx: StageContext) -> dict[str, Any]:
     run = _run(ctx)
-    if ctx.config["phase"] == "base":
-        return {"metrics": {"short_score": round(_score(run, 1.0, "base", ctx.config["long_ctx"]) + 10, 6)}}
-    milestone = float(json.loads((ctx.inputs["model"] / "node.json").read_text())["config"]["milestone"])
-    recipe = json.loads((ctx.inputs["model"] / "node.json").read_text())["config"]["recipe"]["name"]
-    score = _score(run, milestone, recipe, ctx.config["long_ctx"]) + 0.1 * int(ctx.config.get("rung") or 0)
+    c = ctx.config
+    if c.phase == "base":
+        return {"metrics": {"short_score": round(_score(run, 1.0, "base", c.long_ctx) + 10, 6)}}
+    extension = ctx.input_configs["model"]  # the extend node's ExtendConfig
+    score = _score(run, extension.milestone, extension.recipe["name"], c.long_ctx) + 0.1 * int(c.rung or 0)
     return {"metrics": {"long_score": round(score, 6)}}
 
 

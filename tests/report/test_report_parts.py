@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from archpool.analysis import archs
 from archpool.analysis.extension import summarise
-from archpool.report import archs
+from archpool.analysis.verdict import axis_verdicts, target_multiple
 from archpool.report import verdict as vd
-from archpool.report.html import cell_text
+from archpool.report.tables import cell_text
+from tests.helpers.pool import PlainConfig
 
 TARGET = "mqar_acc@1024[d>128]#ladder_mean"
 
@@ -25,7 +27,7 @@ def test_describe_metric_in_words():
         "averaged over the extension budgets"
     )
     assert vd.describe_metric("mqar_acc@512#ext5") == "MQAR retrieval accuracy at 512 tokens after 5 extension steps"
-    assert vd.target_multiple(TARGET, 128) == 8 and vd.target_multiple(TARGET, 96) is None
+    assert target_multiple(TARGET, 128) == 8 and target_multiple(TARGET, 96) is None
 
 
 def test_per_arch_mean_matches_scipy_t_interval():
@@ -93,7 +95,7 @@ STRONG = [-0.05, -0.06, -0.04, -0.05]
     ],
 )
 def test_verdict_rules(pre, post, claim, present, says):
-    (v,) = vd.axis_verdicts(_analysis(pre, post), None)
+    (v,) = axis_verdicts(_analysis(pre, post), None)
     assert v.claim == claim and v.before_present is present
     assert says in v.meaning
     assert v.paper_points == -6.0 and v.paper_multiple == 8  # the paper's layerwise QK-norm at 8×
@@ -107,7 +109,7 @@ def test_verdict_rules(pre, post, claim, present, says):
 
 
 def test_identical_seeds_without_answers_are_not_tested():
-    (v,) = vd.axis_verdicts(_analysis(QUIET, [-0.002] * 4), None)
+    (v,) = axis_verdicts(_analysis(QUIET, [-0.002] * 4), None)
     assert v.claim == "untested" and not v.beyond_noise and v.meaning.startswith("Not tested")
     assert "Not tested (no spread to test against): QK-norm." in vd.headline([v], "the score")
 
@@ -123,8 +125,8 @@ def test_pool_context_reads_compute_time_curves_and_chance(tmp_path):
     from archpool.pool.graph import Node, node_dir
     from archpool.pool.provenance import chance_levels, loss_curves, stage_seconds
 
-    pre = Node(id="pretrain:a_s0", stage="pretrain", config={}, run="a_s0", key="k1")
-    ev = Node(id="eval:a_s0", stage="eval", config={}, run="a_s0", key="k2")
+    pre = Node(id="pretrain:a_s0", stage="pretrain", config=PlainConfig(), run="a_s0", key="k1")
+    ev = Node(id="eval:a_s0", stage="eval", config=PlainConfig(), run="a_s0", key="k2")
     events = [
         {"kind": "done", "key": "k1", "seconds": 5.0},
         {"kind": "done", "key": "k1", "seconds": 7.0},  # the latest completion counts
@@ -180,29 +182,29 @@ def test_verdict_shows_the_gap_with_every_arm_treated_only_when_the_baseline_was
     gap = summarise({0: -0.01, 1: 0.0, 2: -0.02, 3: 0.01})
     arm = {"arm": "qknorm", "feature": "qk_norm", "base_treated": False, "gap_recipe": gap}
     r["remedy"] = [{"recipe": "temp", "arms": [arm]}]
-    (v,) = vd.axis_verdicts(r, None)
+    (v,) = axis_verdicts(r, None)
     assert v.treated is None and v.treated_recipe is None  # a treated arm against an untreated baseline: not shown
     arm["base_treated"] = True
-    (v,) = vd.axis_verdicts(r, None)
+    (v,) = axis_verdicts(r, None)
     assert v.treated == pytest.approx(gap["mean"]) and v.treated_ci == tuple(gap["ci95"]) and v.treated_recipe == "temp"
 
 
 def test_a_target_at_the_ceiling_is_said_to_be_one():
     r = _analysis(QUIET, [0.0, 0.001, -0.001, 0.0])
     r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
-    (v,) = vd.axis_verdicts(r, None)
+    (v,) = axis_verdicts(r, None)
     assert not v.beyond_noise and v.claim == "equivalent"
     assert v.meaning.startswith("No effect larger than ±0.01 on this task, but at the ceiling: the baseline (0.999) and this arm")
     r = _analysis(QUIET, [-0.009, 0.005, -0.012, 0.008])
     r["extension_effects"]["axes"][0]["effects"][0]["base_mean"] = 0.999
-    (v,) = vd.axis_verdicts(r, None)
+    (v,) = axis_verdicts(r, None)
     assert v.claim == "unresolved" and v.meaning.startswith("At the ceiling: the baseline (0.999)")
 
 
 def test_the_smallest_effect_of_interest_is_the_analysis_own():
     r = _analysis(QUIET, [-0.004, -0.005, -0.003, -0.004])
     r["inference"] = {"min_effect": 0.002}
-    (v,) = vd.axis_verdicts(r, None)
+    (v,) = axis_verdicts(r, None)
     assert v.claim == "effect" and v.min_effect == 0.002
 
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import ConfigError
-from archpool.tasks import dense_documents, dense_params, is_dense, training_documents
-from archpool.tasks.mqar import TaskVocab, make_document, resolve
+from archpool.tasks import dense_documents, is_dense, task_config, training_documents
+from archpool.tasks.mqar import MqarConfig, TaskVocab, make_document
 
 VOCAB = TaskVocab.from_ids(list(range(10, 400)), n_keys=64, n_values=32, n_hops=32, n_filler=64)
 COMPOSITE = TaskVocab.composite_from_ids(list(range(1000, 1369)), list(range(10, 100)), n_keys=32, n_values=8)
@@ -61,7 +61,7 @@ def _check(doc, length: int, vocab: TaskVocab = VOCAB) -> None:
     distance=st.sampled_from(["uniform", "powerlaw"]),
 )
 def test_documents_are_exact_and_answers_correct(length, seed, pair_every, distance):
-    doc = make_document(random.Random(seed), length, VOCAB, dict(pair_every=pair_every, distance=distance))
+    doc = make_document(random.Random(seed), length, VOCAB, MqarConfig(pair_every=pair_every, distance=distance))
     _check(doc, length)
     assert doc.answers, "at least one scored answer"
     flags = doc.scored
@@ -71,7 +71,7 @@ def test_documents_are_exact_and_answers_correct(length, seed, pair_every, dista
 @settings(max_examples=40, deadline=None)
 @given(length=st.integers(8, 600), seed=st.integers(0, 2**32), chains=st.sampled_from([0.0, 0.5, 1.0]))
 def test_composite_bindings_are_one_token_and_answers_correct(length, seed, chains):
-    doc = make_document(random.Random(seed), length, COMPOSITE, dict(chains=chains, pair_every=8))
+    doc = make_document(random.Random(seed), length, COMPOSITE, MqarConfig(chains=chains, pair_every=8))
     _check_composite(doc, length)
     assert doc.answers
 
@@ -91,7 +91,7 @@ def test_distances_are_spread_uniformly_over_the_context():
 
 def test_min_and_max_distance_are_honoured():
     for s in range(50):
-        doc = make_document(random.Random(s), 256, VOCAB, dict(min_distance=100, max_distance=180))
+        doc = make_document(random.Random(s), 256, VOCAB, MqarConfig(min_distance=100, max_distance=180))
         assert doc.answers and all(100 <= a.distance <= 181 for a in doc.answers)
 
 
@@ -99,7 +99,7 @@ def test_min_and_max_distance_are_honoured():
 def test_chain_hops_are_forced_beyond_the_window(window):
     n_chains = 0
     for s in range(40):
-        doc = make_document(random.Random(s), 256, VOCAB, dict(chains=1.0, min_distance=window + 1, pair_every=32))
+        doc = make_document(random.Random(s), 256, VOCAB, MqarConfig(chains=1.0, min_distance=window + 1, pair_every=32))
         _check(doc, 256)
         for a in doc.answers:
             assert a.distance > window
@@ -118,11 +118,11 @@ def test_chain_hops_are_forced_beyond_the_window(window):
 
 def test_bad_parameters_name_the_field():
     with pytest.raises(ConfigError, match="mqar.distance"):
-        resolve({"distance": "gaussian"})
+        MqarConfig(distance="gaussian")
     with pytest.raises(ConfigError, match="mqar.colour"):
-        resolve({"colour": 1})
+        MqarConfig.from_dict({"colour": 1})
     with pytest.raises(ConfigError, match="mqar.max_distance"):
-        resolve({"min_distance": 10, "max_distance": 5})
+        MqarConfig(min_distance=10, max_distance=5)
     with pytest.raises(ConfigError, match="disjoint"):
         TaskVocab((1, 2), (2, 3), (4, 5), (6, 7), 8)
 
@@ -130,7 +130,7 @@ def test_bad_parameters_name_the_field():
 def test_task_tokens_give_composite_documents(tiny_tokenizer):
     tok = tiny_tokenizer.with_task_tokens(369)
     assert len(tok.task_ids) == 369 and tok.vocab_size == tiny_tokenizer.vocab_size + 369
-    docs = dense_documents("mqar_chain", tok, 256, 3, seed=0, params={"min_distance": 65, "pair_every": 32})
+    docs = dense_documents("mqar_chain", tok, 256, 3, seed=0, config=MqarConfig(chains=1.0, min_distance=65, pair_every=32))
     reserved = set(tok.task_ids)
     for d in docs:
         assert any(t in reserved for t in d.ids)
@@ -139,17 +139,17 @@ def test_task_tokens_give_composite_documents(tiny_tokenizer):
 
 def test_registered_and_round_trips_through_the_tokenizer(tiny_tokenizer):
     assert is_dense("mqar") and is_dense("mqar_chain") and not is_dense("kv_recall")
-    docs = dense_documents("mqar", tiny_tokenizer, 128, 4, seed=1, params={"n_keys": 24, "n_values": 16})
-    again = dense_documents("mqar", tiny_tokenizer, 128, 4, seed=1, params={"n_keys": 24, "n_values": 16})
+    docs = dense_documents("mqar", tiny_tokenizer, 128, 4, seed=1, config=MqarConfig(n_keys=24, n_values=16))
+    again = dense_documents("mqar", tiny_tokenizer, 128, 4, seed=1, config=MqarConfig(n_keys=24, n_values=16))
     assert [d.ids for d in docs] == [d.ids for d in again]
     for d in docs:
         assert tiny_tokenizer.encode(tiny_tokenizer.decode(d.ids)) == d.ids
-    train = training_documents(["mqar"], 3, 0, (64, 64), tiny_tokenizer, {"mqar": {"n_keys": 24, "n_values": 16}})
+    train = training_documents(["mqar"], 3, 0, (64, 64), tiny_tokenizer, {"mqar": MqarConfig(n_keys=24, n_values=16)})
     tdocs = list(train)
     assert len(tdocs) == 3 and all(len(d.ids) == 64 for d in tdocs)
     assert not set(map(tuple, (d.ids for d in tdocs))) & set(map(tuple, (d.ids for d in docs)))
     with pytest.raises(ConfigError, match="tasks.mqar.n_keys"):
-        dense_params("mqar", {"n_keys": 1})
+        task_config("mqar", {"n_keys": 1})
 
 
 def test_documents_are_byte_identical_to_the_recorded_generator():
@@ -160,9 +160,9 @@ def test_documents_are_byte_identical_to_the_recorded_generator():
     h = hashlib.sha256()
     for seed in range(40):
         for vocab, params in (
-            (VOCAB, dict(pair_every=4, chains=0.3)),
-            (COMPOSITE, dict(pair_every=4, chains=0.2)),
-            (VOCAB, dict(pair_every=8, distance="powerlaw", distractors=1)),
+            (VOCAB, MqarConfig(pair_every=4, chains=0.3)),
+            (COMPOSITE, MqarConfig(pair_every=4, chains=0.2)),
+            (VOCAB, MqarConfig(pair_every=8, distance="powerlaw", distractors=1)),
         ):
             d = make_document(random.Random(seed), 128 + 3 * seed, vocab, params)
             h.update(repr((d.ids, [tuple(vars(a).values()) for a in d.answers])).encode())
@@ -175,7 +175,7 @@ def test_training_documents_from_start_are_the_tail_of_the_whole_sequence(names,
 
     import archpool.tasks as tasks
 
-    params = {"mqar": {"n_keys": 24, "n_values": 16}}
+    params = {"mqar": MqarConfig(n_keys=24, n_values=16)}
 
     def docs(**kw):
         out = list(training_documents(names, 14, 3, (64, 96), tiny_tokenizer, params, **kw))

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import ConfigError
-from archpool.tasks.mqar import Answer, Document, TaskVocab, answer_errors, make_document, resolve
+from archpool.tasks.mqar import Answer, Document, MqarConfig, TaskVocab, answer_errors, make_document
 
 PLAIN = TaskVocab.from_ids(list(range(10, 400)), n_keys=64, n_values=32, n_hops=32, n_filler=64)
 COMPOSITE = TaskVocab.composite_from_ids(list(range(1000, 1369)), list(range(10, 100)), n_keys=32, n_values=8)
@@ -44,7 +44,7 @@ def test_every_answer_is_the_most_recent_binding_of_its_key(
     seed, length, pair_every, rebind, vocab, chains, distractors, distance
 ):
     voc = {"plain": PLAIN, "composite": COMPOSITE, "small": SMALL}[vocab]
-    params = dict(pair_every=pair_every, rebind=rebind, chains=chains, distractors=distractors, distance=distance)
+    params = MqarConfig(pair_every=pair_every, rebind=rebind, chains=chains, distractors=distractors, distance=distance)
     doc = make_document(random.Random(seed), length, voc, params)
     assert len(doc.ids) == length and doc.answers
     assert answer_errors(doc, voc) == []
@@ -57,7 +57,7 @@ def test_every_answer_is_the_most_recent_binding_of_its_key(
 
 def test_queries_grow_with_length_only_with_rebind():
     def mean_answers(length, rebind, **kw):
-        docs = [make_document(random.Random(s), length, COMPOSITE, dict(rebind=rebind, **kw)) for s in range(20)]
+        docs = [make_document(random.Random(s), length, COMPOSITE, MqarConfig(rebind=rebind, **kw)) for s in range(20)]
         return statistics.mean(len(d.answers) for d in docs)
 
     n_keys = len(COMPOSITE.keys)
@@ -73,7 +73,7 @@ def test_queries_grow_with_length_only_with_rebind():
 def test_rebound_keys_are_hard_distractors():
     rebound = 0
     for s in range(20):
-        doc = make_document(random.Random(s), 1024, COMPOSITE, dict(rebind=True, distractors=1.0))
+        doc = make_document(random.Random(s), 1024, COMPOSITE, MqarConfig(rebind=True, distractors=1.0))
         assert answer_errors(doc, COMPOSITE) == []
         for a in doc.answers:
             earlier = [b for b in _bindings(doc, COMPOSITE)[doc.ids[a.pos]] if b[0] < a.pos]
@@ -84,7 +84,7 @@ def test_rebound_keys_are_hard_distractors():
 
 def test_plain_bindings_rebind_too():
     for s in range(10):
-        doc = make_document(random.Random(s), 1024, PLAIN, dict(rebind=True, distance="powerlaw"))
+        doc = make_document(random.Random(s), 1024, PLAIN, MqarConfig(rebind=True, distance="powerlaw"))
         assert answer_errors(doc, PLAIN) == []
         keys = [doc.ids[a.pos] for a in doc.answers]
         assert len(keys) > len(set(keys)) and len(doc.answers) > len(PLAIN.keys)
@@ -104,7 +104,7 @@ def _hop_bindings(doc: Document, vocab: TaskVocab) -> dict[int, int]:
 def test_chain_keys_and_middle_values_are_never_rebound(chains):
     n = 0
     for s in range(20):
-        doc = make_document(random.Random(s), 512, COMPOSITE, dict(rebind=True, chains=chains, pair_every=4))
+        doc = make_document(random.Random(s), 512, COMPOSITE, MqarConfig(rebind=True, chains=chains, pair_every=4))
         assert answer_errors(doc, COMPOSITE) == []
         bindings, hops = _bindings(doc, COMPOSITE), _hop_bindings(doc, COMPOSITE)
         mids = {a.gold for a in doc.answers if a.chain >= 0 and a.hop == 1}
@@ -123,13 +123,13 @@ def test_chain_keys_and_middle_values_are_never_rebound(chains):
 def test_without_rebind_documents_are_unchanged():
     for s in range(10):
         for voc in (PLAIN, COMPOSITE):
-            a = make_document(random.Random(s), 300, voc, dict(chains=0.3, distractors=1.0))
-            b = make_document(random.Random(s), 300, voc, dict(chains=0.3, distractors=1.0, rebind=False))
+            a = make_document(random.Random(s), 300, voc, MqarConfig(chains=0.3, distractors=1.0))
+            b = make_document(random.Random(s), 300, voc, MqarConfig(chains=0.3, distractors=1.0, rebind=False))
             assert a.ids == b.ids and [vars(x) for x in a.answers] == [vars(x) for x in b.answers]
 
 
 def test_answer_errors_finds_wrong_answers():
-    doc = make_document(random.Random(0), 256, COMPOSITE, dict(rebind=True))
+    doc = make_document(random.Random(0), 256, COMPOSITE, MqarConfig(rebind=True))
     a = doc.answers[0]
     wrong_gold = next(v for v in COMPOSITE.values if v != a.gold)
     bad = Document(list(doc.ids), [Answer(a.pos, a.gold, a.distance + 2, a.hop, a.chain)])
@@ -143,6 +143,6 @@ def test_answer_errors_finds_wrong_answers():
 
 
 def test_rebind_must_be_a_boolean():
-    assert resolve({"rebind": True})["rebind"] is True and resolve(None)["rebind"] is False
+    assert MqarConfig.from_dict({"rebind": True}).rebind is True and MqarConfig.from_dict(None).rebind is False
     with pytest.raises(ConfigError, match="mqar.rebind"):
-        resolve({"rebind": "yes"})
+        MqarConfig.from_dict({"rebind": "yes"})

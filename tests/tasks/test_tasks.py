@@ -3,7 +3,17 @@
 import pytest
 
 from archpool.errors import ConfigError
-from archpool.tasks import DEPTHS, SUITES, TASKS, build_sample, generate, sample_seed, suite_tasks, training_documents
+from archpool.tasks import (
+    DEPTHS,
+    SUITES,
+    TASKS,
+    build_sample,
+    generate,
+    sample_seed,
+    suite_tasks,
+    task_config,
+    training_documents,
+)
 
 LENGTHS = [256, 1024, 3000]
 
@@ -13,7 +23,9 @@ def test_prompt_budget_is_exact_in_the_models_tokens(task, bpe, texts):
     fitted = 0
     for L in LENGTHS:
         try:
-            s = build_sample(task, bpe, L, index=1, params={"haystack_texts": texts} if "niah" in task else None)
+            s = build_sample(
+                task, bpe, L, index=1, config=task_config(task, {"haystack_texts": texts} if "niah" in task else None)
+            )
         except ConfigError as e:
             assert "too short" in str(e) and L < 1024, e
             continue
@@ -51,7 +63,7 @@ def test_needle_is_in_prompt_and_depths_spread_as_ruler(bpe):
 
 
 def test_multikey_distractors_are_in_context_hard_negatives(bpe, texts):
-    s = build_sample("niah_multikey_1", bpe, 1024, 0, params={"haystack_texts": texts})
+    s = build_sample("niah_multikey_1", bpe, 1024, 0, config=task_config("niah_multikey_1", {"haystack_texts": texts}))
     assert s.target not in s.distractors and len(set(s.candidates)) == len(s.candidates) == 10
     in_context = [d for d in s.distractors if d.strip(" .") in s.prompt]
     assert len(in_context) == 3  # the three distractor needles' values
@@ -59,7 +71,7 @@ def test_multikey_distractors_are_in_context_hard_negatives(bpe, texts):
 
 def test_corpus_haystack_uses_the_given_text(bpe):
     held_out = ["Zebras graze quietly on the open plain. " * 30]
-    s = build_sample("niah_single_2", bpe, 512, 0, params={"haystack_texts": held_out})
+    s = build_sample("niah_single_2", bpe, 512, 0, config=task_config("niah_single_2", {"haystack_texts": held_out}))
     assert "Zebras graze quietly" in s.prompt and s.meta["haystack"] == "corpus"
 
 
@@ -113,5 +125,7 @@ def test_unknown_names_and_parameters_are_config_errors(bpe):
     with pytest.raises(ConfigError, match="unknown task"):
         build_sample("nope", bpe, 256, 0)
     with pytest.raises(ConfigError, match="unknown task parameter"):
-        build_sample("kv_recall", bpe, 256, 0, params={"n_pears": 3})
+        task_config("kv_recall", {"n_pears": 3})
+    with pytest.raises(ConfigError, match="dense task"):
+        build_sample("mqar", bpe, 256, 0)
     assert suite_tasks("ruler") == SUITES["ruler"] and len(SUITES["ruler"]) == 12

@@ -157,7 +157,7 @@ def test_a_normal_tiny_training_passes(trained):
 
 
 def test_health_margins_reads_a_pools_final_training_states(trained, tmp_path, capsys):
-    """scripts/health_margins.py (the margins docs/manual.md quotes) on a pool laid out with the trained run
+    """scripts/health_margins.py (the margins docs/training.md quotes) on a pool laid out with the trained run
     as its one pretraining stage: the rise and the gap below ln V from the run's own losses."""
     import importlib.util
     import shutil

@@ -4,33 +4,33 @@ the pretrained one before extension (``base_attn_*`` columns), at the same lengt
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from archpool.pool.graph import StageContext
-from archpool.pool.stages import checkpoint
+from archpool.pool.nodes import AttentionConfig, AttentionResult
+from archpool.pool.stages import checkpoint, data
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> AttentionResult:
     from archpool.attention.stage import pool_stage
 
     c = ctx.config
-    if checkpoint.is_checkpoint_node(ctx):
-        return _checkpoint(ctx)
-    settings = c["attention"]
-    length = c.get("analysis_len") or int(ctx.input_results["model"].get("length") or 0) or None
+    assert isinstance(c, AttentionConfig)
+    if c.checkpoint is not None:
+        return _checkpoint(ctx, c)
+    store = data.store_path(ctx)
     res = pool_stage(
         ctx.inputs["model"],
         ctx.out_dir,
-        store=ctx.input_results.get("data", {}).get("store"),
-        settings=settings,
-        seq_len=int(c["seq_len"]),
-        long_ctx=length,
+        store=store,
+        settings=c.attention,
+        seq_len=c.seq_len,
+        long_ctx=c.analysis_len,
         log=ctx.log,
     )
     return {"metrics": res["metrics"], "json": res["json"]}
 
 
-def _checkpoint(ctx: StageContext) -> dict[str, Any]:
+def _checkpoint(ctx: StageContext, c: AttentionConfig) -> AttentionResult:
     """A checkpoint run's model on one text shared by every checkpoint run of the pool, whatever its
     format (archpool run, archpool checkpoint, HF directory), so their columns are comparable: the
     pool's ``texts``, else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
@@ -38,12 +38,11 @@ def _checkpoint(ctx: StageContext) -> dict[str, Any]:
 
     from archpool.attention.stage import RESULT_NAME, analyze_target
 
-    c = ctx.config
-    settings = c["attention"]
+    settings = c.attention
     settings = dataclasses.replace(
         settings,
-        seq_len=settings.seq_len if settings.seq_len is not None else int(c["seq_len"]),
-        long_ctx=settings.long_ctx if settings.long_ctx is not None else int(c["analysis_len"]),
+        seq_len=settings.seq_len if settings.seq_len is not None else c.seq_len,
+        long_ctx=settings.long_ctx if settings.long_ctx is not None else c.analysis_len,
     )
     texts = ctx.pool.texts or [str(_filler_text(ctx.out_dir))]
     out = ctx.out_dir / RESULT_NAME

@@ -11,8 +11,16 @@ from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_write_json
-from archpool.pool.checkpoints import ALLOW_DOWNLOAD_OPTION, ModelRef, content_key, downloads_allowed, model_dir
+from archpool.pool.checkpoints import (
+    ALLOW_DOWNLOAD_OPTION,
+    CheckpointRunSpec,
+    ModelRef,
+    content_key,
+    downloads_allowed,
+    model_dir,
+)
 from archpool.pool.graph import StageContext
+from archpool.pool.nodes import AttentionConfig, EvalConfig
 from archpool.safeload import read_json_object
 
 # Hub configs whose model_type transformers implements natively: their remote code is never run
@@ -20,19 +28,17 @@ NATIVE_TYPES = ("llama", "olmo2", "olmo3", "qwen3")
 PROBE_CHARS = 20_000  # of each pool text, as the RoPE-layout check's probe
 
 
-def is_checkpoint_node(ctx: StageContext) -> bool:
-    return "checkpoint" in ctx.config
-
-
 def model_path(ctx: StageContext) -> Path:
     """The directory of the model this node measures (``final``: the run's checkpoint; ``pretrained``: its twin)."""
-    ref = ctx.run.refs[ctx.config["checkpoint"]]
+    c, run = ctx.config, ctx.run
+    assert isinstance(c, EvalConfig | AttentionConfig) and isinstance(run, CheckpointRunSpec) and c.checkpoint
+    ref = run.refs[c.checkpoint]
     if ref.is_hub:
         probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in ctx.pool.texts]
-        design = dataclasses.asdict(ctx.run.model)
+        design = dataclasses.asdict(run.model)
         return prepare_hub_model(download(ref), ctx.out_dir / "model", design, probe or None)
     key = content_key(ref)
-    if key != ctx.config["content"]:
+    if key != c.content:
         raise CheckpointError(f"{ref.path}: the model changed since the pool was planned; run the pool again to re-plan it")
     return Path(ref.path)
 

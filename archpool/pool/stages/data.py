@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from archpool.data.section import DataSection
 from archpool.pool.graph import StageContext
+from archpool.pool.nodes import DataConfig, DataResult
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> DataResult:
     """Prepare the store the pool's ``data:`` section describes (the synthetic stream needs none)."""
     from archpool.data.store import prepare
 
-    section = ctx.config["data"]
+    assert isinstance(ctx.config, DataConfig)
+    section = ctx.config.data
     if section.data is None:  # the trainer's built-in synthetic stream: nothing to prepare
         return {"metrics": {}}
     store = prepare(section.data, progress=False, log=ctx.log)
@@ -28,15 +29,22 @@ def run(ctx: StageContext) -> dict[str, Any]:
     }
 
 
+def store_path(ctx: StageContext) -> str | None:
+    """The directory of the pool's prepared store, from the data stage's result (``None`` for the
+    synthetic stream, or a node without the data stage as input)."""
+    result: DataResult = ctx.input_results.get("data", {})
+    return result.get("store") or None
+
+
 def section(ctx: StageContext) -> DataSection:
     """The pool's ``data:`` section a training stage hands its trainer, reading the prepared store."""
-    path = ctx.input_results.get("data", {}).get("store")
+    path = store_path(ctx)
     return ctx.pool.data.with_store(path) if path else ctx.pool.data
 
 
 def store(ctx: StageContext):
     """The pool's prepared store (``None`` for the synthetic stream)."""
-    path = ctx.input_results.get("data", {}).get("store")
+    path = store_path(ctx)
     if not path:
         return None
     from archpool.data.store import Store

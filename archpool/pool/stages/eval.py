@@ -11,31 +11,33 @@ from typing import Any
 from archpool.columns import eval_columns
 from archpool.io import atomic_write_json
 from archpool.pool.graph import StageContext
+from archpool.pool.nodes import EvalConfig, EvalResult
 from archpool.pool.stages import checkpoint, data
 
 STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds of an evaluation, in this order
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> EvalResult:
     from archpool.eval.api import evaluate
     from archpool.eval.target import load_target
 
     c = ctx.config
-    request = c["eval"].request(c["phase"] == "base", int(c["long_ctx"]), ctx.out_dir / "eval")
+    assert isinstance(c, EvalConfig)
+    request = c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval")
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
-    model = checkpoint.model_path(ctx) if checkpoint.is_checkpoint_node(ctx) else ctx.inputs["model"]
-    if c.get("rung") is not None:  # one rung of an extension ladder: its checkpoint in the extension run
+    model = checkpoint.model_path(ctx) if c.checkpoint is not None else ctx.inputs["model"]
+    if c.rung is not None:  # one rung of an extension ladder: its checkpoint in the extension run
         from archpool.train.extend import rung_dir
 
-        model = rung_dir(model, int(c["rung"]))
+        model = rung_dir(model, c.rung)
     target = load_target(model, tokenizer=tok)
     result: dict[str, Any] = {}
     if request.tasks or request.suites:
         res = evaluate(target, request, store=store, progress=False)
         result = {k: res[k] for k in STAGE_KEYS if k in res}
     metrics = eval_columns(result)
-    harness = c["eval"].harness
+    harness = c.eval.harness
     if harness is not None and (harness.ruler is not None or harness.helmet_data is not None):
         model_dir = hf_dir(ctx, target)  # exported once for both suites
         lengths = list(request.lengths)

@@ -2,7 +2,7 @@
 paper extends on a long-document text mix, or with a small task share (``--share``), and score MQAR at
 every rung: does a tiny model keep the retrieval it learned in pretraining through such an extension?
 
-    ARCHPOOL_CACHE=... .venv/bin/python bench/bench_text_only_extension.py out/demo \
+    ARCHPOOL_CACHE=... .venv/bin/python -m bench.studies.bench_text_only_extension out/demo \
         --runs base_s0 base_s1 base_s2 qknorm_s0 qknorm_s1 qknorm_s2 short_s0 short_s1 short_s2 \
         --out /tmp/text-ext --json bench/results/text_only_extension.json
 

@@ -5,8 +5,8 @@ Pure MQAR sequences (no text), loss on the answers only, AdamW (0.9, 0.95, wd 0.
 accuracy = argmax over the vocabulary at every answer of 64 held-out documents, every ``--every``
 steps, overall and beyond half the context. One JSON line per evaluation.
 
-    python bench/bench_mqar_learning.py --format composite --steps 300
-    python bench/bench_mqar_learning.py --format tokens --steps 1500 --seq-len 64
+    python -m bench.studies.bench_mqar_learning --format composite --steps 300
+    python -m bench.studies.bench_mqar_learning --format tokens --steps 1500 --seq-len 64
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from archpool.model.config import ModelConfig
     from archpool.model.model import Decoder
-    from archpool.tasks.mqar import TaskVocab, make_document
+    from archpool.tasks.mqar import MqarConfig, TaskVocab, make_document
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     if a.format == "composite":  # 32 keys x 8 values, as the demo
         vocab = TaskVocab.composite_from_ids(list(range(600, 969)), list(range(100, 228)), n_keys=32, n_values=8)
-        params = dict(n_keys=32, n_values=8, pair_every=a.pair_every)
+        params = MqarConfig(n_keys=32, n_values=8, pair_every=a.pair_every)
     else:  # two-token bindings: 64 keys, 64 values (the two-token format docs/tiny-scale.md describes)
         vocab = TaskVocab.from_ids(list(range(100, 1000)), n_keys=64, n_values=64, n_hops=64, n_filler=128)
-        params = dict(n_keys=64, n_values=64, pair_every=a.pair_every)
+        params = MqarConfig(n_keys=64, n_values=64, pair_every=a.pair_every)
     cfg = ModelConfig(
         vocab_size=1024, d_model=a.d_model, n_layers=a.layers, n_heads=a.heads, max_seq_len=a.seq_len, init_std=a.init_std
     )

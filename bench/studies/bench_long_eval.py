@@ -7,13 +7,12 @@ the long-context statistics at that length). Each (node, length) runs in a fresh
 once at 1× the context (imports and one-time costs), then timed at the length; peak RSS growth is
 the process's ``VmHWM`` after a reset just before the timed run, less the RSS at that point.
 
-    nice -n 10 .venv/bin/python bench/bench_long_eval.py /path/to/out/demo --json bench/results/long_eval.json
+    nice -n 10 .venv/bin/python -m bench.studies.bench_long_eval /path/to/out/demo --json bench/results/long_eval.json
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import os
@@ -40,25 +39,28 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
     """Run one node at ``ratio`` × its long context in this process; seconds and peak RSS growth."""
     import torch
 
-    from archpool.pool.graph import StageContext
-    from archpool.pool.plan import node_from_dict, section_types
+    from archpool.pool.graph import StageContext, node_dir, read_result
+    from archpool.pool.plan import read_plan
     from archpool.pool.stages import attention, eval
     from archpool.runtime import peak_rss_mb, reset_peak_rss
 
     torch.set_num_threads(1)
-    dirs = node_dirs(out)
-    node = json.loads((dirs[node_id] / "node.json").read_text())
-    fn = eval.run if node["stage"] == "eval" else attention.run
-    inputs = {name: dirs[dep] for name, dep in node["deps"].items()}
-    results = {name: json.loads((d / "DONE").read_text())["result"] for name, d in inputs.items()}
+    pool, nodes = read_plan(out)
+    by_id = {n.id: n for n in nodes}
+    node = by_id[node_id]
+    fn = eval.run if node.stage == "eval" else attention.run
+    deps = {name: by_id[d] for name, d in node.deps.items()}
+    inputs = {name: node_dir(out, d) for name, d in deps.items()}
+    results = {name: read_result(out, d) for name, d in deps.items()}
+    configs = {name: d.config for name, d in deps.items()}
 
     def at(r: float) -> StageContext:
-        cfg = node_from_dict(copy.deepcopy(node), section_types("real")).config
-        if node["stage"] == "eval":
-            cfg["eval"] = dataclasses.replace(cfg["eval"], length_ratios=[r], base_length_ratios=[r])
+        c = node.config
+        if node.stage == "eval":
+            c = dataclasses.replace(c, eval=dataclasses.replace(c.eval, length_ratios=[r], base_length_ratios=[r]))
         else:
-            cfg["analysis_len"] = int(round(r * int(cfg["long_ctx"])))
-        return StageContext(Path(tmp), cfg, inputs, results, None, {}, 1, lambda *a: None)
+            c = dataclasses.replace(c, analysis_len=int(round(r * c.long_ctx)))
+        return StageContext(Path(tmp), c, inputs, results, configs, None, pool, 1, lambda *a: None)
 
     with tempfile.TemporaryDirectory() as tmp:
         fn(at(1))  # imports, thread pools, the task generator's first use: out of the measurement
@@ -67,10 +69,10 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
         fn(at(ratio))
         seconds = time.perf_counter() - t0
         peak = peak_rss_mb()
-    length = int(round(ratio * int(node["config"]["long_ctx"])))
+    length = int(round(ratio * node.config.long_ctx))
     return {
         "node": node_id,
-        "stage": node["stage"],
+        "stage": node.stage,
         "length": length,
         "ratio": ratio,
         "seconds": seconds,
@@ -81,7 +83,7 @@ def child(out: Path, node_id: str, ratio: float) -> dict:
 def measure(out: Path, node_id: str, ratio: float) -> dict:
     """``child`` in a fresh process with an empty ``ARCHPOOL_CACHE`` (no cached attention results)."""
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), ARCHPOOL_CACHE=cache)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), ARCHPOOL_CACHE=cache)
         res = subprocess.run(
             [sys.executable, __file__, str(out), "--child", node_id, str(ratio)], capture_output=True, text=True, env=env
         )

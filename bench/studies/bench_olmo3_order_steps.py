@@ -4,7 +4,7 @@ baseline and that arm for more steps than the demo's 340 (``bench/pools/olmo3_or
 with 8 layers instead of 4 (``bench/pools/olmo3_order_8layers.yaml``):
 
     for p in 680 1360 8layers; do .venv/bin/archpool run bench/pools/olmo3_order_$p.yaml --out out/olmo3_$p; done
-    .venv/bin/python bench/bench_olmo3_order_steps.py out/olmo3_680 out/olmo3_1360 out/olmo3_8layers \
+    .venv/bin/python -m bench.studies.bench_olmo3_order_steps out/olmo3_680 out/olmo3_1360 out/olmo3_8layers \
         --json bench/results/olmo3_order_steps.json
 
 Per pool and arm, the mean over seeds (and each seed) of: MQAR accuracy at 128 before extension (all

@@ -7,7 +7,7 @@ stage cached; re-running resumes). Prints one row per budget: accuracy at the ex
 all distances, beyond the pretraining context, and two-hop chains, mean ± sd over seeds, plus the
 pre-extension accuracy at the pretraining length (the mastery rule's number).
 
-    python bench/bench_extension_budget.py --budgets 20480,51200,102400,204800,409600 --seeds 0 1 2 \\
+    python -m bench.studies.bench_extension_budget --budgets 20480,51200,102400,204800,409600 --seeds 0 1 2 \\
         --out out/extension-budget --json bench/results/extension_budget.json
 """
 

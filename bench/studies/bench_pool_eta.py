@@ -2,7 +2,7 @@
 costs (archpool.pool.progress) with the cost-proportional estimate (elapsed x remaining cost / done cost)
 and the true time left.
 
-    python bench/bench_pool_eta.py out/demo
+    python -m bench.studies.bench_pool_eta out/demo
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The demo's compiled training step with the LM head scoring every row against only the rows whose
 target counts, on the demo's own batches, interleaved in one process.
 
-    nice -n 5 .venv/bin/python bench/bench_scored_rows.py --rounds 10 --json bench/results/scored_rows.json
+    nice -n 5 .venv/bin/python -m bench.studies.bench_scored_rows --rounds 10 --json bench/results/scored_rows.json
 
 The demo's batches (seed 0: 80% answer-only MQAR documents at 128 tokens, 32 rows) ignore most of
 their targets (the share over the first ``--batches`` is reported). ``every row`` replaces ``archpool.model.loss._scored_rows`` by the identity,
@@ -30,11 +30,10 @@ def main() -> int:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from demo_stream import demo_streams
-
     import archpool.model.loss as L
     from archpool.model.model import Decoder
     from archpool.train.optim import build_optimizer
+    from bench.demo_stream import demo_streams
 
     pool, make_stream = demo_streams()
     stream = make_stream()

@@ -1,6 +1,6 @@
 """Two tiny models that differ only in QK-norm, trained on CPU, and their attention side by side.
 
-    .venv/bin/python bench/attention_qk_pair.py [--steps 300] [--threads 1] [--out /tmp/attn_qk_pair] [--write bench/results/attention.md]
+    .venv/bin/python -m bench.studies.attention_qk_pair [--steps 300] [--threads 1] [--out /tmp/attn_qk_pair] [--write bench/results/attention.md]
 
 Data: the data stage's embedded corpus (``DataConfig`` defaults, capped by ``--max-chars``),
 a BPE of ``--vocab``; attention statistics on its held-out validation split. Training: the train
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     table = summaries_table(results)
     print(table)
     if args.write:
-        cmd = "bench/attention_qk_pair.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        cmd = "-m bench.studies.attention_qk_pair " + " ".join(argv if argv is not None else sys.argv[1:])
         write_report(cmd, args, base, train, store, table, timings, losses)
     return 0
 

@@ -1,13 +1,14 @@
-"""The transfer table: cells per axis and multiple, Holm over the whole table, and the paper's sign."""
+"""The transfer table: cells per axis and multiple, Holm over the whole table, the paper's sign and the
+sentences the report makes of them."""
 
 from __future__ import annotations
 
 import pytest
 from scipy import stats as sps
 
-from archpool.analysis import inference
+from archpool.analysis import inference, paper, transfer
 from archpool.analysis.extension import summarise
-from archpool.report import paper, transfer
+from archpool.report.transfer import statements
 
 TARGET = "mqar_acc@1024[d>128]#ext150"
 STRONG_DOWN = [-0.10, -0.11, -0.09, -0.10]
@@ -59,7 +60,7 @@ def test_cells_follow_the_paper_sign_only_when_holm_says_so():
     assert got["qk_norm", 8].relative == pytest.approx(-0.10 / 0.8)
     assert got["qk_norm", 8].paper_points == -6.0
     assert got["qk_norm", 8].paper_relative == pytest.approx(-6.0 / paper.baseline_score(8))
-    lines = transfer.statements(cells)
+    lines = statements(cells)
     assert lines[0] == "QK-norm: this pool reproduces the paper's sign at 1×, 8×."
     assert lines[1] == "GQA: this pool contradicts the paper's sign at 8×."
     assert lines[2].startswith(
@@ -84,7 +85,7 @@ def test_an_accuracy_at_the_ceiling_is_not_read_as_evidence_of_no_cost():
     axis["effects"][0]["base_mean"] = 0.995
     (cell,) = transfer.transfer_cells(_result([axis]), 128)
     assert cell.verdict == "at the ceiling"
-    assert transfer.statements([cell]) == [
+    assert statements([cell]) == [
         "QK-norm: this pool cannot show a cost at 8×, where the baseline and the arm are at the ceiling."
     ]
     axis["effects"][0]["post"] = summarise(dict(enumerate([-0.02, -0.03, -0.01, -0.02])))  # the arm below it: a cost shows
