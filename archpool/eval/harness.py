@@ -49,9 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from archpool.config import Config
-from archpool.errors import CheckpointError, ConfigError, DataError
+from archpool.errors import ConfigError, DataError
 from archpool.eval.helmet_data import HelmetDataSettings
-from archpool.eval.hfdir import cached_cell, check_lengths, model_sha256, tokenizer_sha256
+from archpool.eval.hfdir import cached_cell, check_lengths, hf_model_dir, model_sha256, tokenizer_sha256
 
 HARNESS_SUITE = "lm-eval:ruler"  # the --suite name of this backend
 RULER_TASKS = (
@@ -259,12 +259,7 @@ def run_ruler(model_dir: str | Path, request: HarnessRequest, progress: bool = F
     result (``columns``, ``cells``) is also written to ``out_dir/results.json`` with the per-sample log
     ``out_dir/samples.jsonl``."""
     t0 = time.perf_counter()
-    model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
-        raise CheckpointError(
-            f"{model_dir}: not a Hugging Face model directory (no config.json); "
-            "export an archpool run first: archpool export-hf RUN OUT"
-        )
+    model_dir = hf_model_dir(model_dir)
     version = lm_eval_version()
     model_hash, tok_hash = model_sha256(model_dir), tokenizer_sha256(model_dir)
     session = _Session(model_dir, request, progress)

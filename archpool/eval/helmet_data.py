@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from archpool.config import Config
-from archpool.errors import CheckpointError, ConfigError, DataError
-from archpool.eval.hfdir import cached_cell, check_lengths, model_sha256, tokenizer_sha256
+from archpool.errors import ConfigError, DataError
+from archpool.eval.hfdir import cached_cell, check_lengths, hf_model_dir, model_sha256, tokenizer_sha256
 
 SUITE = "helmet-data"  # the --suite name
 HELMET_CATEGORIES_TOTAL = 7  # HELMET's categories: Recall, RAG, Re-rank, Cite, LongQA, Summ, ICL
@@ -589,12 +589,7 @@ def run_helmet_data(model_dir: str | Path, request: HelmetDataRequest) -> dict[s
     """HELMET's datasets of ``request.categories`` at each length on the HF model in ``model_dir``; the result
     (``columns``, ``cells``) also goes to ``out_dir/results.json`` with ``out_dir/samples.jsonl``."""
     t0 = time.perf_counter()
-    model_dir = Path(model_dir)
-    if not (model_dir / "config.json").is_file():
-        raise CheckpointError(
-            f"{model_dir}: not a Hugging Face model directory (no config.json); export an archpool run first: "
-            "archpool export-hf RUN OUT"
-        )
+    model_dir = hf_model_dir(model_dir)
     if not request.data_dir.is_dir():
         raise DataError(f"{request.data_dir}: no HELMET data directory (the data/ that HELMET's data.tar.gz unpacks)")
     plan = [(L, ds) for L in request.lengths for c in request.categories for ds in datasets_of(c)]

@@ -15,6 +15,18 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "vocab.json", "merges.txt", "chat_template.jinja")  # fmt: skip
 
 
+def hf_model_dir(path: str | Path) -> Path:
+    """``path`` as a Path when it is a Hugging Face model directory (it has a ``config.json``); else a
+    CheckpointError saying how to make one from an archpool run."""
+    model_dir = Path(path)
+    if not (model_dir / "config.json").is_file():
+        raise CheckpointError(
+            f"{model_dir}: not a Hugging Face model directory (no config.json); "
+            "export an archpool run first: archpool export-hf RUN OUT"
+        )
+    return model_dir
+
+
 def check_lengths(lengths: Sequence[int], field: str = "harness.lengths") -> list[int]:
     """The distinct lengths, ascending; ConfigError naming ``field`` unless each is an integer from 64 to
     ``MAX_SEQ_LEN`` (the longest context archpool accepts)."""
