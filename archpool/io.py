@@ -102,12 +102,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def _atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
+    """``write`` into a temporary file beside ``path``, then rename it over ``path``; a failing disk
+    is a named error."""
     try:
         with atomic_path(path) as tmp:
-            tmp.write_text(text)
+            write(tmp)
     except OSError as e:
         raise disk_error(path, e) from None
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    _atomic_write(path, lambda tmp: tmp.write_text(text))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
@@ -115,11 +121,7 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    try:
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(data)
-    except OSError as e:
-        raise disk_error(path, e) from None
+    _atomic_write(path, lambda tmp: tmp.write_bytes(data))
 
 
 # ---------------------------------------------------------------------------------------------- cache entries

@@ -49,3 +49,22 @@ class PlainConfig(dict):
 
     def to_dict(self) -> dict:
         return dict(self)
+
+
+def real_synthetic_pool(tmp_path: Path, name: str, max_steps: int, extension_tokens: int) -> Path:
+    """A pool of the real stages on the synthetic stream, small enough for signal and kill tests: two
+    runs (swa off / on), one seed, checkpointed every 4 steps, one ntk extension to 2x,
+    no evaluation or attention."""
+    spec = dict(
+        name=name,
+        seeds=[0],
+        data=dict(synthetic=dict(seed=0)),
+        train=dict(max_steps=max_steps, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
+        extension=[dict(name="ntk", tokens=extension_tokens, length_ratio=2)],
+        eval=dict(enabled=False),
+        attention=dict(enabled=False),
+        factorial=dict(axes=dict(swa=[False, True])),
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from archpool.pool.graph import read_events
-from tests.helpers.pool import REPO, child_env, pool_cmd, run_cli
+from tests.helpers.pool import REPO, child_env, pool_cmd, real_synthetic_pool, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -126,18 +126,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
 
 
 def test_sigkill_real_trainer_resumes_bit_identical(tmp_path):
-    spec = dict(
-        name="killreal",
-        seeds=[0],
-        data=dict(synthetic=dict(seed=0)),
-        train=dict(max_steps=24, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
-        extension=[dict(name="ntk", tokens=8192, length_ratio=2)],
-        eval=dict(enabled=False),
-        attention=dict(enabled=False),
-        factorial=dict(axes=dict(swa=[False, True])),
-    )
-    pool = tmp_path / "killreal.yaml"
-    pool.write_text(yaml.safe_dump(spec))
+    pool = real_synthetic_pool(tmp_path, "killreal", max_steps=24, extension_tokens=8192)
     out, ref = tmp_path / "out", tmp_path / "ref"
     env = child_env()
     proc = subprocess.Popen(

@@ -24,7 +24,7 @@ import yaml
 from archpool.io import directory_lock
 from archpool.pool.executor import descendants, signals_deferred
 from archpool.pool.graph import read_events
-from tests.helpers.pool import REPO, child_env, pool_cmd, run_cli
+from tests.helpers.pool import REPO, child_env, pool_cmd, real_synthetic_pool, run_cli
 
 LINUX_PROC = Path("/proc/self/stat").is_file()
 needs_proc = pytest.mark.skipif(not LINUX_PROC, reason="walks /proc for the pool's processes")
@@ -239,18 +239,7 @@ def test_rerun_after_sigterm_gives_the_uninterrupted_results(tmp_path, executor)
 @pytest.mark.slow
 def test_real_trainer_interrupted_by_sigint_resumes_to_the_same_results(tmp_path):
     """The real stages (tiny model, synthetic data): SIGINT mid-pretraining with two workers, run again."""
-    spec = dict(
-        name="sigreal",
-        seeds=[0],
-        data=dict(synthetic=dict(seed=0)),
-        train=dict(max_steps=40, global_batch_tokens=2048, micro_batch_size=8, log_every=2, ckpt_every=4, warmup_steps=2),
-        extension=[dict(name="ntk", tokens=4096, length_ratio=2)],
-        eval=dict(enabled=False),
-        attention=dict(enabled=False),
-        factorial=dict(axes=dict(swa=[False, True])),
-    )
-    pool = tmp_path / "sigreal.yaml"
-    pool.write_text(yaml.safe_dump(spec))
+    pool = real_synthetic_pool(tmp_path, "sigreal", max_steps=40, extension_tokens=4096)
     out, ref = tmp_path / "out", tmp_path / "ref"
     stderr = tmp_path / "stderr.txt"
     proc = _start(pool, out, "local", stderr)
