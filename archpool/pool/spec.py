@@ -50,6 +50,7 @@ from archpool.train.config import TrainConfig
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
 TOP_LEVEL_KEYS = {
+    "base",
     "name",
     "description",
     "size",
@@ -238,17 +239,52 @@ def resolve_pool_path(pool: str | Path) -> Path:
     raise ConfigError("POOL", f"{str(pool)!r} is neither a pool file nor a shipped pool ({', '.join(shipped_pools())})")
 
 
+MAX_BASE_DEPTH = 8  # pool files a chain of ``base:`` may pass through
+
+
 def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int] | None = None) -> PoolSpec:
     """Load, validate and expand a pool. ``size`` / ``seeds`` override the file's values."""
     if isinstance(pool, dict):
         data, source = copy.deepcopy(pool), "<dict>"
+        if "base" in data:
+            raise ConfigError("base", "a pool given as a mapping cannot name a base pool; give its file")
     else:
         path = resolve_pool_path(pool)
-        data = read_config_file(path)
+        data = read_pool_file(path)
         source = str(path)
-        if not isinstance(data, dict):
-            raise ConfigError(str(path), "a pool file is a mapping with at least `name` and `runs` or `factorial`")
     return parse_pool(data, size=size, seeds=seeds, source=source)
+
+
+def read_pool_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A pool file's mapping with its ``base:`` pool laid under it.
+
+    ``base:`` names a pool file (relative to this one) or a shipped pool; the base's mapping is read the
+    same way, then this file's keys are laid over it: mappings merge key by key, anything else (lists such
+    as ``runs`` and ``extension``, scalars) replaces the base's value. Chains are bounded and cycles refused."""
+    data = read_config_file(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "a pool file is a mapping with at least `name` and `runs` or `factorial`")
+    if "base" not in data:
+        return data
+    here = path.resolve()
+    if here in chain or len(chain) >= MAX_BASE_DEPTH:
+        names = " -> ".join(p.name for p in (*chain, here))
+        raise ConfigError("base", f"{names}: base pools form a cycle or a chain deeper than {MAX_BASE_DEPTH}")
+    base = data.pop("base")
+    if not isinstance(base, str) or not base:
+        raise ConfigError("base", f"a pool file or a shipped pool's name, got {base!r}")
+    relative = path.parent / base
+    base_path = resolve_pool_path(relative if relative.is_file() else base)
+    return merge_pool_mappings(read_pool_file(base_path, (*chain, here)), data)
+
+
+def merge_pool_mappings(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``: mappings merge key by key, any other value replaces the base's."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        out[key] = merge_pool_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
 
 
 def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
