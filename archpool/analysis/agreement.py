@@ -15,6 +15,11 @@ the paper's best short-context predictor being a perplexity) are each set agains
   default, seeded): the architectures are resampled with replacement, and each drawn architecture's
   mean is taken over its seeds resampled with replacement.
 
+Beyond the count (:func:`beyond_count`): Spearman's ρ with the paper given the feature count (the partial
+correlation of the ranks), and the pairwise accuracy over the pairs of architectures with the same count
+with a permutation p (the pool's means shuffled within each count). The paper's own noise caps every
+proxy (:func:`noise_ceiling`: √(1 − σ²/var), σ from its replicate pairs).
+
 The paper's ρ of 0.82 (its count's R² of 0.67) is the scale the answer is read on; a ρ near 0 is a
 finding about tiny-scale transfer, not a failure.
 """
@@ -41,6 +46,7 @@ SHORT_CONTEXT = (
     "pretrain_loss",
 )  # the first the table has is the short-context predictor
 BOOTSTRAP = 2000
+PERMUTATIONS = 10_000
 MIN_ARCHS = 4
 
 
@@ -108,6 +114,113 @@ def rank_agreement(seeds: list[np.ndarray], paper: np.ndarray, n_boot: int = BOO
     }
 
 
+def partial_spearman(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Spearman's ρ of ``x`` and ``y`` given ``z`` along the last axis: the partial correlation of their
+    average ranks, ``(r_xy − r_xz·r_yz) / √((1 − r_xz²)(1 − r_yz²))`` (NaN where undefined)."""
+    r = {k: _rows(a, b)["rho"] for k, (a, b) in {"xy": (x, y), "xz": (x, z), "yz": (y, z)}.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (r["xy"] - r["xz"] * r["yz"]) / np.sqrt((1 - r["xz"] ** 2) * (1 - r["yz"] ** 2))
+
+
+def within_strata_pairwise(x: np.ndarray, y: np.ndarray, strata: np.ndarray) -> np.ndarray:
+    """The share of pairs within one stratum (equal ``strata``) that ``x`` orders as ``y`` does, along
+    the last axis (pairs ``y`` ties left out, pairs ``x`` ties count 0.5; NaN without such pairs)."""
+    i, j = np.triu_indices(x.shape[-1], k=1)
+    same = strata[..., i] == strata[..., j]
+    sx, sy = np.sign(x[..., i] - x[..., j]), np.sign(y[..., i] - y[..., j])
+    use = same & (sy != 0)
+    agree = np.where(sx == 0, 0.5, (sx == sy).astype(float)) * use
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return agree.sum(-1) / use.sum(-1)
+
+
+def strata_permutation_p(
+    x: np.ndarray, y: np.ndarray, strata: np.ndarray, n_perm: int = PERMUTATIONS, rng_seed: int = 0
+) -> float | None:
+    """One-sided permutation p of :func:`within_strata_pairwise`: ``x`` shuffled within each stratum,
+    ``(1 + #{permuted ≥ observed}) / (1 + n_perm)``; None without pairs inside a stratum."""
+    observed = float(within_strata_pairwise(x, y, strata))
+    if not math.isfinite(observed):
+        return None
+    rng = np.random.default_rng(rng_seed)
+    perms = np.tile(np.asarray(x, float), (n_perm, 1))
+    for s in np.unique(strata):
+        idx = np.flatnonzero(strata == s)
+        if len(idx) > 1:
+            perms[:, idx] = np.take_along_axis(perms[:, idx], rng.random((n_perm, len(idx))).argsort(1), axis=1)
+    null = within_strata_pairwise(perms, y, strata)
+    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm))
+
+
+def beyond_count(
+    seeds: list[np.ndarray], paper: np.ndarray, count: np.ndarray, n_boot: int = BOOTSTRAP, rng_seed: int = 0
+) -> dict[str, Any]:
+    """What per-architecture means add beyond the feature count (``count``, higher = more features):
+    Spearman's ρ with ``paper`` given the count, and the pairwise accuracy within equal-count strata with
+    its permutation p, each with a bootstrap interval over architectures and seeds (as
+    :func:`rank_agreement`)."""
+    paper, count = np.asarray(paper, float), np.asarray(count, float)
+    means = np.array([s.mean() for s in seeds])
+    rng = np.random.default_rng(rng_seed)
+    n = len(seeds)
+    resampled = np.stack([s[rng.integers(0, len(s), (n_boot, len(s)))].mean(1) for s in seeds], axis=1)
+    pick = rng.integers(0, n, (n_boot, n))
+    bx, by, bz = np.take_along_axis(resampled, pick, axis=1), paper[pick], count[pick]
+    i, j = np.triu_indices(n, k=1)
+    same = count[i] == count[j]
+    return {
+        "partial_rho": _value(partial_spearman(means[None], paper[None], count[None])),
+        "partial_rho_ci95": _interval(partial_spearman(bx, by, bz)),
+        "within_pairwise": _value(within_strata_pairwise(means[None], paper[None], count[None])),
+        "within_pairwise_ci95": _interval(within_strata_pairwise(bx, by, bz)),
+        "within_p": strata_permutation_p(means, paper, count, rng_seed=rng_seed),
+        "within_pairs": int(np.sum(same & (paper[i] != paper[j]))),
+    }
+
+
+def noise_ceiling(
+    scores: np.ndarray, replicate_differences: np.ndarray, n_boot: int = BOOTSTRAP, rng_seed: int = 0
+) -> dict[str, Any]:
+    """The highest correlation any proxy can reach with scores that carry run-to-run noise: √(1 − σ²/var)
+    of the published ``scores``, σ the RMS of the replicate pairs' ``replicate_differences`` over √2,
+    with a bootstrap interval over the runs and the replicate pairs."""
+    scores, diffs = np.asarray(scores, float), np.asarray(replicate_differences, float)
+
+    def value(sc: np.ndarray, df_: np.ndarray) -> np.ndarray:
+        sigma2 = (df_**2).mean(-1) / 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(np.clip(1 - sigma2 / sc.var(-1, ddof=1), 0, 1))
+
+    rng = np.random.default_rng(rng_seed)
+    boot = value(
+        scores[rng.integers(0, len(scores), (n_boot, len(scores)))], diffs[rng.integers(0, len(diffs), (n_boot, len(diffs)))]
+    )
+    return {
+        "ceiling": float(value(scores, diffs)),
+        "ceiling_ci95": _interval(boot),
+        "noise_sd": float(np.sqrt((diffs**2).mean() / 2)),
+        "replicate_pairs": len(diffs),
+    }
+
+
+def paper_ceiling(column: str, n_boot: int = BOOTSTRAP, rng_seed: int = 0) -> dict[str, Any] | None:
+    """:func:`noise_ceiling` of one of the paper's published columns (``paper_helmet_32k``), from its
+    replicate pairs (:func:`archpool.analysis.carry.replicate_pairs`); None for a column it lacks."""
+    from archpool.analysis.carry import replicate_pairs
+    from archpool.paper.table import paper_runs
+
+    name = column.removeprefix("paper_")
+    scores = [s for s in (r.scores.get(name) for r in paper_runs()) if s is not None]
+    diffs = []
+    for a, b in replicate_pairs():
+        x, y = a.scores.get(name), b.scores.get(name)
+        if x is not None and y is not None:
+            diffs.append(x - y)
+    if len(scores) < MIN_ARCHS or len(diffs) < 2:
+        return None
+    return noise_ceiling(np.array(scores), np.array(diffs), n_boot, rng_seed)
+
+
 def agreement(df: pd.DataFrame, target: str, short_ctx: int, n_boot: int = BOOTSTRAP, rng_seed: int = 0) -> dict[str, Any] | None:
     """The pool's, the feature count's and the short-context predictor's rank agreement with each paper
     column (see the module docstring); None without paper columns or with fewer than 4 architectures."""
@@ -143,9 +256,12 @@ def agreement(df: pd.DataFrame, target: str, short_ctx: int, n_boot: int = BOOTS
         if short is not None:
             short_sign = -1.0 if lower_is_better(short) else 1.0
             quantities["short_context"] = [short_sign * pd.to_numeric(x[short]).to_numpy(float) for _, x in g]
+        count = np.array([float(x["_count"].iloc[0]) for _, x in g])
         out["columns"][col] = {
             "archs": [str(a) for a, _ in g],
             **{k: rank_agreement(v, paper, n_boot, rng_seed) for k, v in quantities.items()},
+            "beyond_count": beyond_count(quantities["pool"], paper, -count, n_boot, rng_seed),
+            "ceiling": paper_ceiling(col, n_boot, rng_seed),
         }
     return out if out["columns"] else None
 
