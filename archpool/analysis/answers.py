@@ -267,6 +267,31 @@ class Answers:
         n_answers = next((first.n[r] for r in runs0 if r in first.n), 0)
         return estimate(z, order, n_answers)
 
+    def arm_matrix(self, weights: Sequence[tuple[str, float]], arms: Sequence[Sequence[str]]) -> np.ndarray | None:
+        """``y[a, s, d] = D · Σ w · column(arm a's run of seed s)[d]`` (arms × seeds × documents) over the seeds
+        every arm has one run of: the layout :func:`archpool.analysis.crossed.arm_seed_variance` pools the
+        seed variance over. None when the answers do not cover a column, the documents differ, or fewer than
+        two seeds are common."""
+        values = [(self.doc_values(col), w) for col, w in weights]
+        if not values or any(v is None for v, _ in values) or len({v.n_docs for v, _ in values}) != 1:  # type: ignore[union-attr]
+            return None
+        D = values[0][0].n_docs  # type: ignore[union-attr]
+        per_arm: list[dict[Any, str]] = []
+        for runs in arms:
+            by_seed: dict[Any, str] = {}
+            for r in runs:
+                if all(r in v.x for v, _ in values):  # type: ignore[union-attr]
+                    by_seed.setdefault(self.seed_of[r], r)
+            per_arm.append(by_seed)
+        common = sorted(set.intersection(*(set(a) for a in per_arm))) if per_arm else []
+        if len(common) < 2 or len(per_arm) < 2:
+            return None
+        y = np.zeros((len(per_arm), len(common), D))
+        for a, by_seed in enumerate(per_arm):
+            for i, seed in enumerate(common):
+                y[a, i] = D * sum(w * v.x[by_seed[seed]] for v, w in values)  # type: ignore[union-attr]
+        return y
+
     def check(self, df: pd.DataFrame, columns: Iterable[str]) -> None:
         """DataError when a run's value of a column, rebuilt from the answers, is not the one results.csv
         holds (an answers table from another pool or another run of it)."""

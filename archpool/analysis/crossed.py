@@ -80,6 +80,59 @@ def components(z: np.ndarray) -> dict[str, Any]:
     return {**out, "se": math.sqrt(var_mean), "df": df, "var_seed": var_seed, "var_doc": var_doc, "var_res": ms_e}
 
 
+def arm_seed_variance(y: np.ndarray) -> dict[str, Any]:
+    """The seed-by-arm variance pooled over every arm of a pool, from ``y`` (arms × seeds × documents; the
+    same seeds and documents for every arm): the three-way random model without replication::
+
+        y[a, s, d] = μ + α[a] + b[s] + c[d] + (αb)[a, s] + (αc)[a, d] + (bc)[s, d] + e[a, s, d]
+
+    ``var_arm_seed`` is the ANOVA estimate of the (αb) variance, ``(MS_AS − MS_ASD) / D`` truncated at 0,
+    with Satterthwaite's degrees of freedom; a contrast ``Σ c_a · arm_a`` paired by seed then has seed
+    variance ``Σ c_a² · var_arm_seed`` with ``(A − 1)(S − 1)`` degrees of freedom behind it, where one
+    pair alone has ``S − 1``."""
+    y = np.asarray(y, float)
+    if y.ndim != 3 or min(y.shape) < 1 or not np.all(np.isfinite(y)):
+        raise ValueError("y must be a finite arms × seeds × documents array")
+    A, S, D = y.shape
+    if A < 2 or S < 2:
+        return {"var_arm_seed": None, "df": None, "ms_as": None, "ms_asd": None, "n_arms": A}
+    m = y.mean()
+    a_, s_, d_ = y.mean((1, 2)), y.mean((0, 2)), y.mean((0, 1))
+    as_, ad_, sd_ = y.mean(2), y.mean(1), y.mean(0)
+    inter_as = as_ - a_[:, None] - s_[None, :] + m
+    df_as = (A - 1) * (S - 1)
+    ms_as = D * float((inter_as**2).sum()) / df_as
+    if D == 1:
+        return {"var_arm_seed": ms_as, "df": float(df_as), "ms_as": ms_as, "ms_asd": None, "n_arms": A}
+    resid = (
+        y - as_[:, :, None] - ad_[:, None, :] - sd_[None, :, :] + a_[:, None, None] + s_[None, :, None] + d_[None, None, :] - m
+    )
+    df_asd = (A - 1) * (S - 1) * (D - 1)
+    ms_asd = float((resid**2).sum()) / df_asd
+    var = max(0.0, (ms_as - ms_asd) / D)
+    df = _satterthwaite([(1 / D, ms_as, df_as), (-1 / D, ms_asd, df_asd)]) if var > 0 else float(df_as)
+    return {"var_arm_seed": var, "df": df, "ms_as": ms_as, "ms_asd": ms_asd, "n_arms": A}
+
+
+def with_pooled_seed(c: dict[str, Any], var_seed: float, df_seed: float) -> dict[str, Any]:
+    """:func:`components` of one contrast with its seed variance replaced by a pooled estimate
+    (``var_seed``: already times the contrast's ``Σ c²``; ``df_seed`` its degrees of freedom): the variance
+    of the mean ``var_seed / S + σ²_doc / D + σ²_res / (S·D)``, the documents' part the contrast's own,
+    with Satterthwaite's degrees of freedom over the pooled seed term and the contrast's document mean
+    square."""
+    S, D = int(c["n_seeds"]), int(c["n_docs"])
+    if S < 2:
+        return c
+    if D == 1:
+        return {**c, "se": math.sqrt(var_seed / S), "df": float(df_seed), "var_seed": var_seed, "seed_pooled": True}
+    var_doc, ms_e = float(c["var_doc"] or 0.0), float(c["var_res"] or 0.0)
+    n = S * D
+    doc_ms, doc_df = (S * var_doc + ms_e, D - 1) if var_doc > 0 else (ms_e, (S - 1) * (D - 1))
+    var_mean = var_seed / S + var_doc / D + ms_e / n
+    df = _satterthwaite([(1 / S, var_seed, df_seed), (1 / n, doc_ms, doc_df)])
+    return {**c, "se": math.sqrt(var_mean), "df": df, "var_seed": var_seed, "seed_pooled": True}
+
+
 def t_test(mean: float | None, se: float | None, df: float | None) -> float | None:
     """Two-sided p of ``mean / se`` against a t with ``df`` degrees of freedom; 1 when there is no
     effect and no noise, None when there is an effect but no noise to test it against (or no estimate)."""

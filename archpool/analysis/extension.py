@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archpool.analysis import crossed, inference
 from archpool.analysis import effects as fx
-from archpool.analysis import inference
 from archpool.analysis.answers import Answers, from_seeds
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import FEATURES, features
@@ -47,6 +47,8 @@ from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keye
 
 NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
 NOT_FACTORIAL = "not factorial: pairwise effects only"
+FEATURE_AXIS = {"qk_norm": "qk_norm", "gqa": "n_kv_heads", "swa": "swa", "short_ctx": "pretrain_ctx"}
+"""The axis that changes a feature alone: an arm on it is the feature's main arm (listed first)."""
 
 
 def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:
@@ -55,15 +57,64 @@ def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:
     return from_seeds(per_seed)
 
 
-def effect(answers: Answers | None, terms: list[tuple[str, list[str], float]], per_seed: dict[Any, float]) -> dict[str, Any]:
+def effect(
+    answers: Answers | None,
+    terms: list[tuple[str, list[str], float]],
+    per_seed: dict[Any, float],
+    pooled: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The effect ``Σ c · column(runs)`` (terms: column, runs, coefficient) on the seeds of ``per_seed``:
     from the scored answers with both sources of noise when ``answers`` cover every term, else from the
-    per-seed values (:func:`summarise`)."""
+    per-seed values (:func:`summarise`). With ``pooled`` (:func:`pooled_seed`, from the same answers or the
+    same per-seed values) the seed variance is the one pooled over every arm, for a contrast of one arm
+    against another (``Σ c² = 2``)."""
     if answers is not None and per_seed:
         est = answers.contrast(terms, seeds=per_seed)
         if est is not None and set(est["per_seed"]) == set(per_seed):
+            if pooled is not None and pooled.get("source") == "answers":
+                comp = {"mean": est["mean"], "n_seeds": est["n"], "n_docs": est["n_docs"], **est["components"]}
+                return _repooled(est, crossed.with_pooled_seed(comp, 2 * pooled["var_arm_seed"], pooled["df"]))
             return est
-    return summarise(per_seed)
+    est = summarise(per_seed)
+    if pooled is not None and pooled.get("source") == "seeds" and est["n"] > 1:
+        return _repooled(est, {"mean": est["mean"], "se": math.sqrt(2 * pooled["var_arm_seed"] / est["n"]), "df": pooled["df"]})
+    return est
+
+
+def _repooled(est: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
+    """An effect's estimate with the standard error and degrees of freedom of its pooled-seed version."""
+    return {
+        **est,
+        "se": c["se"],
+        "df": c["df"],
+        "ci95": crossed.interval(c["mean"], c["se"], c["df"]),
+        "p": crossed.t_test(c["mean"], c["se"], c["df"]),
+        "seed_pooled": True,
+    }
+
+
+def pooled_seed(
+    d: pd.DataFrame, answers: Answers | None, weights: list[tuple[str, float]], arms: list[list[str]]
+) -> dict[str, Any] | None:
+    """The seed-by-arm variance of ``Σ w · column`` pooled over ``arms`` (lists of runs, one per
+    architecture): from the scored answers when they cover the columns, else from the per-seed values
+    (:func:`archpool.analysis.crossed.arm_seed_variance`); None with fewer than three arms or two seeds."""
+    if len(arms) < 3 or not weights:
+        return None
+    y = answers.arm_matrix(weights, arms) if answers is not None else None
+    source = "answers"
+    if y is None:
+        source = "seeds"
+        per_arm = [
+            {s: sum(w * v[s] for v, (_, w) in zip(vals, weights)) for s in set.intersection(*(set(v) for v in vals))}
+            for vals in ([by_seed(d, runs, d[c]) for c, _ in weights] for runs in arms)
+        ]
+        common = sorted(set.intersection(*(set(a) for a in per_arm))) if per_arm else []
+        if len(common) < 2:
+            return None
+        y = np.array([[[a[s]] for s in common] for a in per_arm])
+    r = crossed.arm_seed_variance(y)
+    return None if r["var_arm_seed"] is None else {**r, "source": source, "n_seeds": int(y.shape[1])}
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> list[float | None]:
@@ -247,6 +298,9 @@ def extension_effects(
     if mf["mastered"].notna().sum() == 0:
         return None
     c, ps = _arms(d, target, short_ctx)
+    ps.sort(
+        key=lambda p: p["axis"] != FEATURE_AXIS.get(p["feature"])
+    )  # a feature's own axis first (QK-norm before QK-norm with post-norm)
     f = features(d, short_ctx).add_prefix("f_")
     not_mastered = [
         {
@@ -261,6 +315,8 @@ def extension_effects(
     ]
     bad = {x["run"] for x in not_mastered}
     own, own_from = own_length_values(d, fam["metric"], mf["mastery_acc"])
+    arms = [runs for runs in ([r for r in row if r not in bad] for row in c["runs"]) if runs]
+    pooled: dict[str, dict[str, Any] | None] = {}  # per column (or difference of columns): the seed variance over every arm
     axes = []
     for p in ps:
         base, arm = list(p["runs_from"]), list(p["runs_to"])
@@ -273,11 +329,17 @@ def extension_effects(
         rows = []
         for suf, at in fam["columns"].items():
             for L, col in at.items():
+                before_col = ColumnKey.parse(col).but(base=True, rung="").format()
+                pool_post = pooled.setdefault(col, pooled_seed(d, answers, [(col, 1.0)], arms))
                 base_values = {k: v for k, v in by_seed(d, base, d[col]).items() if k in kept}
                 post = _diff(by_seed(d, arm, d[col]), base_values)
                 post_terms = [(col, arm, 1.0), (col, base, -1.0)]
-                before_col = ColumnKey.parse(col).but(base=True, rung="").format()
+                pool_before = pool_did = None
                 if _has(d, before_col):
+                    pool_before = pooled.setdefault(before_col, pooled_seed(d, answers, [(before_col, 1.0)], arms))
+                    pool_did = pooled.setdefault(
+                        f"{col}-{before_col}", pooled_seed(d, answers, [(col, 1.0), (before_col, -1.0)], arms)
+                    )
                     before, did_from = _diff(by_seed(d, arm, d[before_col]), by_seed(d, base, d[before_col]), kept), before_col
                     before_terms = [(before_col, arm, 1.0), (before_col, base, -1.0)]
                 else:
@@ -291,12 +353,12 @@ def extension_effects(
                         "column": col,
                         "is_target": col == target,
                         "base_mean": float(np.mean([base_values[k] for k in post])) if post else None,
-                        "post": effect(answers, post_terms, post),
-                        "before": effect(answers, before_terms, {s: before[s] for s in did})
+                        "post": effect(answers, post_terms, post, pool_post),
+                        "before": effect(answers, before_terms, {s: before[s] for s in did}, pool_before)
                         if before_terms
                         else summarise({s: before[s] for s in did}),
                         "did_from": did_from,
-                        "did": effect(answers, did_terms, did) if did_terms else summarise(did),
+                        "did": effect(answers, did_terms, did, pool_did) if did_terms else summarise(did),
                     }
                 )
         axes.append(

@@ -113,7 +113,9 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     seed_sd = (r.get("spread") or {}).get("seed_sd")
     long_ctx = (ext.get("long_ctx") if ext else None) or long_ctx_of(r)
     multiple = target_multiple(target, long_ctx)
-    by_feature = {a["feature"]: a for a in ext.get("axes") or []}
+    by_feature: dict[str, dict[str, Any]] = {}
+    for a in ext.get("axes") or []:
+        by_feature.setdefault(a["feature"], a)  # the feature's main arm: the extension analysis lists it first
     remedied = {a.get("feature") for rec in r.get("remedy") or [] for a in rec.get("arms", [])}
     found_axes = {a["feature"]: a for t in (found or {}).get("targets", []) if t["metric"] == target for a in t["axes"]}
     tested = _tested(by_feature, found_axes, min_effect)

@@ -136,3 +136,90 @@ def test_the_95_percent_interval_covers_a_known_effect_in_93_to_97_percent_of_si
         lo, hi = crossed.interval(c["mean"], c["se"], c["df"])
         hits += lo <= delta <= hi
     assert 0.93 <= hits / sims <= 0.97
+
+
+def _three_way(rng, arms=6, seeds=3, docs=16, effects=None, sd_as=0.03, sd_ad=0.04, sd_e=0.05):
+    """y[a, s, d]: arm, seed and document effects, the three two-way interactions and noise."""
+    effects = np.zeros(arms) if effects is None else np.asarray(effects, float)
+    y = (
+        0.6
+        + effects[:, None, None]
+        + rng.normal(0, 0.05, (1, seeds, 1))
+        + rng.normal(0, 0.1, (1, 1, docs))
+        + rng.normal(0, sd_as, (arms, seeds, 1))
+        + rng.normal(0, sd_ad, (arms, 1, docs))
+        + rng.normal(0, 0.02, (1, seeds, docs))
+        + rng.normal(0, sd_e, (arms, seeds, docs))
+    )
+    return y
+
+
+def test_the_pooled_arm_seed_variance_is_the_three_way_anovas():
+    from statsmodels.stats.anova import anova_lm
+
+    y = _three_way(np.random.default_rng(7), arms=4, seeds=3, docs=6)
+    A, S, D = y.shape
+    frame = pd.DataFrame(
+        [(a, s, d, y[a, s, d]) for a in range(A) for s in range(S) for d in range(D)], columns=["a", "s", "d", "y"]
+    )
+    fit = smf.ols("y ~ C(a) + C(s) + C(d) + C(a):C(s) + C(a):C(d) + C(s):C(d)", frame).fit()
+    table = anova_lm(fit)
+    ms_as = table.loc["C(a):C(s)", "sum_sq"] / table.loc["C(a):C(s)", "df"]
+    ms_asd = table.loc["Residual", "sum_sq"] / table.loc["Residual", "df"]
+    r = crossed.arm_seed_variance(y)
+    assert r["ms_as"] == pytest.approx(ms_as) and r["ms_asd"] == pytest.approx(ms_asd)
+    assert r["var_arm_seed"] == pytest.approx(max(0.0, (ms_as - ms_asd) / D))
+    # one document: the additive arm + seed model's residual mean square
+    one = crossed.arm_seed_variance(y[:, :, :1])
+    two_way = smf.ols("y ~ C(a) + C(s)", frame[frame.d == 0]).fit()
+    assert one["var_arm_seed"] == pytest.approx(two_way.scale) and one["df"] == two_way.df_resid
+
+
+def _pooled_test(y: np.ndarray, arm: int, base: int = 0) -> dict:
+    """The verdict's estimator on a simulated pool: the contrast's own components, its seed variance pooled."""
+    z = y[arm] - y[base]
+    c = crossed.components(z)
+    p = crossed.arm_seed_variance(y)
+    return crossed.with_pooled_seed(c, 2 * p["var_arm_seed"], p["df"])
+
+
+def test_pooled_intervals_cover_a_known_effect_in_93_to_97_percent_of_simulations():
+    rng = np.random.default_rng(11)
+    delta, sims, hits = -0.04, 1500, 0
+    for _ in range(sims):
+        c = _pooled_test(_three_way(rng, effects=[0, delta, 0, 0, 0, 0]), 1)
+        lo, hi = crossed.interval(c["mean"], c["se"], c["df"])
+        hits += lo <= delta <= hi
+    assert 0.93 <= hits / sims <= 0.97
+
+
+def test_verdicts_agree_between_two_independent_seed_sets_at_the_rate_their_stated_power_implies():
+    """Two pools that differ only in their seeds: each says 'an effect' when its test rejects; they agree
+    as often as π² + (1 − π)², π the power each states (its MDE's noncentral t at the true effect); pooling
+    the seed variance across the arms gives the claims enough degrees of freedom to be stable."""
+    rng = np.random.default_rng(2027)
+    delta, sims = -0.07, 600
+    claims, powers = [], []
+    for _ in range(sims):
+        pair = []
+        for _ in range(2):
+            c = _pooled_test(_three_way(rng, effects=[0, delta, 0, 0, 0, 0]), 1)
+            pair.append(crossed.t_test(c["mean"], c["se"], c["df"]) < crossed.ALPHA)
+            powers.append(crossed.power_of(abs(delta) / c["se"], c["df"], crossed.ALPHA))
+        claims.append(pair)
+    claims = np.array(claims)
+    rate = claims.mean()
+    stated = float(np.mean(powers))
+    assert 0.5 < stated < 0.95  # a case where the verdict could go either way
+    assert rate == pytest.approx(stated, abs=4 * math.sqrt(stated * (1 - stated) / claims.size) + 0.03)
+    agree = float(np.mean(claims[:, 0] == claims[:, 1]))
+    implied = rate**2 + (1 - rate) ** 2
+    assert agree == pytest.approx(implied, abs=4 * math.sqrt(implied * (1 - implied) / sims))
+    # with the seed variance of the one pair alone (2 degrees of freedom), the same pools reach the claim less often
+    alone = np.mean(
+        [
+            crossed.t_test(*(lambda c: (c["mean"], c["se"], c["df"]))(crossed.components(y[1] - y[0]))) < crossed.ALPHA
+            for y in (_three_way(rng, effects=[0, delta, 0, 0, 0, 0]) for _ in range(400))
+        ]
+    )
+    assert alone < rate

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.formula.api as smf
 from scipy import stats as sps
 
 from archpool.analysis import analyze, format_text, load_results
@@ -161,9 +162,15 @@ def test_difference_in_differences_uses_the_same_column_before_extension_when_me
         (ARMS["qk"][3][s] - ARMS["base"][3][s]) - (before["qk"][s] - before["base"][s])  # (after gap) − (before gap)
         for s in SEEDS
     ]
-    m, lo, hi, sd = _t_summary(hand)
-    assert x["did"]["mean"] == pytest.approx(m) and x["did"]["ci95"] == pytest.approx([lo, hi])
-    assert x["did"]["sd"] == pytest.approx(sd)
+    m, _, _, sd = _t_summary(hand)
+    assert x["did"]["mean"] == pytest.approx(m) and x["did"]["sd"] == pytest.approx(sd)
+    # the interval pools the seed variance over the three arms: the arm contrast of ``y ~ arm + seed`` (statsmodels)
+    per_arm = {a: [ARMS[a][3][s] - before[a][s] for s in SEEDS] for a in before}
+    frame = pd.DataFrame([(a, s, per_arm[a][s]) for a in per_arm for s in SEEDS], columns=["arm", "seed", "y"])
+    fit = smf.ols("y ~ C(arm, Treatment('base')) + C(seed)", frame).fit()
+    term = "C(arm, Treatment('base'))[T.qk]"
+    assert x["did"]["ci95"] == pytest.approx(list(fit.conf_int().loc[term])) and x["did"]["df"] == fit.df_resid == 4
+    assert x["did"]["seed_pooled"] is True
     assert x["before"]["mean"] == pytest.approx(np.mean([before["qk"][s] - before["base"][s] for s in SEEDS]))
     # the rung columns share the before column (one pretrained model), each with its own after
     y = _at(_axis(e, "qk_norm"), 1024, "ext5")
