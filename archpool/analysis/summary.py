@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archpool.analysis import agreement, compound, headroom, inference, stats
+from archpool.analysis import agreement, carry, compound, headroom, inference, stats
 from archpool.analysis import effects as fx
 from archpool.analysis import extension as ext
 from archpool.analysis.answers import Answers
@@ -223,6 +223,7 @@ def analyze(
         "co_target": _co_target(df, target, short, mmetric, answers),
         "headroom": headroom.check(df, target, window),
         "agreement": agreement.agreement(df, target, short),
+        "carry": carry.carry_summary(df, target, short),
         "compounding": compound.compounding(df, target, short, answers, min_effect, lower_is_better(target)),
         "versus_baseline": compound.versus_baseline(df, target, short, answers),
         "inference": inference_basis(d, answers, groups, min_effect),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from archpool.analysis.extension import NOT_FACTORIAL
-from archpool.analysis.results import target_label
+from archpool.analysis.results import FEATURE_NAMES, target_label
 from archpool.columns import RUNG_SEP, split_rung
 from archpool.study import FEATURES
 
@@ -63,6 +63,7 @@ def format_text(r: dict[str, Any]) -> str:
     out += _attention(r)
     out += format_extension(r)
     out += format_agreement(r.get("agreement"))
+    out += format_carry(r.get("carry"))
     if r["failed"]:
         out += ["", "Failed runs: " + "; ".join(f"{f['run']}: {f['error']}" for f in r["failed"])]
     out += [f"note: {n}" for n in r["notes"]]
@@ -344,6 +345,75 @@ def format_agreement(a: dict[str, Any] | None) -> list[str]:
                     ]
                 )
     out += _table(["paper column", "ranked by", "archs", "Spearman ρ", "Kendall τ", "pairwise accuracy"], rows)
+    beyond = []
+    for col, entry in a["columns"].items():
+        b, c = entry.get("beyond_count") or {}, entry.get("ceiling") or {}
+        if b:
+            p = b.get("within_p")
+            beyond.append(
+                [
+                    col,
+                    _with_ci(b["partial_rho"], b["partial_rho_ci95"]),
+                    _with_ci(b["within_pairwise"], b["within_pairwise_ci95"]) + f" of {b['within_pairs']}",
+                    "—" if p is None else f"{p:.3f}",
+                    _with_ci(c.get("ceiling"), c.get("ceiling_ci95")) if c else "—",
+                ]
+            )
+    if beyond:
+        out += [
+            "",
+            f"Beyond the feature count ({target_label(a)}): Spearman ρ given the count; pairs of equal count ordered as the "
+            "paper (pool means shuffled within each count: one-sided permutation p); the paper's noise ceiling "
+            "(√(1 − σ²/var), σ from its replicate runs)",
+        ]
+        out += _table(["paper column", "ρ given count", "within-count pairs", "permutation p", "noise ceiling"], beyond)
     if a.get("not_mastered"):
         out.append("left out (did not master their own length): " + ", ".join(a["not_mastered"]))
     return out
+
+
+def format_carry(c: dict[str, Any] | None) -> list[str]:
+    """The transfer score of each group of single-feature arms, and its cells (docs/results/transfer-design.md)."""
+    if not c:
+        return []
+    lengths = "/".join(str(n) for n in c["lengths"])
+    out = [
+        "",
+        f"Transfer score: the single-feature arms' effects on {c['measure']} at {lengths} tokens against the paper's "
+        "matched pairs at HELMET 8K/16K/32K/64K, each standardised by the spread between its architectures at that "
+        "length; the score is the cosine of the two profiles (95% interval: the pool's seeds resampled, the paper's "
+        "scores perturbed by its run-to-run noise)",
+    ]
+    for g in c["groups"]:
+        group = ", ".join(str(x) for x in g["group"]) or "all runs"
+        score = "—" if g["score"] is None else _with_ci(g["score"], g["ci95"])
+        out.append(f"group [{group}]: {len(g['archs'])} architectures, seeds {g['seeds']}: transfer score {score}")
+        rows = []
+        for feature in dict.fromkeys(x["feature"] for x in g["cells"]):
+            cells = [x for x in g["cells"] if x["feature"] == feature]
+            rows.append(
+                [FEATURE_NAMES.get(feature, feature)]
+                + [_z(x["z"]) + " / " + _z(x["paper_z"]) for x in cells]
+                + [_effect_ci(cells[-1])]
+            )
+        heads = [f"×{x['multiple']} (pool / paper)" for x in g["cells"][:4]]
+        out += _table(["feature", *heads, f"effect at {c['lengths'][-1]} (95% CI, seeds pooled)"], rows)
+        resolved = g.get("resolved_8x") or []
+        out.append(
+            f"resolved in the paper's direction at ×8: {len(resolved)} of 4"
+            + (f" ({', '.join(FEATURE_NAMES[f] for f in resolved)})" if resolved else "")
+        )
+        if g.get("not_mastered"):
+            out.append("left out (did not master their own length): " + ", ".join(g["not_mastered"]))
+    return out
+
+
+def _z(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.2f}"
+
+
+def _effect_ci(cell: dict[str, Any]) -> str:
+    lo, hi = cell["ci95"]
+    if cell["effect"] is None:
+        return "—"
+    return f"{cell['effect']:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]")

@@ -61,6 +61,38 @@ def register(subparsers) -> None:
     _common(p)
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.set_defaults(func=report_command)
+    p = subparsers.add_parser(
+        "transfer",
+        help="the transfer score: do the pool's single-feature effects follow the paper's per-feature profiles?",
+        description="Per group of single-feature arms (architectures that differ in QK-norm, GQA, SWA, a short "
+        "context or post-norm only), each feature's effect at four lengths standardised by the spread between "
+        "the architectures, beside the paper's matched-pair HELMET effects at 8K/16K/32K/64K standardised the "
+        "same way; their cosine (the transfer score) with a 95%% interval; docs/results/transfer-design.md.",
+    )
+    p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
+    p.add_argument(
+        "--measure",
+        metavar="METRIC",
+        help="the scored column at the longest length, e.g. 'mqar_rebind_acc@1024[d>512]#ext12' (a filter of half the "
+        "length becomes the far half at every length; default: a pool directory's report.target)",
+    )
+    p.add_argument(
+        "--lengths",
+        type=_lengths,
+        metavar="N,N,N,N",
+        help="the four pool lengths that stand for the paper's 8K/16K/32K/64K (default: 1, 2, 4 and 8 times the "
+        "long pretraining context)",
+    )
+    p.add_argument("--short-ctx", type=positive_int, metavar="N", help="pretraining contexts ≤ N count as short")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.set_defaults(func=transfer_command)
+
+
+def _lengths(text: str) -> list[int]:
+    parts = [positive_int(x) for x in text.split(",")]
+    if len(parts) != 4:
+        raise argparse.ArgumentTypeError(f"four lengths (for the paper's 8K/16K/32K/64K), got {len(parts)}")
+    return parts
 
 
 def _target(args) -> str | None:
@@ -147,4 +179,26 @@ def report_command(args) -> int:
         min_effect=_min_effect(args),
     )
     print(f"wrote {page}")
+    return 0
+
+
+def transfer_command(args) -> int:
+    from archpool.analysis import to_json
+    from archpool.analysis.carry import carry_summary
+    from archpool.analysis.summary_text import format_carry
+    from archpool.analysis.table import TableError, default_short_ctx, load_results, pool_report_settings
+
+    df = load_results(args.source)
+    measure = args.measure if args.measure is not None else pool_report_settings(args.source).get("target")
+    if measure is None:
+        raise TableError("--measure: no scored column given and SOURCE is not a pool directory with a report.target")
+    short = args.short_ctx if args.short_ctx is not None else default_short_ctx(df)
+    c = carry_summary(df, measure, short, lengths=args.lengths)
+    if c is None:
+        raise TableError(
+            f"{args.source}: no transfer score for {measure!r}: the table needs architectures that differ in one feature "
+            "only and the measure's column at the lengths asked for",
+            column=measure,
+        )
+    print(to_json(c) if args.json else "\n".join(format_carry(c)[1:]))
     return 0

@@ -216,9 +216,38 @@ def agreement_table(a: Mapping[str, Any]) -> pd.DataFrame:
                     "Spearman ρ": _stat(x, "rho"),
                     "Kendall τ": _stat(x, "tau"),
                     "pairs ordered as the paper": _stat(x, "pairwise"),
+                    **(
+                        _beyond(entry)
+                        if who == "pool"
+                        else {"ρ given the count": "", "equal-count pairs ordered as the paper": ""}
+                    ),
+                }
+            )
+        if entry.get("ceiling"):
+            c = entry["ceiling"]
+            rows.append(
+                {
+                    "paper column": col.removeprefix("paper_"),
+                    "ranked by": f"the paper's noise ceiling (σ {c['noise_sd']:.1f} from {c['replicate_pairs']} replicate pairs)",
+                    "architectures": "",
+                    "Spearman ρ": _stat({"v": c["ceiling"], "v_ci95": c["ceiling_ci95"]}, "v"),
+                    "Kendall τ": "",
+                    "pairs ordered as the paper": "",
+                    "ρ given the count": "",
+                    "equal-count pairs ordered as the paper": "",
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _beyond(entry: Mapping[str, Any]) -> dict[str, str]:
+    """The pool's ρ given the feature count and its accuracy on pairs of equal count (permutation p)."""
+    b = entry.get("beyond_count") or {}
+    if not b:
+        return {"ρ given the count": "—", "equal-count pairs ordered as the paper": "—"}
+    p = b.get("within_p")
+    within = _stat(b, "within_pairwise") + f" of {b['within_pairs']}" + ("" if p is None else f" (p {p:.3f})")
+    return {"ρ given the count": _stat(b, "partial_rho"), "equal-count pairs ordered as the paper": within}
 
 
 def _stat(x: Mapping[str, Any], k: str) -> str:
@@ -226,6 +255,18 @@ def _stat(x: Mapping[str, Any], k: str) -> str:
     if v is None:
         return "—"
     return f"{v:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci[0] is not None else "")
+
+
+def _beyond_words(entry: Mapping[str, Any]) -> str:
+    b, c = entry.get("beyond_count") or {}, entry.get("ceiling") or {}
+    words = ""
+    if b and b.get("partial_rho") is not None:
+        lo = (b.get("partial_rho_ci95") or [None])[0]
+        adds = "adds to the count" if lo is not None and lo > 0 else "does not add to the count beyond noise"
+        words += f" Given the count, ρ {_stat(b, 'partial_rho')}: the pool {adds}."
+    if c:
+        words += f" The paper's own noise caps any ranking near ρ {c['ceiling']:.2f}."
+    return words
 
 
 def agreement_words(a: Mapping[str, Any]) -> list[str]:
@@ -240,8 +281,69 @@ def agreement_words(a: Mapping[str, Any]) -> list[str]:
         pool, count = entry.get("pool") or {}, entry.get("feature_count") or {}
         lines.append(
             f"{col.removeprefix('paper_')}: {target_label(a)} ranks {pool.get('n_archs', 0)} architectures with ρ {_stat(pool, 'rho')} "
-            f"(pairs {_stat(pool, 'pairwise')}); the feature count ρ {_stat(count, 'rho')}."
+            f"(pairs {_stat(pool, 'pairwise')}); the feature count ρ {_stat(count, 'rho')}." + _beyond_words(entry)
         )
     if a.get("not_mastered"):
         lines.append("Left out, as they did not master their own length: " + ", ".join(a["not_mastered"]) + ".")
+    return lines
+
+
+def carry_table(c: Mapping[str, Any]) -> pd.DataFrame:
+    """Per group and feature: the standardised effect at each length beside the paper's, and the effect at the
+    longest length with its interval (seed variance pooled over the group's arms)."""
+    rows = []
+    for g in c["groups"]:
+        group = ", ".join(str(x) for x in g["group"])
+        for feature in dict.fromkeys(x["feature"] for x in g["cells"]):
+            cells = sorted((x for x in g["cells"] if x["feature"] == feature), key=lambda x: x["multiple"])
+            last = cells[-1]
+            lo, hi = last["ci95"]
+            row = {"group": group, "feature": FEATURE_NAMES.get(feature, feature)}
+            for x in cells:
+                row[f"×{x['multiple']}: pool z (paper z)"] = f"{_signed(x['z'])} ({_signed(x['paper_z'])})"
+            row[f"effect at ×{last['multiple']} (95% CI)"] = (
+                "—" if last["effect"] is None else f"{last['effect']:+.3f}" + ("" if lo is None else f" [{lo:+.3f}, {hi:+.3f}]")
+            )
+            row["the paper's sign"] = "yes" if last["same_sign"] else "no"
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _signed(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.2f}"
+
+
+def carry_words(c: Mapping[str, Any]) -> list[str]:
+    """The transfer score in sentences, per group of single-feature arms."""
+    lengths = "/".join(str(n) for n in c["lengths"])
+    lines = [
+        f"The pool's single-feature arms (pairs of architectures that differ in one feature only) measured on "
+        f"{c['measure']} at {lengths} tokens, beside the paper's matched pairs of published runs at HELMET 8K/16K/32K/64K. "
+        "Each effect is standardised by the spread (SD) between the architectures at that length on its own side; the "
+        "transfer score is the cosine of the two profiles: 1 when the pool's effects follow the paper's in sign and "
+        "relative size, 0 when unrelated, negative when reversed. Its 95% interval resamples the pool's seeds and "
+        "perturbs the paper's scores by its own run-to-run noise (its replicate runs). The rule that chose the design "
+        "by it is docs/results/transfer-design.md."
+    ]
+    for g in c["groups"]:
+        score = g["score"]
+        lo, hi = g["ci95"]
+        if score is None:
+            continue
+        resolved = g.get("resolved_8x") or []
+        where = ", ".join(str(x) for x in g["group"])
+        verdict = (
+            "follows the paper"
+            if lo is not None and lo > 0
+            else "reverses the paper"
+            if hi is not None and hi < 0
+            else "cannot be told from unrelated at these seeds"
+        )
+        lines.append(
+            f"[{where}] transfer score {score:+.2f}"
+            + ("" if lo is None else f" [{lo:+.2f}, {hi:+.2f}]")
+            + f": the profile {verdict}; at the longest length {len(resolved)} of the paper's four features "
+            + "are resolved in the paper's direction"
+            + (f" ({', '.join(FEATURE_NAMES[f] for f in resolved)})." if resolved else ".")
+        )
     return lines

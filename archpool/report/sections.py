@@ -66,6 +66,16 @@ def transfer_sections(data: ReportData) -> list[dict[str, Any]]:
                 "tables": [present(scale.agreement_table(r["agreement"]))],
             }
         )
+    if r.get("carry"):
+        out.append(
+            {
+                "id": "carry",
+                "title": "Does this answer carry? The transfer score of the single-feature arms",
+                "paragraphs": scale.carry_words(r["carry"]),
+                "figures": [],
+                "tables": [present(scale.carry_table(r["carry"]))],
+            }
+        )
     cells = list(data.transfer)
     if cells:
         out.append(

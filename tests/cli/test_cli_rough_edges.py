@@ -54,7 +54,7 @@ def test_mistyped_subcommand_suggests_the_closest(capsys):
     with pytest.raises(SystemExit) as e:
         main(["trian"])
     assert e.value.code == 2
-    assert "did you mean 'train'?" in capsys.readouterr().err
+    assert "did you mean 'train'" in capsys.readouterr().err  # the closest first
     with pytest.raises(SystemExit):
         main(["pool", "shwo"])
     assert "did you mean 'show'?" in capsys.readouterr().err
