@@ -20,10 +20,28 @@ INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cn", "Co", "Cs"})
 RESERVED_RECIPE_NAMES = ("base",)  # ``base_`` prefixes the pre-extension columns (archpool.columns)
 
 
+COLUMN_SYNTAX = "@#[]"  # results.csv's column grammar: <metric>@<length>[<filter>]#<rung> (archpool.columns)
+
+
 def check_recipe_name(field: str, value: str) -> str:
     """``value`` if it can name an extension recipe: a plain file name (its directory under
-    ``RUN/extend/``) that is not reserved for the pre-extension columns."""
-    return check_name(field, value, reserved=RESERVED_RECIPE_NAMES)
+    ``RUN/extend/``) that is not reserved for the pre-extension columns and, as it prefixes column names,
+    holds none of the column grammar's characters."""
+    check_name(field, value, reserved=RESERVED_RECIPE_NAMES)
+    return check_column_part(field, value)
+
+
+def check_column_part(field: str, value: str) -> str:
+    """``value`` if it can be part of a results.csv column name: none of ``@ # [ ]``, which the column
+    grammar (``<metric>@<length>[<filter>]#<rung>``) reads as its own."""
+    odd = next((c for c in value if c in COLUMN_SYNTAX), None)
+    if odd is not None:
+        raise ConfigError(
+            field,
+            f"{value!r} contains {odd!r}, which results.csv column names use (<metric>@<length>[<filter>]#<rung>); "
+            "use a plain name such as 'ntk_2' (letters, digits, '-', '_', '.')",
+        )
+    return value
 
 
 def check_name(field: str, value: str, reserved: Iterable[str] = ()) -> str:

@@ -145,6 +145,16 @@ EVAL_SEED = 42  # task generation seed
 # the smallest effect of interest: one point on the paper's 0–100 scale for an accuracy; for a gold
 # log-probability 0.01 nats, the gold answer's probability changed by 1% (docs/extensibility.md, "Statistics")
 MIN_EFFECT = 0.01
+MAX_MIN_EFFECT = 10.0  # the largest smallest-effect-of-interest a pool file or --min-effect accepts
+
+
+def min_effect_problem(value: object) -> str | None:
+    """Why ``value`` cannot be the smallest effect of interest (None when it can): a number in (0, 10]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_MIN_EFFECT:
+        return f"the smallest effect of interest: a number in (0, {MAX_MIN_EFFECT:g}], got {value!r}"
+    return None
+
+
 # the paper's extension: 10B tokens after 140B of pretraining
 PAPER_EXTENSION_SHARE = 10 / 140
 # the headroom window: the baseline's mean at the target must lie inside it for a cost (or a gain) of the

@@ -101,3 +101,20 @@ def test_extend_cli_config_errors_are_named(tmp_path, capsys):
     assert "run_config.json: unreadable run record" in capsys.readouterr().err
     with pytest.raises(CheckpointError, match=r"run_config.json: unreadable run record"):  # --debug: the traceback
         main(["--debug", "extend", str(tmp_path)])
+
+
+@pytest.mark.parametrize("name", ["ntk@2", "ntk#5", "ntk[a]", "x]"])
+def test_recipe_names_cannot_hold_the_column_grammar(name):
+    from archpool.names import check_recipe_name
+    from archpool.pool.spec import parse_pool
+
+    with pytest.raises(ConfigError, match=r"extension\[0\]\.name: .* results\.csv column names use"):
+        check_recipe_name("extension[0].name", name)
+    pool = dict(
+        name="p",
+        backend="toy_backend",
+        runs=[dict(name="A", preset="llama3")],
+        extension=[dict(name=name, recipe="ntk", budgets=[0, 5])],
+    )
+    with pytest.raises(ConfigError, match=r"extension\[0\]\.name"):
+        parse_pool(pool)

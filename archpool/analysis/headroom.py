@@ -6,7 +6,8 @@ A pool's target passes when (1) the baseline's mean at the target lies inside ``
 scored task at its own pretraining length before extension (:mod:`archpool.analysis.mastery`: accuracy
 and every distance bucket at least 0.90). Calibrating a task's difficulty applies the same rule to each
 point of a difficulty knob and picks, among the points that pass, the one whose baseline mean is closest
-to the window's centre: a rule on the baseline and on mastery only, never on an arm's difference.
+to the window's centre: a rule on the baseline and on mastery only, never on an arm's difference. The
+rule is a window on an accuracy: a target that is not one (a log-probability, a perplexity) gets none.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from archpool.analysis.mastery import MASTERY_THRESHOLD, mastery_frame, mastery_metric
+from archpool.columns import is_accuracy
 from archpool.study import HEADROOM as WINDOW
 
 
@@ -70,8 +72,8 @@ def check(
 ) -> dict[str, Any] | None:
     """The rule on a results table: the baseline's values at ``target`` and every run's mastery of the
     target's task; None when the table has no baseline or the target is not one of its columns."""
-    if target not in df.columns:
-        return None
+    if target not in df.columns or not is_accuracy(target):
+        return None  # a window on an accuracy: a log-probability or a perplexity has no such scale
     d = df[df["state"] != "failed"] if "state" in df.columns else df
     base = baseline_runs(d)
     if not base:

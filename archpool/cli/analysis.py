@@ -24,7 +24,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--min-effect",
-        type=positive_float,
+        type=min_effect,
         default=None,
         metavar="X",
         help="the smallest effect of interest (default: a pool directory's report.min_effect, else 0.01: one point of "
@@ -41,6 +41,17 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="COLS",
         help="comma-separated confound columns (e.g. init,fp8,n_layers): does the count effect survive them?",
     )
+
+
+def min_effect(text: str) -> float:
+    """``--min-effect``: the same bound as a pool file's ``report.min_effect``."""
+    from archpool.study import min_effect_problem
+
+    value = positive_float(text)
+    problem = min_effect_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 def register(subparsers) -> None:

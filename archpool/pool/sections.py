@@ -14,6 +14,7 @@ from typing import Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
+from archpool.columns import is_accuracy
 from archpool.config import Config, rerooted
 from archpool.errors import ConfigError
 from archpool.eval.api import EvalRequest
@@ -303,13 +304,23 @@ class ReportSettings(Config):
             or not 0 <= lo_hi[0] < lo_hi[1] <= 1
         ):
             raise ConfigError(f"{prefix}.headroom", f"[low, high] with 0 <= low < high <= 1, got {lo_hi!r}")
-        if isinstance(self.min_effect, bool) or not isinstance(self.min_effect, (int, float)) or not 0 < self.min_effect <= 10:
-            raise ConfigError(
-                f"{prefix}.min_effect", f"the smallest effect of interest: a number in (0, 10], got {self.min_effect!r}"
-            )
+        problem = study.min_effect_problem(self.min_effect)
+        if problem is not None:
+            raise ConfigError(f"{prefix}.min_effect", problem)
         if self.short_ctx is not None and self.short_ctx < 1:
             raise ConfigError(f"{prefix}.short_ctx", f"must be a positive integer, got {self.short_ctx}")
         if self.target is not None and not self.target.strip():
             raise ConfigError(f"{prefix}.target", "an empty metric name")
         if self.target is not None and self.target in self.covariates:
             raise ConfigError(f"{prefix}.covariates", f"{self.target!r} is the target; a metric cannot explain itself")
+        if self.target is not None and not is_accuracy(self.target):
+            for name, set_ in (
+                ("headroom", list(self.headroom) != list(study.HEADROOM)),
+                ("calibrate", self.calibrate is not None),
+            ):
+                if set_:
+                    raise ConfigError(
+                        f"{prefix}.{name}",
+                        f"the headroom rule is a window on an accuracy; the target {self.target!r} is not one "
+                        "(score an accuracy column, or leave the rule out)",
+                    )

@@ -101,3 +101,45 @@ def test_compounding_leaves_out_seeds_of_runs_that_did_not_master():
     (c,) = compounding(t, TARGET, 64)
     assert c["dropped_seeds"] == [2] and set(c["interaction"]["per_seed"]) == {0, 1}
     assert c["interaction"]["mean"] == pytest.approx(0.0)
+
+
+def test_the_window_is_a_rule_on_accuracies_only():
+    from archpool.columns import is_accuracy
+
+    assert is_accuracy("mqar_rebind_acc@1024[d>128]#ext12") and is_accuracy("mqar_chain_chain@512")
+    assert not is_accuracy("mqar_rebind_lp@1024[d>128]#ext12") and not is_accuracy("val_ppl_short")
+    table = pd.DataFrame(
+        {
+            "run": ["b_s0", "b_s1"],
+            "qk_norm": ["none"] * 2,
+            "norm": ["pre"] * 2,
+            "n_kv_heads": [4] * 2,
+            "n_heads": [4] * 2,
+            "swa": [0] * 2,
+            "pretrain_ctx": [128] * 2,
+            "mqar_lp@1024": [-1.2, -1.3],
+        }
+    )
+    assert headroom.check(table, "mqar_lp@1024") is None
+
+
+@pytest.mark.parametrize("setting", [{"headroom": [0.3, 0.8]}, {"calibrate": {"knob": "pair_every", "values": [4, 8]}}])
+def test_a_pool_refuses_the_rule_on_a_target_that_is_no_accuracy(setting):
+    from archpool.errors import ConfigError
+    from archpool.pool.sections import ReportSettings
+
+    ReportSettings.from_dict({"target": "mqar_acc@512", **setting})  # an accuracy: fine
+    with pytest.raises(ConfigError, match=rf"report\.{next(iter(setting))}: the headroom rule is a window on an accuracy"):
+        ReportSettings.from_dict({"target": "mqar_lp@512", **setting})
+
+
+def test_min_effect_has_one_bound_on_the_command_line_and_in_a_pool(capsys):
+    from archpool.cli import main
+    from archpool.errors import ConfigError
+    from archpool.pool.sections import ReportSettings
+
+    with pytest.raises(ConfigError, match=r"report\.min_effect: .*\(0, 10\]"):
+        ReportSettings.from_dict({"min_effect": 1000})
+    with pytest.raises(SystemExit) as e:
+        main(["analyze", "results.csv", "--min-effect", "1000"])
+    assert e.value.code == 2 and "(0, 10]" in capsys.readouterr().err

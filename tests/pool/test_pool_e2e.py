@@ -81,7 +81,7 @@ def test_smoke_pool_runs_every_stage(tmp_path):
     )
     assert a.returncode == 0, a.stderr
     an = json.loads(a.stdout)
-    assert an["target"] == "mqar_lp@512[d>128]#ladder_mean" and an["short_ctx"] == 64
+    assert an["target"] == "mqar_acc@512[d>128]#ladder_mean" and an["short_ctx"] == 64
     # every scored answer beside results.csv, and the analysis's inference rests on them
     assert (out / "items.parquet").is_file() and an["inference"]["source"] == "answers"
     from archpool.analysis.answers import load_answers
