@@ -265,7 +265,19 @@ class Answers:
                 z[i] += D * c * np.mean(groups[s], axis=0)
         first, runs0 = values[0][0], values[0][1]
         n_answers = next((first.n[r] for r in runs0 if r in first.n), 0)
-        return estimate(z, order, n_answers)
+        return estimate(z, order, n_answers, self._range([(col, c) for col, _, c in terms]))
+
+    def _range(self, terms: Sequence[tuple[str, float]]) -> tuple[float, float] | None:
+        """The values ``Σ c · column`` can take when every column is a share of answers (an accuracy in
+        [0, 1], a score in [0, 100]); None when one is a log-probability (unbounded)."""
+        lo = hi = 0.0
+        for col, c in terms:
+            sel = self.selection(col)
+            top = {"acc": 1.0, "score": 100.0}.get(sel.stat) if sel is not None else None
+            if top is None:
+                return None
+            lo, hi = lo + min(0.0, c * top), hi + max(0.0, c * top)
+        return lo, hi
 
     def arm_matrix(self, weights: Sequence[tuple[str, float]], arms: Sequence[Sequence[str]]) -> np.ndarray | None:
         """``y[a, s, d] = D · Σ w · column(arm a's run of seed s)[d]`` (arms × seeds × documents) over the seeds
@@ -293,8 +305,33 @@ class Answers:
         return y
 
     def check(self, df: pd.DataFrame, columns: Iterable[str]) -> None:
-        """DataError when a run's value of a column, rebuilt from the answers, is not the one results.csv
-        holds (an answers table from another pool or another run of it)."""
+        """DataError when the answers do not belong to ``df``: a run the answers hold that results.csv lacks, a
+        run whose seed or architecture differs between them (seed labels swapped would pair the wrong runs), or
+        a run's value of a column, rebuilt from the answers, that is not the one results.csv holds (an answers
+        table from another pool or another run of it)."""
+        where = self.source or ANSWERS_FILE
+        runs = [str(r) for r in df["run"]]
+        extra = sorted(set(self.seed_of) - set(runs))
+        if extra:
+            raise DataError(
+                f"{where}: run {extra[0]!r} ({len(extra)} in all) is in the answers but not in results.csv; "
+                "the answers table belongs to another results table"
+            )
+        seeds = pd.to_numeric(df["seed"], errors="coerce") if "seed" in df.columns else pd.Series(np.nan, index=df.index)
+        archs = df["arch"].astype(str) if "arch" in df.columns else None
+        for i, run in enumerate(runs):
+            if run not in self.seed_of:
+                continue
+            if pd.notna(seeds.iloc[i]) and float(seeds.iloc[i]) != float(self.seed_of[run]):
+                raise DataError(
+                    f"{where}: run {run!r} has seed {self.seed_of[run]} in the answers and {seeds.iloc[i]:g} in results.csv; "
+                    "the answers table belongs to another results table"
+                )
+            if archs is not None and archs.iloc[i].strip() and archs.iloc[i] != self.arch_of[run]:
+                raise DataError(
+                    f"{where}: run {run!r} is architecture {self.arch_of[run]!r} in the answers and {archs.iloc[i]!r} in "
+                    "results.csv; the answers table belongs to another results table"
+                )
         for col in columns:
             v = self.doc_values(col) if col in df.columns else None
             if v is None:
@@ -307,15 +344,28 @@ class Answers:
                     )
 
 
-def estimate(z: np.ndarray, seeds: Sequence[Any], n_answers: int = 0) -> dict[str, Any]:
-    """An effect from its seeds × documents matrix: mean, 95% interval, p, standard error and degrees of
-    freedom (:mod:`archpool.analysis.crossed`), with the per-seed values and their sd."""
+def clipped(ci: list[float | None], bounds: tuple[float, float] | None) -> list[float | None]:
+    """An interval held inside the values its statistic can take (a difference of accuracies in [−1, 1])."""
+    if bounds is None or ci[0] is None or ci[1] is None:
+        return ci
+    return [max(bounds[0], ci[0]), min(bounds[1], ci[1])]
+
+
+def estimate(
+    z: np.ndarray, seeds: Sequence[Any], n_answers: int = 0, bounds: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """An effect from its seeds × documents matrix: mean, 95% interval (inside ``bounds``, the values the
+    statistic can take), p, standard error and degrees of freedom (:mod:`archpool.analysis.crossed`), with the
+    per-seed values and their sd; ``zero_variance`` when no seed and no document differs from another (a
+    t interval then says nothing)."""
     c = crossed.components(z)
     per_seed = {s: float(v) for s, v in zip(seeds, z.mean(1))}
     x = np.asarray(list(per_seed.values()))
     return {
         "mean": c["mean"],
-        "ci95": crossed.interval(c["mean"], c["se"], c["df"]),
+        "ci95": [None, None] if c["se"] == 0 else clipped(crossed.interval(c["mean"], c["se"], c["df"]), bounds),
+        "range": list(bounds) if bounds is not None else None,
+        "zero_variance": c["se"] == 0,
         "sd": float(x.std(ddof=1)) if len(x) > 1 else None,
         "n": len(x),
         "per_seed": per_seed,

@@ -40,7 +40,7 @@ import pandas as pd
 
 from archpool.analysis import crossed, inference
 from archpool.analysis import effects as fx
-from archpool.analysis.answers import Answers, from_seeds
+from archpool.analysis.answers import Answers, clipped, from_seeds
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import FEATURES, features
 from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keyed_columns, rung_budget, split_rung
@@ -87,7 +87,7 @@ def _repooled(est: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
         **est,
         "se": c["se"],
         "df": c["df"],
-        "ci95": crossed.interval(c["mean"], c["se"], c["df"]),
+        "ci95": clipped(crossed.interval(c["mean"], c["se"], c["df"]), est.get("range")),
         "p": crossed.t_test(c["mean"], c["se"], c["df"]),
         "seed_pooled": True,
     }

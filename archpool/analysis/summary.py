@@ -318,12 +318,21 @@ def inference_basis(d: pd.DataFrame, answers: Answers | None, groups: list[str],
     """What the effects' intervals and tests rest on, in words the report repeats."""
     seeds = int(d.groupby(pd.Series(groups, index=d.index)).size().max()) if len(d) else 0
     archs = len(set(groups))
-    if answers is not None:
+    if answers is not None and seeds > 1:
         source, words = (
             "answers",
             (
                 f"{answers.n:,} scored answers ({Path(answers.source).name or 'answers'}): each effect's interval and test carry the noise of "
-                "the seeds and of the evaluation documents"
+                "the seeds (pooled over the arms) and of the evaluation documents"
+            ),
+        )
+    elif answers is not None:
+        source, words = (
+            "answers",
+            (
+                f"{answers.n:,} scored answers ({Path(answers.source).name or 'answers'}), one seed per architecture: each "
+                "effect's interval carries the noise of the evaluation documents only; the seeds' is not measured, so "
+                "the intervals are too narrow by it"
             ),
         )
     elif seeds > 1:

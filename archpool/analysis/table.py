@@ -151,6 +151,8 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     more = _other_columns(raw, df.columns, runs, label)
     if more:
         df = pd.concat([df, pd.DataFrame(more, index=df.index)], axis=1)
+    if "seed" in df.columns:
+        _check_seeds(df, runs, label)
     if "state" not in df.columns:
         df["state"] = "done"
     df["state"] = df["state"].replace("", "done")
@@ -188,6 +190,19 @@ def _run_names(raw: pd.DataFrame, label: str) -> pd.Series:
             raise TableError(f"{label}: {_where('run', i, r)}: duplicate of row {seen[r] + 1}", column="run", row=i + 1)
         seen[r] = i
     return runs
+
+
+def _check_seeds(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
+    """A seed on every row or on none: a blank seed among labelled ones would silently drop the run from
+    every seed-paired effect."""
+    seeds = pd.to_numeric(df["seed"], errors="coerce")
+    if seeds.notna().any() and seeds.isna().any():
+        i = int(np.flatnonzero(seeds.isna())[0])
+        raise TableError(
+            f"{label}: {_where('seed', i, runs[i])}: no seed where other runs have one (effects pair runs by seed)",
+            column="seed",
+            row=i + 1,
+        )
 
 
 def _check_kv_heads(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
