@@ -13,9 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
-from archpool.errors import StateError
+from archpool.errors import DataError, StateError
+from archpool.io import atomic_write_text, disk_error
 
 DOCS_RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
@@ -30,10 +32,17 @@ def pool_name(run_dir: Path) -> str:
 
 
 def report_file(run_dir: Path, name: str) -> str:
+    """One file of the run's report, as text; StateError naming it when it is missing, a link, not a regular
+    file or not readable text (a half-written report)."""
     path = run_dir / "report" / name
-    if not path.is_file():
-        raise StateError(f"{path}: missing; run `archpool report {run_dir} --out {run_dir / 'report'}` first")
-    return path.read_text()
+    if path.is_symlink() or not path.is_file():
+        raise StateError(
+            f"{path}: missing or not a regular file; run `archpool report {run_dir} --out {run_dir / 'report'}` first"
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise StateError(f"{path}: unreadable ({e}); write the report again") from None
 
 
 def demote_headings(markdown: str) -> str:
@@ -70,9 +79,11 @@ def publish(run_dir: Path, name: str, docs: Path = DOCS_RESULTS) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise StateError(f"NAME {name!r}: letters, digits, '.', '_' and '-' only (it names docs/results/NAME.md)")
     page = results_page(run_dir)
-    docs.mkdir(parents=True, exist_ok=True)
     out = docs / f"{name}.md"
-    out.write_text(page)
+    try:
+        atomic_write_text(out, page)  # a page that is a link is refused, never written through
+    except OSError as e:
+        raise disk_error(out, e) from None
     return out
 
 
@@ -82,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("name", help="the page's name: docs/results/NAME.md")
     ap.add_argument("--docs", type=Path, default=DOCS_RESULTS, help="the directory the page goes to")
     args = ap.parse_args(argv)
-    print(publish(args.run_dir, args.name, args.docs))
+    try:
+        print(publish(args.run_dir, args.name, args.docs))
+    except (StateError, DataError) as e:
+        print(f"publish_results: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

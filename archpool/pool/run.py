@@ -60,9 +60,30 @@ def run_pool(
     (``KeyboardInterrupt``: Ctrl-C, or SIGTERM through the CLI) stops every worker, releases the lock
     and goes on; finished stages stay cached, so running the pool again resumes it."""
     out = Path(out)
+    for name in only or ():
+        pool.run(name)  # a name the pool lacks is refused before anything is written
+    check_pool_directory(out, pool)
     with directory_lock(out, "pool directory"):
         remove_stale_temporaries(out)
         return _run_locked(pool, out, jobs, executor, only, progress, executor_params, threads)
+
+
+def check_pool_directory(out: Path, pool: PoolSpec) -> None:
+    """``ConfigError`` when ``out`` holds another pool's plan: running would replace it."""
+    from archpool.errors import ConfigError, StateError
+    from archpool.rundir import pool_plan_path
+    from archpool.safeload import read_record
+
+    path = pool_plan_path(out)
+    if not path.is_file():
+        return
+    try:
+        recorded = read_record(path).get("pool") or {}
+    except (StateError, ConfigError, OSError, ValueError):
+        return  # a damaged plan is the run's to report and replace
+    other = recorded.get("name") if isinstance(recorded, dict) else None
+    if isinstance(other, str) and other != pool.name:
+        raise ConfigError("--out", f"{out} holds the runs of pool {other!r}, not {pool.name!r}; give this pool its own directory")
 
 
 def _run_locked(

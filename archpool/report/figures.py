@@ -116,7 +116,7 @@ def target_vs_count(r: dict[str, Any]) -> Figure:
             xs,
             p["intercept"] + p["coef"] * xs,
             color="k",
-            label=f"fit: {p['intercept']:.2f} {p['coef']:+.2f}·count\nR² {p['r2']:.2f}, LOO R² {p['loo_r2']:.2f}",
+            label=f"fit: {p['intercept']:.2f} {p['coef']:+.2f}·count\nR² {_num(p.get('r2'))}, LOO R² {_num(p.get('loo_r2'))}",
         )
         ax.legend(fontsize=8)
     ax.set_xticks(range(int(x.min()), int(x.max()) + 1))
@@ -403,3 +403,8 @@ def calibration(cal: Mapping[str, Any]) -> Figure | None:
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8, loc="lower right")
     return fig
+
+
+def _num(v: float | None) -> str:
+    """A fit statistic to two decimals, or "n/a" where it is undefined (two architectures have no held-out fit)."""
+    return "n/a" if v is None else f"{v:.2f}"

@@ -33,7 +33,7 @@ from archpool.analysis.results import (
 from archpool.columns import ColumnKey, lower_is_better
 from archpool.csvsafe import safe_frame
 from archpool.errors import DataError
-from archpool.io import atomic_write_bytes, atomic_write_text, owned_dir
+from archpool.io import atomic_write_bytes, atomic_write_text, disk_error, fresh_directory, owned_dir, refuse_symlink
 from archpool.report import figures as figs
 from archpool.report import scale
 from archpool.report import verdict as vd
@@ -235,8 +235,28 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise DataError(f"{out}: exists and is not a directory (the report is a directory: report.html, figures/, tables/)")
+    try:
+        return _write_report(
+            source, out, target, short_ctx, covariates, findings_targets, context, pool_name, answers, min_effect
+        )
+    except OSError as e:  # a read-only or full destination: one line naming it
+        raise disk_error(getattr(e, "filename", None) or out, e) from None
+
+
+def _write_report(  # noqa: PLR0913 — write_report's arguments, passed on
+    source: str | Path | pd.DataFrame,
+    out: Path,
+    target: str | None,
+    short_ctx: int | None,
+    covariates: Iterable[str],
+    findings_targets: Sequence[str],
+    context: ReportContext | None,
+    pool_name: str,
+    answers: Answers | None,
+    min_effect: float,
+) -> Path:
     for name in REPORT_FILES:  # a failed analysis never leaves an older report looking current
-        (out / name).unlink(missing_ok=True)
+        refuse_symlink(out / name).unlink(missing_ok=True)
     context = context or ReportContext()
     data = report_data(
         source,
@@ -248,15 +268,16 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
         min_effect=min_effect,
         window=context.headroom,
     )
-    figures_dir, tables_dir = owned_dir(out, "figures"), owned_dir(out, "tables")  # a linked entry is refused
-    for old in figures_dir.glob("*.png"):
-        old.unlink()
+    owned_dir(out)
     figures = build_figures(data, context)
     tabs = layout_tables(data)
-    for name, fig in figures.items():
-        atomic_write_bytes(figures_dir / f"{name}.png", fig)
-    for name, t in tabs.items():
-        atomic_write_text(tables_dir / f"{name}.csv", safe_frame(t).to_csv(index=False))
+    # figures/ and tables/ are replaced whole: nothing of an earlier report stays beside this one
+    with fresh_directory(out / "figures", replace=True, replaceable=_only(".png")) as figures_dir:
+        for name, fig in figures.items():
+            atomic_write_bytes(figures_dir / f"{name}.png", fig)
+    with fresh_directory(out / "tables", replace=True, replaceable=_only(".csv")) as tables_dir:
+        for name, t in tabs.items():
+            atomic_write_text(tables_dir / f"{name}.csv", safe_frame(t).to_csv(index=False))
     atomic_write_text(out / "analysis.json", analysis_json(data) + "\n")
     words = vd.describe_metric(data.target, data.long_ctx)
     headline = vd.headline(list(data.verdicts), words, None)
@@ -265,6 +286,16 @@ def write_report(  # noqa: PLR0913 — the analysis's options as `archpool repor
     page = out / "report.html"
     atomic_write_text(page, render(data, figures, tabs, context, pool_name))
     return page
+
+
+def _only(suffix: str):
+    """Why a directory is not a report's own figures or tables (an entry other than a ``suffix`` file)."""
+
+    def reason(directory: Path) -> str | None:
+        other = next((p for p in directory.iterdir() if p.suffix != suffix or not p.is_file() or p.is_symlink()), None)
+        return None if other is None else f"holds {other.name!r}, which no report writes"
+
+    return reason
 
 
 def layout_tables(data: ReportData) -> dict[str, pd.DataFrame]:
