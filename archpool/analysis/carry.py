@@ -21,7 +21,7 @@ told otherwise), an effect is the mean over seeds of the seed-paired difference 
   length (value = architecture + seed + noise): the seed variance is pooled across the arms, with
   (A − 1)(S − 1) degrees of freedom instead of S − 1 for one pair.
 
-The rule that uses it to choose a small-scale design is docs/results/transfer-design.md.
+The rule that uses it to choose a small-scale design is docs/results/transfer/rule.md.
 """
 
 from __future__ import annotations
@@ -318,12 +318,14 @@ def transfer_scores(
     sign: float = 1.0,
     n_boot: int = BOOTSTRAP,
     rng_seed: int = 0,
+    keep_unmastered: bool = False,
 ) -> list[TransferScore]:
     """One :class:`TransferScore` per group of the table that has matched arms.
 
     ``columns``: the four results columns that stand for the paper's HELMET at 8K/16K/32K/64K, or a
     function of a length giving the column at it (with ``lengths``); ``sign`` −1 for a lower-is-better
-    metric. Runs that did not master their own length (a ``mastered`` column of 0) are left out and named."""
+    metric. Runs that did not master their own length (a ``mastered`` column of 0) are left out and named,
+    unless ``keep_unmastered`` (a design search scores every design and judges mastery apart)."""
     if callable(columns):
         if lengths is None or len(lengths) != len(PAPER_MULTIPLES):
             raise ValueError(f"a column function needs {len(PAPER_MULTIPLES)} lengths")
@@ -337,7 +339,8 @@ def transfer_scores(
     if "mastered" in d.columns:
         bad = pd.to_numeric(d["mastered"], errors="coerce") == 0
         not_mastered = sorted(str(r) for r in d.loc[bad, "run"])
-        d = d[~bad]
+        if not keep_unmastered:
+            d = d[~bad]
     d = d.reset_index(drop=True)
     flags = arm_flags(d, short_ctx)
     pairs = matched_arm_pairs(flags)
@@ -435,6 +438,7 @@ def carry_summary(
     lengths: Sequence[int] | None = None,
     n_boot: int = BOOTSTRAP,
     rng_seed: int = 0,
+    keep_unmastered: bool = False,
 ) -> dict[str, Any] | None:
     """The transfer score of every group of matched single-feature arms on the target's measure at
     ``lengths`` (default: 1×, 2×, 4× and 8× the long pretraining context, for the paper's 8K-64K); None
@@ -449,7 +453,15 @@ def carry_summary(
     cols = [measure.column(n) for n in lengths]
     if not any(c in df.columns for c in cols):
         return None
-    scores = transfer_scores(df, cols, short_ctx, sign=-1.0 if lower_is_better(target) else 1.0, n_boot=n_boot, rng_seed=rng_seed)
+    scores = transfer_scores(
+        df,
+        cols,
+        short_ctx,
+        sign=-1.0 if lower_is_better(target) else 1.0,
+        n_boot=n_boot,
+        rng_seed=rng_seed,
+        keep_unmastered=keep_unmastered,
+    )
     if not scores:
         return None
     paper = paper_profile()

@@ -373,7 +373,7 @@ def format_agreement(a: dict[str, Any] | None) -> list[str]:
 
 
 def format_carry(c: dict[str, Any] | None) -> list[str]:
-    """The transfer score of each group of single-feature arms, and its cells (docs/results/transfer-design.md)."""
+    """The transfer score of each group of single-feature arms, and its cells (docs/results/transfer/rule.md)."""
     if not c:
         return []
     lengths = "/".join(str(n) for n in c["lengths"])

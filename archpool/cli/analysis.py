@@ -78,7 +78,7 @@ def register(subparsers) -> None:
         description="Per group of single-feature arms (architectures that differ in QK-norm, GQA, SWA, a short "
         "context or post-norm only), each feature's effect at four lengths standardised by the spread between "
         "the architectures, beside the paper's matched-pair HELMET effects at 8K/16K/32K/64K standardised the "
-        "same way; their cosine (the transfer score) with a 95%% interval; docs/results/transfer-design.md.",
+        "same way; their cosine (the transfer score) with a 95%% interval; docs/results/transfer/rule.md.",
     )
     p.add_argument("source", metavar="SOURCE", help="a results table (CSV) or a pool directory (with results.csv)")
     p.add_argument(

@@ -323,7 +323,7 @@ def carry_words(c: Mapping[str, Any]) -> list[str]:
         "transfer score is the cosine of the two profiles: 1 when the pool's effects follow the paper's in sign and "
         "relative size, 0 when unrelated, negative when reversed. Its 95% interval resamples the pool's seeds and "
         "perturbs the paper's scores by its own run-to-run noise (its replicate runs). The rule that chose the design "
-        "by it is docs/results/transfer-design.md."
+        "by it is docs/results/transfer/rule.md."
     ]
     for g in c["groups"]:
         score = g["score"]
