@@ -203,6 +203,7 @@ class _Evaluation:
             "target": str(Path(t.path).resolve()),
             "kind": t.kind,
             "model_hash": t.model_hash,
+            "weights_hash": t.weights_hash,
             "tokenizer_hash": t.tokenizer_hash,
             "pretrain_len": t.pretrain_len,
             "lengths": self.lengths,

@@ -25,8 +25,9 @@ unchanged.
 - The model's window (``HFLM max_length``) is the longest length plus the longest generation budget (128
   tokens): lm-eval sizes a prompt to fit its length with that budget, and its answer prefix can add a
   few tokens, which a window of exactly the length would cut from the prompt's start.
-- Cache: one entry per cell keyed by (weights sha256, tokenizer files' sha256, task, length, limit, seed,
-  lm-eval version), written and read back with its content hash (``archpool.io.write_cache_entry`` /
+- Cache: one entry per cell keyed by (the whole model's sha256: weights, config.json, generation settings
+  and tokenizer files, :func:`archpool.eval.hfdir.model_sha256`; the tokenizer files' sha256, task, length,
+  limit, seed, lm-eval version), written and read back with its content hash (``archpool.io.write_cache_entry`` /
   ``read_cache_entry``, as the task cache); the entry keeps the cell's per-sample log. ``out_dir`` gets
   ``results.json`` and ``samples.jsonl`` (one line per scored document: its prompt, lm-eval's document,
   the model's answer and its score).
@@ -43,7 +44,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,15 @@ from typing import Any
 from archpool.config import Config
 from archpool.errors import ConfigError, DataError
 from archpool.eval.helmet_data import HelmetDataSettings
-from archpool.eval.hfdir import cached_cell, check_lengths, hf_model_dir, model_sha256, tokenizer_sha256
+from archpool.eval.hfdir import (
+    cached_cell,
+    cell_logger,
+    check_lengths,
+    hf_model_dir,
+    model_sha256,
+    report_cell,
+    tokenizer_sha256,
+)
 
 HARNESS_SUITE = "lm-eval:ruler"  # the --suite name of this backend
 RULER_TASKS = (
@@ -254,16 +263,21 @@ class HarnessRequest:
         self.cache_dir = None if self.cache_dir is None else Path(self.cache_dir)
 
 
-def run_ruler(model_dir: str | Path, request: HarnessRequest, progress: bool = False) -> dict[str, Any]:
+def run_ruler(
+    model_dir: str | Path, request: HarnessRequest, progress: bool = False, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """lm-eval's RULER tasks of ``request`` on the HF model in ``model_dir``, every task × length; the
     result (``columns``, ``cells``) is also written to ``out_dir/results.json`` with the per-sample log
-    ``out_dir/samples.jsonl``."""
+    ``out_dir/samples.jsonl``. Each cell goes to the cache as it finishes, so a stopped run resumes at the
+    first unfinished cell; ``log`` (or standard error with ``progress``) gets one line per cell."""
     t0 = time.perf_counter()
     model_dir = hf_model_dir(model_dir)
     version = lm_eval_version()
     model_hash, tok_hash = model_sha256(model_dir), tokenizer_sha256(model_dir)
     session = _Session(model_dir, request, progress)
+    log = cell_logger(log, progress)
     cells: list[dict[str, Any]] = []
+    total = len(request.lengths) * len(request.tasks)
     for length in request.lengths:
         for task in request.tasks:
             key = cell_key(model_hash, tok_hash, task, length, request.limit, request.seed, version)
@@ -280,6 +294,7 @@ def run_ruler(model_dir: str | Path, request: HarnessRequest, progress: bool = F
                     },
                 )
             )
+            report_cell(log, HARNESS_SUITE, len(cells), total, f"{task}@{length}", cells[-1])
     result = {
         "suite": HARNESS_SUITE,
         "target": str(model_dir),

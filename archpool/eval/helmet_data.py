@@ -27,8 +27,9 @@ metrics (``data.py``, ``model_utils.tokenize``, ``utils.py`` of its repository),
 - Columns (:func:`helmet_data_columns`): ``helmet_data_<dataset>@L``, ``helmet_data_<category>@L`` (the
   mean of its datasets, when all scored), ``helmet_data@L`` (the mean over the categories scored) and
   ``helmet_data_categories@L`` (how many of HELMET's 7 categories that mean covers).
-- Cache: one entry per dataset × length keyed by (weights sha256, tokenizer files' sha256, dataset, length,
-  limit, seed, shots, the data files' sha256, transformers' version), with its per-sample log.
+- Cache: one entry per dataset × length keyed by (the whole model's sha256: weights, config.json, generation
+  settings and tokenizer files, :func:`archpool.eval.hfdir.model_sha256`; the tokenizer files' sha256,
+  dataset, length, limit, seed, shots, the data files' sha256, transformers' version), with its per-sample log.
 """
 
 from __future__ import annotations
@@ -40,14 +41,22 @@ import random
 import re
 import string
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from archpool.config import Config
 from archpool.errors import ConfigError, DataError
-from archpool.eval.hfdir import cached_cell, check_lengths, hf_model_dir, model_sha256, tokenizer_sha256
+from archpool.eval.hfdir import (
+    cached_cell,
+    cell_logger,
+    check_lengths,
+    hf_model_dir,
+    model_sha256,
+    report_cell,
+    tokenizer_sha256,
+)
 
 SUITE = "helmet-data"  # the --suite name
 HELMET_CATEGORIES_TOTAL = 7  # HELMET's categories: Recall, RAG, Re-rank, Cite, LongQA, Summ, ICL
@@ -585,10 +594,15 @@ class _Model:
 
 
 # ---------------------------------------------------------------------------------------------- running
-def run_helmet_data(model_dir: str | Path, request: HelmetDataRequest) -> dict[str, Any]:
+def run_helmet_data(
+    model_dir: str | Path, request: HelmetDataRequest, progress: bool = False, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """HELMET's datasets of ``request.categories`` at each length on the HF model in ``model_dir``; the result
-    (``columns``, ``cells``) also goes to ``out_dir/results.json`` with ``out_dir/samples.jsonl``."""
+    (``columns``, ``cells``) also goes to ``out_dir/results.json`` with ``out_dir/samples.jsonl``. Each cell
+    goes to the cache as it finishes, so a stopped run resumes at the first unfinished cell; ``log`` (or
+    standard error with ``progress``) gets one line per cell."""
     t0 = time.perf_counter()
+    log = cell_logger(log, progress)
     model_dir = hf_model_dir(model_dir)
     if not request.data_dir.is_dir():
         raise DataError(f"{request.data_dir}: no HELMET data directory (the data/ that HELMET's data.tar.gz unpacks)")
@@ -619,6 +633,7 @@ def run_helmet_data(model_dir: str | Path, request: HelmetDataRequest) -> dict[s
                 },
             )
         )
+        report_cell(log, SUITE, len(cells), len(plan), f"{ds.name}@{L}", cells[-1])
     result = {
         "suite": SUITE,
         "target": str(model_dir),

@@ -1,6 +1,6 @@
-"""A Hugging Face model directory as the external evaluation backends (lm-eval's RULER, HELMET's data) see
-it: its weights' and tokenizer files' hashes (what their caches are keyed by) and the context lengths
-they accept."""
+"""A model directory as the evaluation caches see it: the hash of the whole model (weights, config.json,
+generation settings and tokenizer files: what every eval cache is keyed by), the tokenizer files' hash, and
+the context lengths the external backends (lm-eval's RULER, HELMET's data) accept."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.errors import CheckpointError, ConfigError
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "chat_template.jinja")  # fmt: skip
+from archpool.model.hf.weights import TOKENIZER_FILES
 
 
 def hf_model_dir(path: str | Path) -> Path:
@@ -61,11 +59,33 @@ def tokenizer_sha256(model_dir: Path) -> str:
 
 
 def model_sha256(model_dir: Path) -> str:
-    """The verified sha256 of an HF directory's weights (as ``archpool eval`` keys its cache)."""
-    from archpool.model.hf import read_hf_config, weight_files, weights_sha256
+    """The whole model's sha256, as every eval cache keys its cells: the verified weights, config.json (RoPE,
+    context, attention settings), generation_config.json, archpool_config.json and the tokenizer files of an
+    HF directory or an archpool checkpoint (:func:`archpool.model.hf.model_file_hashes`), so a config-only
+    change (a RoPE rescaling, a longer context) is another model with its own cells."""
+    from archpool.io import sha256_json
+    from archpool.model.hf import model_file_hashes
 
-    read_hf_config(model_dir)
-    return weights_sha256(model_dir, weight_files(model_dir))
+    return sha256_json(model_file_hashes(model_dir))
+
+
+def cell_logger(log: Callable[[str], None] | None, progress: bool) -> Callable[[str], None] | None:
+    """Where a backend reports each cell as it finishes: ``log``, else standard error with ``progress``."""
+    if log is not None or not progress:
+        return log
+    import sys
+
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
+def report_cell(log: Callable[[str], None] | None, suite: str, done: int, total: int, what: str, cell: dict[str, Any]) -> None:
+    """One line per finished cell (``done`` of ``total``): kept from an earlier run (the cache), skipped or scored."""
+    if log is None:
+        return
+    state = "kept from an earlier run" if cell.get("cached") else ("skipped" if "skipped" in cell else "scored")
+    score = cell.get("score")
+    shown = f" {score:.1f}" if isinstance(score, (int, float)) and not isinstance(score, bool) else ""
+    log(f"{suite}: cell {done}/{total} {what}: {state}{shown}")
 
 
 def cached_cell(

@@ -1,7 +1,9 @@
 """Run task suites over a model: every task × length × scoring mode, one JSON result each.
 
 Results carry the sample count, seed, scoring mode and (likelihood mode) chance; each is cached by
-(checkpoint hash, tokenizer hash, task config), so a re-run or a pool re-using a model costs nothing.
+(the whole model's hash: weights, config and the files beside them, ``archpool.eval.hfdir.model_sha256``;
+tokenizer hash, task config), so a re-run or a pool re-using a model costs nothing, and a config-only change
+(RoPE, context) is scored afresh.
 Aggregates: RULER = mean of task scores per length; HELMET = mean over the chosen categories of
 each category's mean task score.
 """

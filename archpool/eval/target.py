@@ -2,9 +2,11 @@
 Face model directory (transformers model + its tokenizer). Resolves the model, its tokenizer, a
 content hash for the cache, and the pretraining context (default lengths are ×1, ×2, ×4, ×8 of it).
 
-The model hash (every eval cache key) is the sha256 of the weights' bytes on disk, computed once while
-verifying them against the checkpoint's MANIFEST.json (a corrupt file is a CheckpointError naming it),
-never a hash merely read from the manifest."""
+The model hash (in every eval cache key) is the whole model's (:func:`archpool.eval.hfdir.model_sha256`): the
+sha256 of the weights' bytes on disk, computed once while verifying them against the checkpoint's
+MANIFEST.json (a corrupt file is a CheckpointError naming it), never a hash merely read from the manifest,
+with the config (RoPE, context, attention settings), the generation settings and the tokenizer files
+beside them: a config-only change is another model."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class LoadedModel:
     pretrain_len: int
     model: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    weights_hash: str = ""  # the verified sha256 of the weights alone (of the one file, or of the shards' hashes)
 
     @property
     def kind(self) -> str:
@@ -82,6 +85,8 @@ def load_target(
     path: str | Path, tokenizer: str | Path | None = None, device: str = "cpu", prefill_chunk: int = 512, max_batch: int = 16
 ) -> LoadedModel:
     from archpool.eval.lm import lm_from_decoder, lm_from_hf
+    from archpool.io import sha256_json
+    from archpool.model.hf import model_file_hashes
 
     found = resolve_target(path)  # a run directory is evaluated at its final checkpoint
     path, ckpt_dir, kind = found.path, found.checkpoint, found.kind
@@ -89,10 +94,12 @@ def load_target(
     tok = find_tokenizer(ckpt_dir, tokenizer) or (find_tokenizer(path) if kind == "run" else None)
     if tok is None and run is not None:
         tok = _run_tokenizer(run.raw)
+    files = model_file_hashes(ckpt_dir)  # verified, once: the loaders below do not hash again
+    model_hash = sha256_json(files)
     if kind != "hf":
-        from archpool.model.checkpoint import WEIGHTS_NAME, load_checkpoint, verify_checkpoint
+        from archpool.model.checkpoint import WEIGHTS_NAME, load_checkpoint
 
-        model_hash = verify_checkpoint(ckpt_dir)[WEIGHTS_NAME]
+        weights_hash = files[WEIGHTS_NAME]
         model = load_checkpoint(ckpt_dir, device=device, verify=False)
         cfg = model.cfg
         vocab = cfg.vocab_size
@@ -102,10 +109,10 @@ def load_target(
         lm = lm_from_decoder(model, name=path.name, prefill_chunk=prefill_chunk, max_batch=max_batch)
         pretrain_len = int(pre or cfg.max_seq_len)
     else:
-        from archpool.model.hf import read_hf_config, weight_files, weights_sha256
+        from archpool.model.hf import weight_files
 
-        read_hf_config(ckpt_dir)
-        model_hash = weights_sha256(ckpt_dir, weight_files(ckpt_dir))
+        shards = [f.name for f in weight_files(ckpt_dir)]
+        weights_hash = files[shards[0]] if len(shards) == 1 else sha256_json({n: files[n] for n in shards})
         model = _load_hf(ckpt_dir, device)
         hf = model.config
         vocab = int(hf.vocab_size)
@@ -120,7 +127,7 @@ def load_target(
     if tok is None:
         raise ConfigError("tokenizer", f"{path}: no tokenizer.json beside the model or in its run; pass --tokenizer")
     check_vocab(tok, vocab, path)
-    return LoadedModel(found, lm, tok, model_hash, tok.hash, pretrain_len, model)
+    return LoadedModel(found, lm, tok, model_hash, tok.hash, pretrain_len, model, weights_hash=weights_hash)
 
 
 def export_lengths(path: Path) -> tuple[int | None, int | None]:

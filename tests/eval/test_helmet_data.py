@@ -283,7 +283,7 @@ def test_pool_stage_reads_the_path_from_the_pool_file(data, tmp_path, export, or
     from archpool.pool.stages import eval as stage
 
     e = EvalSettings.from_dict({"harness": {"helmet_data": {"path": "data", "categories": ["recall"], "limit": 1}}})
-    ctx = SimpleNamespace(out_dir=tmp_path / "node", pool=SimpleNamespace(base_dir=data.parent))
+    ctx = SimpleNamespace(out_dir=tmp_path / "node", pool=SimpleNamespace(base_dir=data.parent), log=lambda line: None)
     res = stage.helmet_data(ctx, e.harness.helmet_data, export, [LENGTH])
     assert res["columns"][f"helmet_data_recall@{LENGTH}"] == 100.0
     assert (tmp_path / "node/helmet_data/samples.jsonl").is_file()

@@ -13,7 +13,7 @@ import torch
 
 from archpool.cli import main
 from archpool.errors import CheckpointError, ConfigError
-from archpool.io import sha256_file
+from archpool.io import sha256_file, sha256_json
 from archpool.model import Decoder, ModelConfig
 from archpool.model.checkpoint import load_checkpoint, save_checkpoint, save_state_dict, verify_checkpoint
 from archpool.train import checkpoint as ckpt
@@ -99,7 +99,9 @@ def test_eval_refuses_corrupt_copy_and_intact_copy_gets_its_true_value(tok, tmp_
     assert not (tmp_path / "out_c").exists()
     intact = eval_gold_logprob(tmp_path / "intact", tmp_path / "out_i", cache)
     assert not intact.get("cached")  # nothing from the corrupt copy was cached
-    assert intact["model_hash"] == sha256_file(tmp_path / "intact" / "model.safetensors")
+    assert intact["model_hash"] == sha256_json(
+        {n: sha256_file(tmp_path / "intact" / n) for n in ("config.json", "model.safetensors", "tokenizer.json")}
+    )
     fresh = eval_gold_logprob(tmp_path / "intact", tmp_path / "out_f", tmp_path / "fresh_cache")
     assert intact["gold_logprob_mean"] == fresh["gold_logprob_mean"]  # its true value
 
@@ -119,12 +121,13 @@ def test_cache_key_is_the_bytes_not_the_manifests_word(tok, tmp_path):
     assert second["model_hash"] != first["model_hash"] and not second.get("cached")
 
 
-def test_plain_checkpoint_without_manifest_is_keyed_by_its_weights_sha256(tok, tmp_path):
+def test_plain_checkpoint_without_manifest_is_keyed_by_its_files_sha256(tok, tmp_path):
     save_checkpoint(tiny(tok.vocab_size), tmp_path / "plain")
     tok.save(tmp_path / "plain")
     res = eval_gold_logprob(tmp_path / "plain", tmp_path / "out", tmp_path / "cache")
-    assert res["model_hash"] == sha256_file(tmp_path / "plain" / "model.safetensors")
-    assert verify_checkpoint(tmp_path / "plain")["model.safetensors"] == res["model_hash"]
+    hashes = verify_checkpoint(tmp_path / "plain")
+    assert hashes["model.safetensors"] == sha256_file(tmp_path / "plain" / "model.safetensors")
+    assert res["model_hash"] == sha256_json({**hashes, "tokenizer.json": sha256_file(tmp_path / "plain" / "tokenizer.json")})
 
 
 def test_load_checkpoint_verifies_size_and_hash(tmp_path):

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.model.hf.config import hf_config_to_archpool
+from archpool.model.hf.config import ARCHPOOL_CONFIG_NAME, hf_config_to_archpool
 from archpool.safeload import read_json_object
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -152,6 +152,36 @@ def weights_sha256(hf_dir: str | Path, files: list[Path]) -> str:
 
     hashes = verify_files(hf_dir, [f.name for f in files])
     return hashes[files[0].name] if len(files) == 1 else sha256_json(hashes)
+
+
+# The files beside the weights that change what a model computes, generates or reads: its generation settings,
+# archpool's config of an export, and the tokenizer files (names as transformers writes them).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "chat_template.jinja")  # fmt: skip
+MODEL_FILES = ("generation_config.json", ARCHPOOL_CONFIG_NAME, *TOKENIZER_FILES)
+
+
+def model_file_hashes(directory: str | Path) -> dict[str, str]:
+    """``{file name: sha256}`` of everything that makes a model, from the bytes on disk: an archpool
+    checkpoint's config.json and model.safetensors, or an HF directory's config.json and weight files (each
+    checked against a MANIFEST.json when there is one), and each of :data:`MODEL_FILES` that lies beside
+    them. Two directories with equal hashes compute, generate and tokenize alike; one changed byte of the
+    weights, the config (RoPE, context, attention settings), the generation settings or the tokenizer
+    gives other hashes. CheckpointError naming a corrupt file; custom-code HF configs are refused."""
+    from archpool.io import sha256_cached
+    from archpool.model.checkpoint import CONFIG_NAME, is_archpool_checkpoint, verify_checkpoint, verify_files
+    from archpool.model.hf.config import read_hf_config
+
+    directory = Path(directory)
+    if is_archpool_checkpoint(directory):
+        hashes = verify_checkpoint(directory)
+    else:
+        read_hf_config(directory)
+        hashes = verify_files(directory, [f.name for f in weight_files(directory)] + [CONFIG_NAME])
+    for name in MODEL_FILES:
+        if (directory / name).is_file():
+            hashes[name] = sha256_cached(directory / name)
+    return hashes
 
 
 def check_weight_values(state: dict[str, torch.Tensor], where: str) -> None:
