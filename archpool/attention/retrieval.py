@@ -14,20 +14,30 @@ events / |value|.
 Masking a head zeroes its slice of the attention output before ``o_proj`` (a forward pre-hook), so
 the model code is untouched; NIAH accuracy is re-measured with the top-k heads masked and with k
 random other heads masked.
+
+A long search keeps every finished trial in a :class:`TrialJournal` (one line each, appended as the trial
+finishes): stopped at any moment, the same search resumes where it stopped without repeating a finished
+trial, and gives the result an uninterrupted search gives.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from archpool.attention.capture import Probe
 from archpool.attention.metrics import copy_paste_scores, token_recall
 from archpool.attention.rows import attention_rows
+from archpool.errors import ConfigError
+from archpool.io import append_text, atomic_write_text, checked_content, sha256_json, with_content_hash
+from archpool.safeload import RECORD_MAX_BYTES, load_json, read_text_bounded
 
 DEPTHS = [round(i * 100 / 9) for i in range(10)]  # round(linspace(0, 100, 10))
 THRESHOLD = 0.1
@@ -131,8 +141,107 @@ def masked_heads(probe: Probe, heads: Sequence[tuple[int, int]]) -> Iterator[Non
             h.remove()
 
 
-def niah_accuracy(probe: Probe, trials: Sequence[NeedleTrial]) -> dict:
-    recalls = [token_recall(t.answer, greedy(probe, t.prompt, len(t.answer))) for t in trials]
+JOURNAL_SCHEMA = "archpool.attention.trials/1"
+SEARCH = "search"  # the journal phase of the retrieval-head search; the ablations' phases name their masked heads
+
+
+class TrialJournal:
+    """The finished trials of one retrieval-head search and its masking ablation, in ``path``: a header line
+    naming the trials (their lengths, depths, prompts and answers, hashed), then one line per finished trial
+    (``phase``, index, recall, and for a successful search trial its per-head copy-paste scores), appended
+    when the trial finishes, each with its content hash.
+
+    Opening it keeps the lines that are intact and belong to these trials: a line cut short by a kill (and
+    every line after it) or edited by hand is dropped and the file rewritten without it; a journal of other
+    trials is started afresh. So a stopped search resumes without repeating a finished trial."""
+
+    def __init__(self, path: str | Path, trials: Sequence[NeedleTrial]):
+        self.path = Path(path)
+        self.trials = list(trials)
+        self.fingerprint = sha256_json([[t.length, t.depth, t.prompt, list(t.span), t.answer] for t in trials])[:24]
+        self.header = json.dumps({"schema": JOURNAL_SCHEMA, "trials": self.fingerprint}, sort_keys=True)
+        self.entries: dict[tuple[str, int], dict[str, Any]] = {}
+        kept = self._read()
+        if kept is None or len(kept) != self._lines:
+            atomic_write_text(self.path, "".join(line + "\n" for line in [self.header, *(kept or [])]))
+
+    def _read(self) -> list[str] | None:
+        """The intact lines of an existing journal of these trials (their entries loaded); None without one."""
+        self._lines = 0
+        if self.path.is_symlink() or not self.path.is_file():
+            return None
+        try:
+            lines = read_text_bounded(self.path, RECORD_MAX_BYTES).split("\n")
+        except ConfigError:
+            return None
+        if lines[0] != self.header:
+            return None
+        body = [line for line in lines[1:] if line]
+        self._lines = len(body)
+        kept = []
+        for line in body:
+            entry = self._entry(line)
+            if entry is None:
+                break
+            self.entries[entry["phase"], entry["i"]] = entry
+            kept.append(line)
+        return kept
+
+    def _entry(self, line: str) -> dict[str, Any] | None:
+        """The entry of one line when it is intact and fits its trial; None otherwise."""
+        try:
+            obj = load_json(line, str(self.path))
+        except ConfigError:
+            return None
+        entry = checked_content(obj, self.path) if isinstance(obj, dict) else None
+        if entry is None:
+            return None
+        i, recall = entry.get("i"), entry.get("recall")
+        if not isinstance(entry.get("phase"), str) or type(i) is not int or not 0 <= i < len(self.trials):
+            return None
+        t = self.trials[i]
+        if (entry.get("length"), entry.get("depth")) != (t.length, t.depth):
+            return None
+        if isinstance(recall, bool) or not isinstance(recall, (int, float)) or not 0 <= recall <= 1:
+            return None
+        scores = entry.get("scores")
+        if scores is not None and not (isinstance(scores, list) and all(isinstance(row, list) for row in scores)):
+            return None
+        return entry
+
+    def get(self, phase: str, i: int) -> dict[str, Any] | None:
+        return self.entries.get((phase, i))
+
+    def add(self, phase: str, i: int, recall: float, scores: torch.Tensor | None = None) -> None:
+        """Record trial ``i`` of ``phase`` as finished (one appended line)."""
+        t = self.trials[i]
+        entry = {"phase": phase, "i": i, "length": t.length, "depth": t.depth, "recall": float(recall),
+                 "scores": None if scores is None else scores.tolist()}  # fmt: skip
+        line = json.dumps(with_content_hash(entry), sort_keys=True)
+        append_text(self.path, line + "\n")
+        self.entries[phase, i] = json.loads(line)
+
+    def count(self, phase: str) -> int:
+        return sum(p == phase for p, _ in self.entries)
+
+    def remove(self) -> None:
+        """Delete the journal (its search is finished and its result kept elsewhere)."""
+        self.path.unlink(missing_ok=True)
+
+
+def niah_accuracy(probe: Probe, trials: Sequence[NeedleTrial], journal: TrialJournal | None = None, phase: str = "niah") -> dict:
+    """NIAH accuracy (recall > 0.5) and mean recall of greedy answers; with a ``journal``, each trial's recall
+    is kept under ``phase`` as it finishes and read back instead of decoded again."""
+    recalls = []
+    for i, t in enumerate(trials):
+        kept = journal.get(phase, i) if journal is not None else None
+        if kept is not None:
+            recalls.append(float(kept["recall"]))
+            continue
+        r = token_recall(t.answer, greedy(probe, t.prompt, len(t.answer)))
+        if journal is not None:
+            journal.add(phase, i, r)
+        recalls.append(r)
     return {"accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)), "mean_recall": sum(recalls) / max(1, len(recalls))}
 
 
@@ -145,19 +254,34 @@ def retrieval_heads(
     mask_k: int | None = None,
     seed: int = 0,
     log=lambda *a: None,
+    journal: str | Path | None = None,
 ) -> dict:
-    """Per-head retrieval scores over ``trials``; optional masking ablation with ``mask_k`` heads."""
+    """Per-head retrieval scores over ``trials``; optional masking ablation with ``mask_k`` heads. ``journal``:
+    the file of a :class:`TrialJournal` that keeps every finished trial, so a stopped search resumes there."""
     L, H = probe.n_layers, probe.n_heads
+    book = TrialJournal(journal, trials) if journal is not None else None
+    if book is not None and book.entries:
+        log(f"retrieval: resuming, {book.count(SEARCH)}/{len(trials)} search trials kept from {book.path}")
     total = torch.zeros(L, H, dtype=torch.float64)
     recalls, n_ok = [], 0
     for i, t in enumerate(trials):
-        gen, top1 = decode_with_top1(probe, t.prompt, len(t.answer))
-        r = token_recall(t.answer, gen)
+        kept = book.get(SEARCH, i) if book is not None else None
+        if kept is not None:
+            r = float(kept["recall"])
+            scores = None if kept["scores"] is None else torch.tensor(kept["scores"], dtype=torch.float64)
+            if scores is not None and tuple(scores.shape) != (L, H):
+                raise ConfigError(str(book.path), f"trial {i} has scores of shape {tuple(scores.shape)}, the model {L}x{H} heads")
+        else:
+            gen, top1 = decode_with_top1(probe, t.prompt, len(t.answer))
+            r = token_recall(t.answer, gen)
+            scores = copy_paste_scores(top1, torch.tensor(t.prompt), torch.tensor(gen), t.span).double() if r > 0.5 else None
+            if book is not None:
+                book.add(SEARCH, i, r, scores)
         recalls.append(r)
-        if r > 0.5:
+        if scores is not None:
             n_ok += 1
-            total += copy_paste_scores(top1, torch.tensor(t.prompt), torch.tensor(gen), t.span).double()
-        if (i + 1) % 10 == 0:
+            total += scores
+        if (i + 1) % 10 == 0 or i + 1 == len(trials):
             log(f"retrieval: {i + 1}/{len(trials)} trials, {n_ok} successful")
     scores = total / max(1, n_ok)
     flat = sorted(((float(scores[layer, h]), layer, h) for layer in range(L) for h in range(H)), reverse=True)
@@ -187,9 +311,9 @@ def retrieval_heads(
         others = [(layer, h) for layer in range(L) for h in range(H) if (layer, h) not in set(top_heads)]
         rand_heads = random.Random(f"mask:{seed}").sample(others, min(mk, len(others)))
         with masked_heads(probe, top_heads):
-            top_res = niah_accuracy(probe, trials)
+            top_res = niah_accuracy(probe, trials, book, f"top:{sha256_json(top_heads)[:12]}")
         with masked_heads(probe, rand_heads):
-            rand_res = niah_accuracy(probe, trials)
+            rand_res = niah_accuracy(probe, trials, book, f"random:{sha256_json(rand_heads)[:12]}")
         out["ablation"] = {
             "k": mk,
             "heads_top": [list(x) for x in top_heads],

@@ -1,4 +1,4 @@
-"""The attention analysis of a target, cached as JSON by (weights, text, settings), and the pool's
+"""The attention analysis of a target, cached as JSON by (the model's files, text, settings), and the pool's
 attention node.
 
 A target is a run directory (``run_config.json`` + ``milestones/final``), an archpool checkpoint
@@ -25,19 +25,17 @@ from archpool.rundir import Target, resolve_target
 from archpool.safeload import read_json_object
 
 RESULT_NAME = "attention.json"
+TRIALS_SUFFIX = ".trials.jsonl"  # beside a cached result: the finished trials of its retrieval-head search while it runs
 
 
 def weights_digest(model_dir: Path) -> str:
-    """Content hash of a checkpoint from its bytes on disk (config.json + weights), each file checked
-    against MANIFEST.json when there is one: a corrupt file is a CheckpointError naming it."""
-    from archpool.model.checkpoint import CONFIG_NAME, is_archpool_checkpoint, verify_checkpoint, verify_files
+    """Content hash of a model from its bytes on disk: config.json, the weights and the files beside them
+    that change what it computes or reads (generation settings, tokenizer files;
+    :func:`archpool.model.hf.model_file_hashes`), each checked against MANIFEST.json when there is one: a
+    corrupt file is a CheckpointError naming it, a custom-code HF config is refused."""
+    from archpool.model.hf import model_file_hashes
 
-    if is_archpool_checkpoint(model_dir):
-        return sha256_json(verify_checkpoint(model_dir))
-    from archpool.model.hf import read_hf_config, weight_files
-
-    read_hf_config(model_dir)  # custom-code configs refused
-    return sha256_json(verify_files(model_dir, [f.name for f in weight_files(model_dir)] + [CONFIG_NAME]))
+    return sha256_json(model_file_hashes(model_dir))
 
 
 def text_source(target: Target, store: str | Path | None, texts: Sequence[str | Path] | None) -> tuple[Path | None, Path | None]:
@@ -102,10 +100,12 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
     else:
         corpus = corpus_from_store(store_path_, tok_dir) if store_path_ is not None else corpus_from_texts(texts or [], tok_dir)
         model = load_model(target, backend, device, verified=True)
-        result = analyze(model, corpus, s, log=log)
+        journal = cache_dir() / f"{key}{TRIALS_SUFFIX}" if use_cache else None  # the search's finished trials
+        result = analyze(model, corpus, s, log=log, journal=journal)
         result.update(cache_key=key, checkpoint_sha256=digest)
         if use_cache:
             write_cache_entry(cached, result)
+            journal.unlink(missing_ok=True)  # type: ignore[union-attr]  # the result is kept: its trials are not needed
     # a cache hit may come from a copy: the target is this one, its path resolved
     result.update(target=str(target.path.resolve()), kind=target.kind, name=target.name)
     if out is not None:

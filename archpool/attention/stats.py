@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,9 +90,15 @@ def long_stats(probe: Probe, samples: Sequence[np.ndarray], queries: int) -> dic
 
 
 def analyze(
-    model_or_probe, corpus: Corpus, settings: Settings | None = None, log: Callable[..., None] = lambda *a: None
+    model_or_probe,
+    corpus: Corpus,
+    settings: Settings | None = None,
+    log: Callable[..., None] = lambda *a: None,
+    journal: str | Path | None = None,
 ) -> dict[str, Any]:
-    """All attention statistics of a model (archpool ``Decoder`` or transformers causal LM) on ``corpus``."""
+    """All attention statistics of a model (archpool ``Decoder`` or transformers causal LM) on ``corpus``.
+    ``journal``: where the retrieval-head search keeps its finished trials (``retrieval.TrialJournal``), so a
+    stopped analysis resumes its search without repeating them."""
     s = settings or Settings()
     probe = model_or_probe if isinstance(model_or_probe, Probe) else probe_for(model_or_probe)
     cfg = getattr(probe.model, "cfg", None)
@@ -141,7 +148,7 @@ def analyze(
         )
         n_heads = probe.n_layers * probe.n_heads
         mask_k = s.mask_k if s.mask_k is not None else max(1, round(0.03 * n_heads))
-        result["retrieval"] = retrieval_heads(probe, trials, top_k=s.top_k, mask_k=mask_k, seed=s.seed, log=log)
+        result["retrieval"] = retrieval_heads(probe, trials, top_k=s.top_k, mask_k=mask_k, seed=s.seed, log=log, journal=journal)
         log(
             f"retrieval: {result['retrieval']['n_successful']}/{len(trials)} successful, "
             f"{result['retrieval']['n_heads_above']} heads > {result['retrieval']['threshold']}"

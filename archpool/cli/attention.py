@@ -15,7 +15,7 @@ def register(subparsers) -> None:
         help="attention sinks, entropy, distance profiles and retrieval heads of runs / checkpoints / HF models",
         description="Attention analysis on held-out text of the pool's validation split (docs/evaluation.md §4–5). "
         "TARGET is a run directory, an archpool checkpoint or a Hugging Face model directory. "
-        "Several targets are shown side by side. Results are cached by checkpoint hash.",
+        "Several targets are shown side by side. Results are cached by the model's files (weights, config, tokenizer) and the text.",
     )
     p.add_argument("targets", nargs="+", metavar="TARGET")
     p.add_argument("--json", action="store_true", help="print the full result JSON (a list for several targets)")

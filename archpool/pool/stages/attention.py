@@ -1,5 +1,6 @@
 """The attention stage of a pool run: sinks, entropy and retrieval heads of the extended model, or of
-the pretrained one before extension (``base_attn_*`` columns), at the same lengths for both."""
+the pretrained one before extension (``base_attn_*`` columns), at the same lengths for both; a checkpoint
+run's (and its extension's) on the pool's shared text."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def run(ctx: StageContext) -> AttentionResult:
 
     c = ctx.config
     assert isinstance(c, AttentionConfig)
-    if c.checkpoint is not None:
+    if c.checkpoint is not None or c.text is not None:  # a checkpoint run's model, or its extension
         return _checkpoint(ctx, c)
     store = data.store_path(ctx)
     res = pool_stage(
@@ -46,7 +47,8 @@ def _checkpoint(ctx: StageContext, c: AttentionConfig) -> AttentionResult:
     )
     texts = ctx.pool.texts or [str(_filler_text(ctx.out_dir))]
     out = ctx.out_dir / RESULT_NAME
-    r = analyze_target(checkpoint.model_path(ctx), settings, texts=texts, out=out, log=ctx.log)
+    model = checkpoint.model_path(ctx) if c.checkpoint is not None else checkpoint.extended_model(ctx)
+    r = analyze_target(model, settings, texts=texts, out=out, log=ctx.log)
     return {"metrics": r["metrics"], "json": str(out)}
 
 
