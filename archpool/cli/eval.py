@@ -191,7 +191,7 @@ def _helmet_data(args: argparse.Namespace, out, cache) -> None:
         cache_dir=cache,
         device=args.device,
     )
-    res = run_helmet_data(model_dir, request)
+    res = run_helmet_data(model_dir, request, progress=not args.no_progress)
     print(f"# HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset\n")
     print(format_table(res) + "\n")
     print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")

@@ -1,4 +1,4 @@
-"""Model-stage commands: ``features``, ``export-hf``, ``import-hf`` and ``model show``.
+"""Model-stage commands: ``features``, ``export-hf``, ``import-hf``, ``import-gguf`` and ``model show``.
 
 Handlers import torch / transformers only when they run, so ``archpool --help`` stays fast.
 """
@@ -28,6 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N",
         help="pretraining context <= N counts as short (default 4096; for presets, half the size's long context)",
+    )
+    p.add_argument(
+        "--pretrain-ctx",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="the context TARGET was pretrained at, where its config cannot tell it (a model extended after "
+        "pretraining states only its extended max_position_embeddings); default: the config's, and the output "
+        "says which field it came from",
     )
     p.add_argument(
         "--predict",
@@ -81,6 +90,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_import_hf)
 
+    p = subparsers.add_parser(
+        "import-gguf",
+        help="write a GGUF file (llama.cpp) as a Hugging Face model directory, tokenizer included",
+        description="GGUF_FILE is read by transformers' GGUF loader (every tensor dequantized, the tokenizer "
+        "converted) and written to OUT as safetensors (float32) with config.json, generation_config.json, the "
+        "tokenizer's files and gguf_import.json (the file's sha256). Needs the gguf package: pip install "
+        "'archpool[gguf]'. Nothing is downloaded.",
+    )
+    p.add_argument("gguf_file", metavar="GGUF_FILE")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--replace", action="store_true", help="OUT holds an earlier GGUF import: replace it whole")
+    p.set_defaults(func=_import_gguf)
+
     p = subparsers.add_parser("model", help="inspect model configs")
     sub = p.add_subparsers(dest="model_command", metavar="ACTION")
     show = sub.add_parser("show", help="the resolved config, its parameter count and the match_params report")
@@ -96,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _features(args: argparse.Namespace) -> int:
     from archpool.model.features import features
 
-    results = [features(t, short_ctx=args.short_ctx) for t in args.targets]
+    results = [features(t, short_ctx=args.short_ctx, pretrain_ctx=args.pretrain_ctx) for t in args.targets]
     if getattr(args, "predict", False):
         return _features_predict(results, args.json)
     if args.json:
@@ -134,7 +156,7 @@ def _format_features(r: dict[str, Any]) -> str:
     swa = f"window {r['window']} on {r['n_sliding_layers']}/{r['n_layers']}" if r["swa"] else "off"
     lines.append(f"  swa          {swa:<16} {mark(r['swa'])}")
     ctx = f"{r['pretrain_ctx']} {'<=' if r['short_ctx'] else '>'} {r['short_ctx_threshold']}"
-    lines.append(f"  short_ctx    {ctx:<16} {mark(r['short_ctx'])}")
+    lines.append(f"  short_ctx    {ctx:<16} {mark(r['short_ctx'])}  (pretraining context from {r['pretrain_ctx_from']})")
     lines.append(f"  norm         {r['norm']} ({r['norm_placement']})")
     lines.append(f"  count        {r['count']}")
     lines.extend(f"  note: {n}" for n in r["notes"])
@@ -185,6 +207,19 @@ def _export_hf(args: argparse.Namespace) -> int:
     else:
         print("tokenizer: none (--no-tokenizer): HF clients need one to encode text")
     print(f"wrote {out} ({cls}, max_position_embeddings {cfg.get('max_seq_len')}; model card README.md)")
+    return 0
+
+
+def _import_gguf(args: argparse.Namespace) -> int:
+    from archpool.model.hf.gguf import import_gguf, require_gguf
+
+    require_gguf()  # before anything is loaded: the one-line error names the extra
+    out = import_gguf(args.gguf_file, args.out, replace=args.replace)
+    from archpool.safeload import read_json_object
+
+    cfg = read_json_object(out / "config.json")
+    arch = (cfg.get("architectures") or [cfg.get("model_type")])[0]
+    print(f"wrote {out} ({arch}, max_position_embeddings {cfg.get('max_position_embeddings')}; from {args.gguf_file})")
     return 0
 
 

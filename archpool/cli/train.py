@@ -1,4 +1,6 @@
-"""``archpool train`` and ``archpool extend``: both resume when re-run with the same arguments."""
+"""``archpool train`` and ``archpool extend``: both resume when re-run with the same arguments. ``archpool extend``
+extends a pretraining run in place (``RUN/extend/<name>/``), or with ``--out`` any model directory (an archpool
+checkpoint or run, a Hugging Face model directory) into a new one (:mod:`archpool.train.extend_model`)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
 
-    e = subparsers.add_parser("extend", help="context-extend a pretrained run (ntk | abf | yarn | pi; resumable)")
-    e.add_argument("run", help="a pretraining run directory")
+    e = subparsers.add_parser(
+        "extend",
+        help="context-extend a pretrained run, or any model into a new directory with --out (ntk | abf | yarn | pi; resumable)",
+        description="SOURCE: a pretraining run directory (extended in place, into RUN/extend/<name>/), or with --out "
+        "any model: an archpool checkpoint or run, or a Hugging Face model directory (llama, mistral, ministral, qwen2, "
+        "qwen3, olmo2, olmo3), written to OUT in its own format with OUT/extension.json (its provenance). --steps 0 "
+        "(the default with --out) is the RoPE change alone; --steps N trains N steps on --data or --text.",
+    )
+    e.add_argument("run", metavar="SOURCE", help="a pretraining run directory, or (with --out) any model directory")
+    e.add_argument("--out", help="write the extended model to this new directory (SOURCE is then any model directory)")
+    e.add_argument(
+        "--steps",
+        type=non_negative_int,
+        help="with --out: training steps at the extension length (default 0: the RoPE change alone); needs --lr and data",
+    )
+    e.add_argument("--data", help="with --out: a prepared data store or a data config, in the model's own tokenizer")
+    e.add_argument("--text", nargs="+", metavar="FILE", help="with --out: plain-text files to train on (instead of --data)")
+    e.add_argument(
+        "--pretrain-ctx",
+        type=positive_int,
+        metavar="N",
+        help="with --out: the context SOURCE was pretrained at, where its config cannot tell it (default: the RoPE "
+        "scaling's original_max_position_embeddings, an archpool extension record, else max_position_embeddings)",
+    )
+    e.add_argument("--run-dir", help="with --out and --steps: the resumable training run directory (default OUT.run)")
+    e.add_argument("--replace", action="store_true", help="with --out: replace an earlier extended model in OUT whole")
     e.add_argument("--recipe", choices=RECIPES, help="default: the run config's extension section(s), else ntk")
     e.add_argument("--config", help="YAML/JSON with an extension: section (mapping or list) to use instead of the run's")
     e.add_argument("--from", dest="source", help="checkpoint to extend: final (default), a milestone (step_000050) or a path")
@@ -76,14 +102,55 @@ def _train(args: argparse.Namespace) -> int:
 
 def _extend(args: argparse.Namespace) -> int:
     """Errors are archpool.errors types (ConfigError, CheckpointError, DataError): the CLI boundary prints them."""
+    from pathlib import Path
+
+    from archpool.errors import ConfigError
+    from archpool.rundir import CONFIG_NAME, RUN_RECORD
     from archpool.train.config import ExtensionConfig, RunConfig
     from archpool.train.distributed import shutdown
     from archpool.train.extend import check_extension_name, extend, extension_configs, extension_dir_name, load_run_config
 
+    overrides = _overrides(args)
+    if args.out is not None:
+        return _extend_model(args, overrides)
+    model_only = [flag for flag, value in _MODEL_FLAGS.items() if getattr(args, value) not in (None, False)]
+    if model_only:
+        raise ConfigError(model_only[0], "applies to extending a model into a new directory: give --out OUT")
     if args.name is not None:
         check_extension_name(args.name)
+    if not (Path(args.run) / RUN_RECORD).exists() and (Path(args.run) / CONFIG_NAME).is_file():
+        raise ConfigError("--out", f"{args.run} is a model directory, not a run: give --out OUT for the extended model")
     run_cfg = load_run_config(args.run)
-    overrides = {
+    if args.config:
+        run_cfg.extension = RunConfig.from_dict(
+            {"model": run_cfg.model, "train": run_cfg.train.to_dict(), **_extension_section(args.config)}
+        ).extension
+    if args.recipe:  # an explicit recipe replaces the config's sections
+        exts = [ExtensionConfig.from_dict(overrides)]
+    else:
+        exts = extension_configs(run_cfg, overrides)
+    names = [extension_dir_name(ext) for ext in exts]  # all checked before the first one starts
+    if len(set(names)) != len(names):
+        raise ConfigError(
+            "--name",
+            f"{len(names)} extensions would share the directory name(s) {sorted(set(names))}; "
+            "drop --name or use --recipe for a single extension",
+        )
+    try:
+        for ext in exts:
+            _report(extend(args.run, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
+    finally:
+        shutdown()
+    return 0
+
+
+_MODEL_FLAGS = {"--steps": "steps", "--data": "data", "--text": "text", "--pretrain-ctx": "pretrain_ctx", "--run-dir": "run_dir",
+                "--replace": "replace"}  # fmt: skip
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    """The extension fields the flags set."""
+    return {
         k: v
         for k, v in {
             "recipe": args.recipe,
@@ -106,28 +173,62 @@ def _extend(args: argparse.Namespace) -> int:
         }.items()
         if v is not None
     }
-    if args.config:
-        run_cfg.extension = RunConfig.from_dict(
-            {"model": run_cfg.model, "train": run_cfg.train.to_dict(), **_extension_section(args.config)}
-        ).extension
-    if args.recipe:  # an explicit recipe replaces the config's sections
-        exts = [ExtensionConfig.from_dict(overrides)]
-    else:
-        exts = extension_configs(run_cfg, overrides)
-    names = [extension_dir_name(ext) for ext in exts]  # all checked before the first one starts
-    if len(set(names)) != len(names):
-        from archpool.errors import ConfigError
 
-        raise ConfigError(
-            "--name",
-            f"{len(names)} extensions would share the directory name(s) {sorted(set(names))}; "
-            "drop --name or use --recipe for a single extension",
-        )
+
+def _extend_model(args: argparse.Namespace, overrides: dict) -> int:
+    """``archpool extend SOURCE --out OUT``: one recipe on any model directory (:func:`archpool.train.extend_model.extend_model`)."""
+    import sys
+
+    from archpool.errors import ConfigError
+    from archpool.model.features import INFERRED_CTX, inferred_ctx_note
+    from archpool.train.config import ExtensionConfig
+    from archpool.train.distributed import shutdown
+    from archpool.train.extend_model import extend_model, extension_data, plan_for_model, read_source
+
+    for flag, value in (("--from", args.source), ("--name", args.name)):
+        if value is not None:
+            raise ConfigError(
+                flag, "names a run's checkpoint or its RUN/extend/<name>/; with --out the source is SOURCE and the output OUT"
+            )
+    fields = {}
+    if args.config:
+        section = _extension_section(args.config)["extension"]
+        sections = section if isinstance(section, list) else [section]
+        if len(sections) != 1 or not isinstance(sections[0], dict):
+            raise ConfigError("--config", "extending a model into --out takes one extension mapping")
+        fields = dict(sections[0])
+    ext = ExtensionConfig.from_dict({**fields, **overrides})
+    source = read_source(args.run, args.pretrain_ctx)
+    steps = args.steps or 0
+    plan_for_model(source, ext, steps)  # every setting checked before the note below and any work
+    data = extension_data(source.tokenizer, args.data, args.text) if steps or ext.budgets else None
+    if source.pretrain_ctx_from in INFERRED_CTX:
+        print(f"[archpool] note: {inferred_ctx_note(source.pretrain_ctx)}", file=sys.stderr)
     try:
-        for ext in exts:
-            _report(extend(args.run, ext, run_cfg, progress=False if args.no_progress else None), f"extension {ext.run_name}")
+        result = extend_model(
+            args.run,
+            ext,
+            args.out,
+            steps=steps,
+            pretrain_ctx=args.pretrain_ctx,
+            data=data,
+            run_dir=args.run_dir,
+            replace=args.replace,
+            progress=False if args.no_progress else None,
+        )
     finally:
         shutdown()
+    from archpool.runtime import process_rank
+
+    if process_rank() == 0:
+        status = "already complete" if result.already_complete else "done"
+        loss = "" if result.final_loss is None else f", final loss {result.final_loss:.4f}"
+        print(
+            f"[archpool] extension {ext.recipe} of {args.run} {status}: {result.steps} steps at {result.length} tokens "
+            f"(pretraining context {result.pretrain_ctx}, from {result.pretrain_ctx_from}){loss} -> {result.out} "
+            f"({'Hugging Face model' if result.format == 'hf' else 'archpool checkpoint'})",
+            flush=True,
+        )
     return 0
 
 

@@ -3,7 +3,11 @@
 ``count`` = [any QK-norm] + [n_kv_heads < n_heads] + [any sliding-window layer] + [short pretraining
 context] (docs/paper.md §1). The pretraining context of a Hugging Face config is the RoPE scaling's
 ``original_max_position_embeddings`` where one is written (Llama 3.1, Olmo 3), else
-``max_position_embeddings``; "short" means ≤ a threshold (4096, the paper's short context).
+``max_position_embeddings``; "short" means ≤ a threshold (4096, the paper's short context). A model
+extended after pretraining without a RoPE scaling (SmolLM2, trained at 2K and extended to 8K by a theta
+raise) states only its extended context: the caller then gives the real one (``pretrain_ctx=``,
+``archpool features --pretrain-ctx N``). Every result says where its pretraining context came from
+(``pretrain_ctx_from``), with a note when it was inferred from ``max_position_embeddings``.
 
 Norm placement follows the paper's axis: ``post`` is Olmo's reordered post-sublayer norm (no norm on
 the sublayer input). Gemma 2/3 normalise both the sublayer input and its output ("sandwich"); their
@@ -49,6 +53,18 @@ SANDWICH_NOTE = (
 )
 
 
+PRETRAIN_CTX_GIVEN = "given"  # pretrain_ctx_from of a context the caller stated
+
+
+def inferred_ctx_note(ctx: int) -> str:
+    """The note of a pretraining context read from ``max_position_embeddings``."""
+    return (
+        f"pretraining context {ctx} inferred from max_position_embeddings (the config states no original context); "
+        "a model extended after pretraining needs its real one (archpool features --pretrain-ctx N; in a pool, "
+        "the checkpoint run's pretrain_ctx: N)"
+    )
+
+
 def _result(  # noqa: PLR0913 — one keyword per architecture feature of a results row
     *,
     source: str,
@@ -61,6 +77,7 @@ def _result(  # noqa: PLR0913 — one keyword per architecture feature of a resu
     layer_types: list[str],
     window: int | None,
     pretrain_ctx: int,
+    pretrain_ctx_from: str,
     short_ctx: int,
     notes: list[str],
     **extra: Any,
@@ -87,6 +104,7 @@ def _result(  # noqa: PLR0913 — one keyword per architecture feature of a resu
         n_sliding_layers=n_sliding,
         window_ratio=(window / pretrain_ctx) if swa else None,
         pretrain_ctx=pretrain_ctx,
+        pretrain_ctx_from=pretrain_ctx_from,
         short_ctx=short,
         short_ctx_threshold=short_ctx,
         count=sum(flags.values()),
@@ -96,19 +114,28 @@ def _result(  # noqa: PLR0913 — one keyword per architecture feature of a resu
 
 
 # ---------------------------------------------------------------------------------------------- archpool
-def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "archpool-config") -> dict[str, Any]:
-    """Features of an archpool ``ModelConfig``. The pretraining context is ``max_seq_len`` unless an
-    extension recorded the original one (``extension.pretrain_seq_len``, as ``archpool extend`` writes it,
-    or ``rope.original_max_seq_len``)."""
-    pretrain_ctx = cfg.max_seq_len
+def config_pretrain_ctx(cfg) -> tuple[int, str]:
+    """(pretraining context, where it came from) of an archpool ``ModelConfig``: the extension record's
+    (``extension.pretrain_seq_len``, as ``archpool extend`` writes it), ``rope.original_max_seq_len``, else
+    ``max_seq_len`` (the context archpool trains a config at)."""
     ext = cfg.extension or {}
     for key in ("pretrain_seq_len", "pretrain_ctx", "original_max_seq_len"):
         if ext.get(key) is not None:
-            pretrain_ctx = bounded_int(ext[key], f"extension.{key}", MAX_SEQ_LEN)
-            break
+            return bounded_int(ext[key], f"extension.{key}", MAX_SEQ_LEN), f"extension.{key}"
+    if cfg.rope.original_max_seq_len:
+        return cfg.rope.original_max_seq_len, "rope.original_max_seq_len"
+    return cfg.max_seq_len, "max_seq_len"
+
+
+def features_from_config(
+    cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "archpool-config", pretrain_ctx: int | None = None
+) -> dict[str, Any]:
+    """Features of an archpool ``ModelConfig``. The pretraining context is ``pretrain_ctx`` when given, else
+    :func:`config_pretrain_ctx`'s."""
+    if pretrain_ctx is not None:
+        ctx, ctx_from = bounded_int(pretrain_ctx, "pretrain_ctx", MAX_SEQ_LEN), PRETRAIN_CTX_GIVEN
     else:
-        if cfg.rope.original_max_seq_len:
-            pretrain_ctx = cfg.rope.original_max_seq_len
+        ctx, ctx_from = config_pretrain_ctx(cfg)
     return _result(
         source=source,
         family=cfg.family,
@@ -120,7 +147,8 @@ def features_from_config(cfg, short_ctx: int = PAPER_SHORT_CTX, source: str = "a
         n_layers=cfg.n_layers,
         layer_types=cfg.layer_types,
         window=cfg.window if cfg.swa else None,
-        pretrain_ctx=pretrain_ctx,
+        pretrain_ctx=ctx,
+        pretrain_ctx_from=ctx_from,
         short_ctx=short_ctx,
         notes=[],
     )
@@ -152,18 +180,31 @@ def hf_rope_dicts(hf: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"*": out}
 
 
+MAX_POSITION_EMBEDDINGS = "max_position_embeddings"  # pretrain_ctx_from of a context inferred from the model's own
+FAMILY_DEFAULT_CTX = "the family's default context"  # ... of a config stating no context at all
+INFERRED_CTX = (MAX_POSITION_EMBEDDINGS, FAMILY_DEFAULT_CTX)  # the sources that may not be the pretraining context
+
+
 def hf_pretrain_ctx(hf: dict[str, Any], ctx_default: int | None = None) -> int:
     """``original_max_position_embeddings`` of any RoPE scaling (or top level), else ``max_position_embeddings``."""
+    return hf_pretrain_ctx_from(hf, ctx_default)[0]
+
+
+def hf_pretrain_ctx_from(hf: dict[str, Any], ctx_default: int | None = None) -> tuple[int, str]:
+    """:func:`hf_pretrain_ctx` and the field it was read from (``rope_parameters.original_max_position_embeddings``,
+    ``original_max_position_embeddings``, :data:`MAX_POSITION_EMBEDDINGS`, or ``the family's default context``)."""
     key = "original_max_position_embeddings"
     originals = [hf_int(d, key, limit=MAX_SEQ_LEN) for d in hf_rope_dicts(hf).values() if d.get(key)]
     if originals:
-        return min(originals)
+        return min(originals), f"rope_parameters.{key}"
     if hf.get(key):
-        return hf_int(hf, key, limit=MAX_SEQ_LEN)
-    ctx = hf_int(hf, "max_position_embeddings", ctx_default, limit=MAX_SEQ_LEN)
-    if ctx is None:
-        raise ConfigError("max_position_embeddings", "the config states no context length")
-    return ctx
+        return hf_int(hf, key, limit=MAX_SEQ_LEN), key
+    ctx = hf_int(hf, MAX_POSITION_EMBEDDINGS, limit=MAX_SEQ_LEN)
+    if ctx is not None:
+        return ctx, MAX_POSITION_EMBEDDINGS
+    if ctx_default is None:
+        raise ConfigError(MAX_POSITION_EMBEDDINGS, "the config states no context length")
+    return ctx_default, FAMILY_DEFAULT_CTX
 
 
 def hf_int(hf: dict[str, Any], key: str, default: int | None = None, *, limit: int = MAX_DIM, minimum: int = 1) -> Any:
@@ -258,10 +299,14 @@ def hf_config_layer_types(config: Any) -> list[str]:
     return hf_layer_types(config.to_dict(), rule)[0]
 
 
-def features_from_hf_config(hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX, source: str = "hf-config") -> dict[str, Any]:
-    """Features of a Hugging Face ``config.json`` (as a dict), transformers 4.x or 5.x spelling."""
+def features_from_hf_config(
+    hf: dict[str, Any], short_ctx: int = PAPER_SHORT_CTX, source: str = "hf-config", pretrain_ctx: int | None = None
+) -> dict[str, Any]:
+    """Features of a Hugging Face ``config.json`` (as a dict), transformers 4.x or 5.x spelling; the pretraining
+    context is ``pretrain_ctx`` when given, else :func:`hf_pretrain_ctx_from`'s (with a note when it is
+    ``max_position_embeddings``)."""
     try:
-        return _features_from_hf_config(hf, short_ctx, source)
+        return _features_from_hf_config(hf, short_ctx, source, pretrain_ctx)
     except KeyError as e:
         raise ConfigError(str(e.args[0]), "missing from the Hugging Face config") from None
     except ConfigError:
@@ -282,7 +327,7 @@ def check_head_counts(n_heads: int, n_kv_heads: int) -> None:
         )
 
 
-def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) -> dict[str, Any]:
+def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str, pretrain_ctx: int | None) -> dict[str, Any]:
     hf = _hf_text_config(hf)
     model_type = hf_model_type(hf)
     fam = HF_FAMILIES[model_type]
@@ -297,6 +342,12 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
         notes.append(SANDWICH_NOTE)
     if fam["swa"] == "qwen" and hf.get("sliding_window") is not None and not hf.get("use_sliding_window", False):
         notes.append("sliding_window is set but use_sliding_window is false: no sliding-window layers")
+    if pretrain_ctx is not None:
+        ctx, ctx_from = bounded_int(pretrain_ctx, "pretrain_ctx", MAX_SEQ_LEN), PRETRAIN_CTX_GIVEN
+    else:
+        ctx, ctx_from = hf_pretrain_ctx_from(hf, fam["ctx_default"])
+        if ctx_from in INFERRED_CTX:
+            notes.append(inferred_ctx_note(ctx))
     return _result(
         source=source,
         model_type=model_type,
@@ -308,7 +359,8 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str) ->
         n_layers=len(layer_types),
         layer_types=layer_types,
         window=window,
-        pretrain_ctx=hf_pretrain_ctx(hf, fam["ctx_default"]),
+        pretrain_ctx=ctx,
+        pretrain_ctx_from=ctx_from,
         short_ctx=short_ctx,
         notes=notes,
     )
@@ -323,12 +375,14 @@ def _model_config_file(directory: Path) -> Path:
         raise ConfigError("target", str(e)) from None
 
 
-def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
+def features(target: str, short_ctx: int | None = None, pretrain_ctx: int | None = None) -> dict[str, Any]:
     """Features of a preset (``olmo3`` or ``olmo3:7b``), an archpool config file, checkpoint or run dir, or a
     Hugging Face ``config.json`` / model dir. ``short_ctx=None`` means 4096, except for presets, where it
     is the short context of the preset's size (half its long context; 4096 at 7b), so scaled presets
-    count like the paper's."""
+    count like the paper's. ``pretrain_ctx``: the pretraining context where the config cannot tell it (a
+    model extended after pretraining); default: the config's (``pretrain_ctx_from`` says which field)."""
     threshold = PAPER_SHORT_CTX if short_ctx is None else int(short_ctx)
+    given = {"pretrain_ctx": pretrain_ctx}
     path = Path(target)
     if path.is_dir():
         path = _model_config_file(path)
@@ -336,24 +390,24 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
         if path.suffix in (".yaml", ".yml"):
             from archpool.model.config import ModelConfig
 
-            return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
+            return features_from_config(ModelConfig.from_file(path), threshold, source=str(path), **given)
         data = read_config_file(path)
         from archpool.model.config import ModelConfig
 
         if isinstance(data, dict) and FORMAT_KEY in data:
-            return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent))
+            return features_from_config(ModelConfig.from_dict(data["model"]), threshold, source=str(path.parent), **given)
         if isinstance(data, dict) and ("model_type" in data or "architectures" in data):
             try:  # the Hugging Face config is what loads: it must be valid even beside archpool's own
-                hf = features_from_hf_config(data, threshold, source=str(path))
+                hf = features_from_hf_config(data, threshold, source=str(path), **given)
             except ConfigError as e:
                 raise ConfigError(str(path), str(e)) from None
             ours = path.parent / ARCHPOOL_EXPORT_CONFIG
             if ours.is_file():  # an archpool export: its own config keeps the extension record
-                f = features_from_config(ModelConfig.from_dict(read_config_file(ours)), threshold, source=str(path))
+                f = features_from_config(ModelConfig.from_dict(read_config_file(ours)), threshold, source=str(path), **given)
                 f["notes"].append(f"read from {ARCHPOOL_EXPORT_CONFIG} beside the Hugging Face config (an archpool export)")
                 return f
             return hf
-        return features_from_config(ModelConfig.from_file(path), threshold, source=str(path))
+        return features_from_config(ModelConfig.from_file(path), threshold, source=str(path), **given)
     from archpool.model.config import ModelConfig
     from archpool.model.presets import FAMILIES, SIZES
 
@@ -364,7 +418,7 @@ def features(target: str, short_ctx: int | None = None) -> dict[str, Any]:
             raise ConfigError("size", f"unknown size {size!r}; allowed: {', '.join(SIZES)}")
         if short_ctx is None:
             threshold = pool_short_ctx(SIZES[size]["ctx"])
-        return features_from_config(ModelConfig.preset(name, size=size), threshold, source=f"preset:{name}:{size}")
+        return features_from_config(ModelConfig.preset(name, size=size), threshold, source=f"preset:{name}:{size}", **given)
     raise ConfigError(
         "target", f"{target!r} is neither an existing file/directory nor a preset ({', '.join(FAMILIES)}, optionally PRESET:SIZE)"
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,14 @@ from typing import Any
 from archpool import study
 from archpool.config import check_keys
 from archpool.errors import ConfigError
-from archpool.io import read_config_file, sha256_file, sha256_json
+from archpool.io import read_config_file, sha256_json
+from archpool.model.features import INFERRED_CTX, inferred_ctx_note
 from archpool.rundir import RUN_RECORD, run_dir_final
 
-CHECKPOINT_KEYS = {"name", "checkpoint", "pretrained", "design", "published", "columns", "init", "fp8", "hub"}
+CHECKPOINT_KEYS = {
+    "name", "checkpoint", "pretrained", "pretrain_ctx", "extend", "design", "published", "columns", "init", "fp8", "hub",
+}  # fmt: skip
+EXTEND_KEYS = ("recipes", "steps", "data", "text")  # of a checkpoint run's ``extend:``
 DESIGN_KEYS = (
     "swa",
     "qk_norm",
@@ -99,26 +104,16 @@ def _weight_names(directory: Path) -> list[str]:
     raise ConfigError(str(directory), "no safetensors weights (model.safetensors or a shard index)")
 
 
-_KEY_MEMO: dict[tuple[str, int, int], str] = {}
-
-
 def content_key(ref: ModelRef) -> str:
-    """The model's identity for stage keys: the sha256 of its config, weights and tokenizer bytes
-    (local), or repository + revision (Hub: a commit names fixed bytes; a branch or tag can move, and the
-    eval stage's own cache still keys its results by the downloaded weights' sha256)."""
+    """The model's identity for stage keys: the sha256 of its bytes (local: config, weights, generation
+    settings and tokenizer files, :func:`archpool.model.hf.model_file_hashes`, each file hashed once per
+    process until it changes), or repository + revision (Hub: a commit names fixed bytes; a branch or tag
+    can move, and the eval stage's own cache still keys its results by the downloaded model's bytes)."""
     if ref.is_hub:
         return sha256_json({"hub": ref.repo, "revision": ref.revision})[:32]
-    d = model_dir(ref.path)
-    names = ["config.json", *_weight_names(d)]
-    names += [n for n in ("tokenizer.json", "archpool_config.json") if (d / n).is_file()]
-    hashes = {}
-    for n in names:
-        st = (d / n).stat()
-        memo = (str((d / n).resolve()), st.st_mtime_ns, st.st_size)
-        if memo not in _KEY_MEMO:
-            _KEY_MEMO[memo] = sha256_file(d / n)
-        hashes[n] = _KEY_MEMO[memo]
-    return sha256_json(hashes)[:32]
+    from archpool.model.hf import model_file_hashes
+
+    return sha256_json(model_file_hashes(model_dir(ref.path)))[:32]
 
 
 def _safetensors_params(directory: Path) -> int:
@@ -134,7 +129,8 @@ def _safetensors_params(directory: Path) -> int:
 
 
 def local_design(path: str | Path) -> dict[str, Any]:
-    """Design columns of a local model from its config (via :mod:`archpool.model.features`)."""
+    """Design columns of a local model from its config (via :mod:`archpool.model.features`), with
+    ``pretrain_ctx_from``: the config field its pretraining context was read from."""
     from archpool.model.checkpoint import FORMAT_KEY
     from archpool.model.config import ModelConfig
     from archpool.model.features import features_from_config, features_from_hf_config
@@ -166,6 +162,7 @@ def local_design(path: str | Path) -> dict[str, Any]:
         window=int(f["window"] or 0),
         n_layers=int(f["n_layers"]),
         pretrain_ctx=int(f["pretrain_ctx"]),
+        pretrain_ctx_from=str(f["pretrain_ctx_from"]),
         **extra,
     )
 
@@ -203,6 +200,8 @@ class CheckpointRunSpec(study.DesignAxes):
     params: int = 0
     columns: dict[str, Any] = field(default_factory=dict)
     kind: str = "checkpoint"
+    pretrain_ctx_from: str = ""  # where pretrain_ctx came from: a config field, the twin, published, design or pretrain_ctx
+    extend: dict[str, Any] | None = None  # the pool extends the checkpoint (parse_extend): recipes, steps, data, text
 
     @property
     def refs(self) -> dict[str, ModelRef]:
@@ -237,22 +236,47 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
         raise ConfigError(f"{label}.checkpoint", "a checkpoint run names the model to study (`pretrained:` is its optional twin)")
     final = parse_ref(entry["checkpoint"], base_dir, f"{label}.checkpoint")
     pretrained = parse_ref(entry["pretrained"], base_dir, f"{label}.pretrained") if entry.get("pretrained") else None
+    extend = parse_extend(entry.get("extend"), f"{label}.extend", base_dir)
+    if extend is not None and pretrained is not None:
+        raise ConfigError(
+            f"{label}.extend",
+            "the pool extends the checkpoint, which is then the model before extension: drop `pretrained:` "
+            "(a twin is for a checkpoint extended elsewhere)",
+        )
     design: dict[str, Any] = {}
     columns: dict[str, Any] = {}
+    ctx_from = ""
     if not final.is_hub:
         design.update(_local_design(final.path, f"{label}.checkpoint"))
+        ctx_from = design.pop("pretrain_ctx_from")
     if pretrained is not None and not pretrained.is_hub:
         twin = _local_design(pretrained.path, f"{label}.pretrained")
+        twin.pop("pretrain_ctx_from")
         design = {**twin, **design, "pretrain_ctx": twin["pretrain_ctx"]}  # the twin's own context is its pretraining one
+        ctx_from = "pretrained"
     published = entry.get("published")
     if published is not None:
         design.update(_published_design(published, f"{label}.published"))
         columns.update(_published_columns(published))
+        ctx_from = "published"
     overrides = entry.get("design") or {}
     if not isinstance(overrides, dict):
         raise ConfigError(f"{label}.design", "a mapping of design columns")
     check_keys(overrides, DESIGN_KEYS, f"{label}.design", "design column")
     design.update(overrides)
+    ctx_from = "design" if "pretrain_ctx" in overrides else ctx_from
+    if entry.get("pretrain_ctx") is not None:
+        given = entry["pretrain_ctx"]
+        if "pretrain_ctx" in overrides and overrides["pretrain_ctx"] != given:
+            raise ConfigError(
+                f"{label}.pretrain_ctx", f"{given!r} differs from design.pretrain_ctx {overrides['pretrain_ctx']!r}"
+            )
+        design["pretrain_ctx"], ctx_from = given, "pretrain_ctx"
+    elif ctx_from in INFERRED_CTX:
+        warnings.warn(
+            f"{label}.checkpoint: {inferred_ctx_note(design['pretrain_ctx'])}; the short-context column follows it",
+            stacklevel=2,
+        )
     if "params_b" in design:
         design["params"] = int(round(float(design.pop("params_b")) * 1e9))
     missing = [k for k in ("swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx") if k not in design]
@@ -281,7 +305,58 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
         fp8=bool(fp8),
         params=int(design.get("params", 0)),
         columns=columns,
+        pretrain_ctx_from=ctx_from,
+        extend=extend,
     )
+
+
+def parse_extend(value: Any, where: str, base_dir: Path) -> dict[str, Any] | None:
+    """A checkpoint run's ``extend:``: ``true`` (every recipe of the pool's ``extension:``, the RoPE change
+    alone) or a mapping: ``recipes`` (names of the pool's recipes; default all that apply), ``steps`` (0: the
+    RoPE change alone; N: N steps of training, which needs ``data`` or ``text``), ``data`` (a prepared store
+    or a data config in the model's tokenizer) or ``text`` (plain-text files); paths relative to the pool
+    file. None when absent or false."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"true, or a mapping with {', '.join(EXTEND_KEYS)}; got {value!r}")
+    check_keys(value, EXTEND_KEYS, where, "extension setting")
+    recipes = value.get("recipes")
+    if recipes is not None and (not isinstance(recipes, list) or not recipes or not all(isinstance(r, str) for r in recipes)):
+        raise ConfigError(f"{where}.recipes", f"a non-empty list of the pool's recipe names, got {recipes!r}")
+    steps = value.get("steps", 0)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ConfigError(f"{where}.steps", f"a number of training steps >= 0, got {steps!r}")
+    data, text = value.get("data"), value.get("text")
+    if data is not None and text is not None:
+        raise ConfigError(f"{where}.data", "give data (a store or data config) or text (files), not both")
+    if steps and data is None and text is None:
+        raise ConfigError(f"{where}.data", "a trained extension reads data: data (a store or data config) or text (files)")
+    if not steps and (data is not None or text is not None):
+        raise ConfigError(f"{where}.steps", "data is read by a trained extension only: give steps > 0, or drop data/text")
+    out: dict[str, Any] = {"recipes": recipes, "steps": steps, "data": None, "text": None}
+    if data is not None:
+        path = _local_path(data, base_dir, f"{where}.data")
+        if not path.exists():
+            raise ConfigError(f"{where}.data", f"no data store or data config {str(path)!r}")
+        out["data"] = str(path.resolve())
+    if text is not None:
+        files = text if isinstance(text, list) else [text]
+        paths = [_local_path(t, base_dir, f"{where}.text") for t in files]
+        missing = [p for p in paths if not p.is_file()]
+        if not paths or missing:
+            raise ConfigError(f"{where}.text", f"no text file {str(missing[0]) if missing else files!r}")
+        out["text"] = [str(p.resolve()) for p in paths]
+    return out
+
+
+def _local_path(value: Any, base_dir: Path, where: str) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(where, f"a path, got {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base_dir / path
 
 
 def _local_design(path: str, where: str) -> dict[str, Any]:

@@ -74,6 +74,22 @@ class ExtendConfig(_StageConfig):
 
 
 @dataclass(frozen=True)
+class CheckpointExtendConfig(_StageConfig):
+    """A checkpoint run's model (``checkpoint``, with its ``content`` key) extended by one recipe
+    (:func:`archpool.train.extend_model.extend_model`): the RoPE change alone (``steps`` 0) or ``steps`` of
+    training on ``data`` (the run's text files or data store, with their content hashes), from the
+    pretraining context ``pretrain_ctx``; ``recipe`` is the pool's, resolved to its length."""
+
+    recipe: ExtensionConfig | dict[str, Any]
+    steps: int
+    pretrain_ctx: int
+    long_ctx: int
+    checkpoint: str
+    content: str
+    data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class EvalConfig(_StageConfig):
     """An evaluation of one model: before extension (``phase`` base) or after, at one ``rung`` of a
     ladder; a checkpoint run's names its model (``checkpoint``) and that model's ``content`` key."""
@@ -106,7 +122,7 @@ class AttentionConfig(_StageConfig):
     text: str | None = None
 
 
-StageConfig = DataConfig | PretrainConfig | ExtendConfig | EvalConfig | AttentionConfig
+StageConfig = DataConfig | PretrainConfig | ExtendConfig | CheckpointExtendConfig | EvalConfig | AttentionConfig
 
 
 class StageResult(TypedDict, total=False):
@@ -130,6 +146,8 @@ class PretrainResult(StageResult, total=False):
 class ExtendResult(StageResult, total=False):
     tokens: int
     length: int
+    model: str  # a checkpoint run's extension: the extended model's directory
+    run: str  # ... and the directory of its training run (a ladder's rungs are its milestones)
 
 
 class EvalResult(StageResult, total=False):

@@ -8,10 +8,14 @@ Per run and extension recipe:
           │              ├─ eval:R:base                            (before extension)
           │              └─ attention:R:base                       (before extension)
 
-A checkpoint run (:mod:`archpool.pool.checkpoints`) is measured, not trained: it has no data,
-pretrain or extend node, only ``eval:R`` / ``attention:R`` on its checkpoint and ``eval:R:base`` /
+A checkpoint run (:mod:`archpool.pool.checkpoints`) is measured, not pretrained: it has no data or
+pretrain node, only ``eval:R`` / ``attention:R`` on its checkpoint and ``eval:R:base`` /
 ``attention:R:base`` on its before-extension twin, keyed by the models' bytes
-(:func:`checkpoint_nodes`). Its columns are named as a trained run's.
+(:func:`checkpoint_nodes`). A checkpoint run the pool extends (``extend:``) is the model before
+extension instead (``eval:R:base`` / ``attention:R:base``), and each recipe's ``extend:R:<recipe>``
+(:func:`archpool.train.extend_model.extend_model`: the RoPE change alone, or steps of training on the
+run's own data) feeds ``eval:R:<recipe>`` (a rung each for a ladder) and, for the first, its attention
+(:func:`extended_checkpoint_nodes`). Its columns are named as a trained run's.
 
 A recipe with a ladder of ``budgets`` gets one eval node per rung instead (``eval:R:ntk#ext5``
 reads the extension run's checkpoint after 5 steps); its columns carry the rung (``#ext5``) and
@@ -40,6 +44,7 @@ from archpool.pool.nodes import (
     BASE,
     EXTENDED,
     AttentionConfig,
+    CheckpointExtendConfig,
     DataConfig,
     EvalConfig,
     ExtendConfig,
@@ -209,6 +214,8 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str,
     (the stage finds the path in the run spec), so equal bytes are one cached result; ``contents``
     (node id -> key) gives the keys a plan recorded."""
     contents = contents or {}
+    if run.extend is not None:
+        return extended_checkpoint_nodes(pool, run, contents)
     nodes: list[Node] = []
     evaluate = pool.eval.enabled
     attend = pool.attention_enabled
@@ -233,6 +240,123 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str,
             )
             nodes.append(Node(id=attention_id, stage="attention", config=config, run=run.name, cost=0.5, phase=phase))
     return nodes
+
+
+def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str, str]) -> list[Node]:
+    """A checkpoint run the pool extends (``extend:``): ``eval:R:base`` / ``attention:R:base`` on the
+    checkpoint (``base_`` columns, with ``eval.base``), then for each of its recipes ``extend:R:<recipe>``,
+    ``eval:R:<recipe>`` on the extended model (one per rung of a ladder) and, for the first recipe,
+    ``attention:R:<recipe>``: a trained run's before/after columns. Every node is keyed by the checkpoint's
+    content key (``contents``: the keys a plan recorded) and, after the extension, by its extend node."""
+    ext = run.extend or {}
+    recipes = _checkpoint_recipes(pool, run)
+    ids = [f"eval:{run.name}:base", f"attention:{run.name}:base", *(f"extend:{run.name}:{r.name}" for r in recipes)]
+    content = next((contents[i] for i in ids if i in contents), None) or content_key(run.refs["final"])
+    texts = {Path(t).name: sha256_file(t) for t in pool.texts}
+    common = dict(seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+    analysis = dict(
+        attention=pool.attention,
+        analysis_len=max(pool.eval.lengths_at(False, pool.long_ctx)),
+        texts=texts,
+        text="texts" if texts else "filler",
+        **common,
+    )
+    nodes: list[Node] = []
+    if pool.eval.enabled and pool.eval.base:
+        config = EvalConfig(eval=pool.eval, phase=BASE, checkpoint="final", content=content, **common)
+        nodes.append(Node(id=ids[0], stage="eval", config=config, run=run.name, cost=1.0, phase=BASE))
+        if pool.attention_enabled:
+            config = AttentionConfig(checkpoint="final", content=content, **analysis)
+            nodes.append(Node(id=ids[1], stage="attention", config=config, run=run.name, cost=0.5, phase=BASE))
+    data = _extension_data_key(ext)
+    for i, recipe in enumerate(recipes):
+        config = CheckpointExtendConfig(
+            recipe=recipe.stage_config(),
+            steps=int(ext.get("steps", 0)),
+            pretrain_ctx=run.pretrain_ctx,
+            long_ctx=pool.long_ctx,
+            checkpoint="final",
+            content=content,
+            data=data,
+        )
+        extend = Node(
+            id=f"extend:{run.name}:{recipe.name}", stage="extend", config=config, run=run.name, cost=1.0, recipe=recipe.name
+        )
+        nodes.append(extend)
+        deps = {"model": extend.id}
+        for rung in (recipe.budgets or [None]) if pool.eval.enabled else []:
+            nodes.append(
+                Node(
+                    id=f"eval:{run.name}:{recipe.name}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
+                    stage="eval",
+                    config=EvalConfig(eval=pool.eval, phase=EXTENDED, rung=rung, **common),
+                    deps=deps,
+                    run=run.name,
+                    cost=1.0,
+                    recipe=recipe.name,
+                    rung=rung,
+                    phase=EXTENDED,
+                )
+            )
+        if i == 0 and pool.attention_enabled:
+            config = AttentionConfig(**analysis)
+            node_id = f"attention:{run.name}:{recipe.name}"
+            nodes.append(
+                Node(
+                    id=node_id,
+                    stage="attention",
+                    config=config,
+                    deps=deps,
+                    run=run.name,
+                    cost=0.5,
+                    recipe=recipe.name,
+                    phase=EXTENDED,
+                )
+            )
+    return nodes
+
+
+def _checkpoint_recipes(pool: PoolSpec, run: CheckpointRunSpec) -> list[PoolRecipe]:
+    """The pool's recipes a checkpoint run's ``extend.recipes`` names (default: every recipe that applies to
+    it); ConfigError naming an unknown one, or a recipe without its LR for a trained extension."""
+    ext = run.extend or {}
+    by_name = {r.name: r for r in pool.extension}
+    names = ext.get("recipes") or [r.name for r in pool.extension if r.applies(run.arch)]
+    where = f"runs[{run.name}].extend"
+    for name in names:
+        if name not in by_name:
+            raise ConfigError(
+                f"{where}.recipes", f"no recipe {name!r} in the pool's extension: section; it has {', '.join(by_name)}"
+            )
+    if not names:
+        raise ConfigError(f"{where}.recipes", "no recipe of the pool's extension: section applies to this run")
+    recipes = [by_name[n] for n in names]
+    for r in recipes:
+        trains = ext.get("steps", 0) or r.budgets
+        if trains and (r.config is None or r.config.lr is None):
+            raise ConfigError(
+                f"extension[{r.name}].lr",
+                f"a checkpoint has no pretraining LR to take a third of: give the recipe's lr ({where})",
+            )
+        if ext.get("steps", 0) and r.budgets:
+            raise ConfigError(f"{where}.steps", f"recipe {r.name!r} is a ladder (budgets): its steps are the budgets")
+        if r.budgets and not (ext.get("data") or ext.get("text")):
+            raise ConfigError(f"{where}.data", f"recipe {r.name!r} is a ladder (budgets) and trains: give data or text")
+    return recipes
+
+
+def _extension_data_key(ext: dict[str, Any]) -> dict[str, Any] | None:
+    """What a checkpoint extension's data is, for its node key: the text files' or data config's sha256, or a
+    prepared store's content key (its manifest's), with the paths."""
+    if ext.get("text"):
+        return {"text": {t: sha256_file(t) for t in ext["text"]}}
+    if not ext.get("data"):
+        return None
+    path = Path(ext["data"])
+    if path.is_dir():
+        manifest = path / "manifest.json"
+        return {"store": str(path), "key": sha256_file(manifest) if manifest.is_file() else None}
+    return {"config": str(path), "sha256": sha256_file(path)}
 
 
 def result_columns(node: Node, primary_recipe: str) -> tuple[str, str]:

@@ -121,13 +121,44 @@ def hf_rope_parameters(rope: RopeConfig, head_dim: int) -> dict[str, Any]:
     raise ConfigError("rope.type", f"cannot export RoPE type {rope.type!r}")
 
 
+def hf_config_rope(cfg: ModelConfig, per_type: bool) -> dict[str, Any]:
+    """The ``rope_parameters`` of a transformers config computing ``cfg``'s RoPE: one mapping, or with
+    ``per_type`` (a family with per-layer-type RoPE, Olmo 3) one per layer type, the sliding layers keeping
+    plain RoPE at their own theta under ``full_layers_only``."""
+    rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
+    if not per_type:
+        return rope
+    plain = {"rope_type": "default", "rope_theta": float(type_theta(cfg.rope, SLIDING))}
+    sliding = plain if cfg.rope.full_layers_only else dict(rope)
+    return {"full_attention": rope, "sliding_attention": sliding}
+
+
+LEGACY_ROPE_KEYS = ("rope_scaling", "rope_theta", "original_max_position_embeddings")  # read before rope_parameters
+
+
+def rescaled_hf_config(raw: dict[str, Any], cfg: ModelConfig) -> dict[str, Any]:
+    """A copy of the ``config.json`` mapping ``raw`` whose RoPE and context are ``cfg``'s (an extension of the
+    model ``raw`` describes): ``rope_parameters`` as :func:`hf_config_rope` writes them and
+    ``max_position_embeddings``; the legacy spellings transformers would read first (``rope_scaling``, a
+    top-level ``rope_theta`` or ``original_max_position_embeddings``) are dropped. Every other field is kept."""
+    family = FAMILIES.get(raw.get("model_type", ""))
+    if family is None:
+        raise ConfigError(
+            "model_type", f"cannot rescale model type {raw.get('model_type')!r}; importable: {', '.join(IMPORTABLE)}"
+        )
+    hf_family_for(cfg)  # a RoPE the exported class cannot compute (scaled on full layers only outside Olmo 3) fails here
+    out = {k: v for k, v in raw.items() if k not in LEGACY_ROPE_KEYS}
+    out["rope_parameters"] = hf_config_rope(cfg, family.per_type_rope)
+    out["max_position_embeddings"] = int(cfg.max_seq_len)
+    return out
+
+
 def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) -> PreTrainedConfig:
     """The transformers config of the native class for ``cfg`` (see ``hf_family_for``); ``special_ids`` maps
     bos / eos / pad to the tokenizer's ids. ``max_position_embeddings`` is the model's (extended) length."""
     import transformers
 
     family = hf_family_for(cfg)
-    rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
     layer_types = cfg.layer_types
     kwargs: dict[str, Any] = dict(
         vocab_size=cfg.vocab_size,
@@ -145,12 +176,7 @@ def to_hf_config(cfg: ModelConfig, special_ids: dict[str, int] | None = None) ->
         architectures=[family.model_class],
         **{f"{k}_token_id": (special_ids or {}).get(k) for k in ("bos", "eos", "pad")},
     )
-    if family.per_type_rope:
-        plain = {"rope_type": "default", "rope_theta": float(type_theta(cfg.rope, SLIDING))}
-        sliding = plain if cfg.rope.full_layers_only else dict(rope)
-        kwargs["rope_parameters"] = {"full_attention": rope, "sliding_attention": sliding}
-    else:
-        kwargs["rope_parameters"] = rope
+    kwargs["rope_parameters"] = hf_config_rope(cfg, family.per_type_rope)
     if family.model_type == "mistral":
         kwargs["sliding_window"] = cfg.window if cfg.swa else None
     elif family.swa == "layer_types":

@@ -19,7 +19,9 @@ from archpool.safeload import read_json_file
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
+    from transformers import PreTrainedConfig
 
+    from archpool.model.config import ModelConfig
     from archpool.model.model import Decoder
 
 
@@ -36,6 +38,29 @@ def import_hf(hf_dir: str | Path) -> Decoder:
     """Our Decoder from a transformers model directory (config.json + safetensors), no network. Every
     refusal is a CheckpointError / ConfigError naming the file or field: bad JSON, custom code, an
     unimportable family, head counts, missing / pickle / truncated weights, shapes that do not match."""
+    hf_dir = Path(hf_dir)
+    hf_config, _ = read_hf_model_config(hf_dir)
+    files = weight_files(hf_dir)
+    where = files[0] if len(files) == 1 else hf_dir / INDEX_NAME
+    state = _read_safetensors(files)
+    check_weight_values(state, str(where))
+    model = hf_state_to_archpool(hf_config, state, where=str(where))
+    provenance = hf_dir / ARCHPOOL_CONFIG_NAME
+    if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
+        try:
+            ours = read_json_file(provenance)
+        except ConfigError as e:
+            raise CheckpointError(str(e)) from None
+        for key in ("family", "extension"):
+            if isinstance(ours, dict) and ours.get(key) is not None:
+                setattr(model.cfg, key, ours[key])
+    return model
+
+
+def read_hf_model_config(hf_dir: str | Path) -> tuple[PreTrainedConfig, ModelConfig]:
+    """The transformers config of an HF model directory and archpool's ``ModelConfig`` of the same model,
+    read as :func:`import_hf` reads them (its weights' presence checked, and their bytes against a
+    MANIFEST.json when there is one; no weight is loaded). The refusals are :func:`import_hf`'s."""
     from transformers import AutoConfig
 
     hf_dir = Path(hf_dir)
@@ -59,25 +84,12 @@ def import_hf(hf_dir: str | Path) -> Decoder:
             int(hf_config.num_attention_heads),
             int(getattr(hf_config, "num_key_value_heads", None) or hf_config.num_attention_heads),
         )
-        hf_config_to_archpool(hf_config)
+        cfg = hf_config_to_archpool(hf_config)
     except ConfigError as e:
         raise ConfigError(str(config_path), str(e)) from None
     except (TypeError, ValueError) as e:
         raise ConfigError(str(config_path), f"invalid config value ({e})") from None
-    where = files[0] if len(files) == 1 else hf_dir / INDEX_NAME
-    state = _read_safetensors(files)
-    check_weight_values(state, str(where))
-    model = hf_state_to_archpool(hf_config, state, where=str(where))
-    provenance = hf_dir / ARCHPOOL_CONFIG_NAME
-    if provenance.is_file():  # our own export: keep bookkeeping the HF config cannot carry
-        try:
-            ours = read_json_file(provenance)
-        except ConfigError as e:
-            raise CheckpointError(str(e)) from None
-        for key in ("family", "extension"):
-            if isinstance(ours, dict) and ours.get(key) is not None:
-                setattr(model.cfg, key, ours[key])
-    return model
+    return hf_config, cfg
 
 
 def replaceable_import(directory: Path) -> str | None:

@@ -20,7 +20,7 @@ from archpool.pool.checkpoints import (
     model_dir,
 )
 from archpool.pool.graph import StageContext
-from archpool.pool.nodes import AttentionConfig, EvalConfig
+from archpool.pool.nodes import AttentionConfig, CheckpointExtendConfig, EvalConfig
 from archpool.safeload import read_json_object
 
 # Hub configs whose model_type transformers implements natively: their remote code is never run
@@ -29,9 +29,11 @@ PROBE_CHARS = 20_000  # of each pool text, as the RoPE-layout check's probe
 
 
 def model_path(ctx: StageContext) -> Path:
-    """The directory of the model this node measures (``final``: the run's checkpoint; ``pretrained``: its twin)."""
+    """The directory of the model this node measures or extends (``final``: the run's checkpoint;
+    ``pretrained``: its twin)."""
     c, run = ctx.config, ctx.run
-    assert isinstance(c, EvalConfig | AttentionConfig) and isinstance(run, CheckpointRunSpec) and c.checkpoint
+    assert isinstance(c, EvalConfig | AttentionConfig | CheckpointExtendConfig) and isinstance(run, CheckpointRunSpec)
+    assert c.checkpoint
     ref = run.refs[c.checkpoint]
     if ref.is_hub:
         probe = [Path(t).read_text(errors="replace")[:PROBE_CHARS] for t in ctx.pool.texts]
@@ -41,6 +43,18 @@ def model_path(ctx: StageContext) -> Path:
     if key != c.content:
         raise CheckpointError(f"{ref.path}: the model changed since the pool was planned; run the pool again to re-plan it")
     return Path(ref.path)
+
+
+def extended_model(ctx: StageContext, rung: int | None = None) -> Path:
+    """The model a node reads from its ``model`` input: the directory a checkpoint run's extension wrote (its
+    result names it; a rung of its ladder in its training run), else the input's own directory (a run
+    directory; a rung of a ladder is its milestone)."""
+    made = ctx.input_results.get("model") or {}
+    if rung is not None:
+        from archpool.train.extend import rung_dir
+
+        return rung_dir(Path(made.get("run") or ctx.inputs["model"]), rung)
+    return Path(made["model"]) if made.get("model") else ctx.inputs["model"]
 
 
 def download(ref: ModelRef) -> Path:

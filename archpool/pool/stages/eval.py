@@ -1,10 +1,13 @@
 """The eval stage of a pool run: task suites (or a task list) at the pool's lengths on the pretrained
 model (``phase: base``), an extended one, or one rung of an extension ladder (``rung``: its
 checkpoint after that many steps); LongPPL / perplexity where asked. Columns follow
-:mod:`archpool.columns`."""
+:mod:`archpool.columns`. Every finished cell (a task × length × mode, an lm-eval or HELMET cell) is kept
+in the node's ``cells/`` as it finishes (keyed by the whole model), so a node stopped midway resumes
+without scoring a finished cell again."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from archpool.pool.nodes import EvalConfig, EvalResult
 from archpool.pool.stages import checkpoint, data
 
 STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds of an evaluation, in this order
+CELLS = "cells"  # the node's cache of finished cells (tasks, lm-eval and HELMET cells): a stopped node resumes there
 
 
 def run(ctx: StageContext) -> EvalResult:
@@ -23,14 +27,11 @@ def run(ctx: StageContext) -> EvalResult:
 
     c = ctx.config
     assert isinstance(c, EvalConfig)
-    request = c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval")
+    request = dataclasses.replace(c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval"), cache_dir=ctx.out_dir / CELLS)
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
-    model = checkpoint.model_path(ctx) if c.checkpoint is not None else ctx.inputs["model"]
-    if c.rung is not None:  # one rung of an extension ladder: its checkpoint in the extension run
-        from archpool.train.extend import rung_dir
-
-        model = rung_dir(model, c.rung)
+    # a checkpoint run's model; else the input's (one rung of a ladder: its checkpoint in the extension run)
+    model = checkpoint.model_path(ctx) if c.checkpoint is not None else checkpoint.extended_model(ctx, c.rung)
     target = load_target(model, tokenizer=tok)
     result: dict[str, Any] = {}
     if request.tasks or request.suites:
@@ -58,8 +59,8 @@ def harness_ruler(ctx: StageContext, settings, model_dir: Path, lengths: list[in
     from archpool.eval.harness import harness_request_from, run_ruler
     from archpool.pool.checkpoints import downloads_allowed
 
-    request = harness_request_from(settings, lengths, ctx.out_dir / "harness", None, downloads_allowed())
-    return run_ruler(model_dir, request)
+    request = harness_request_from(settings, lengths, ctx.out_dir / "harness", ctx.out_dir / CELLS, downloads_allowed())
+    return run_ruler(model_dir, request, log=ctx.log)
 
 
 def helmet_data(ctx: StageContext, settings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
@@ -69,8 +70,8 @@ def helmet_data(ctx: StageContext, settings, model_dir: Path, lengths: list[int]
     from archpool.eval.helmet_data import request_from, run_helmet_data
 
     base_dir = getattr(ctx.pool, "base_dir", None) or Path.cwd()
-    request = request_from(settings, lengths, Path(base_dir), ctx.out_dir / "helmet_data", None)
-    return run_helmet_data(model_dir, request)
+    request = request_from(settings, lengths, Path(base_dir), ctx.out_dir / "helmet_data", ctx.out_dir / CELLS)
+    return run_helmet_data(model_dir, request, log=ctx.log)
 
 
 def hf_dir(ctx: StageContext, target) -> Path:

@@ -1,20 +1,26 @@
-"""The extension stage of a pool run: one recipe from the final model or a milestone, to the pool's length."""
+"""The extension stage of a pool run: one recipe from the final model or a milestone, to the pool's length;
+for a checkpoint run the pool extends, the recipe on its model (:func:`checkpoint_extension`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from archpool import study
 from archpool.pool.graph import StageContext
-from archpool.pool.nodes import ExtendConfig, ExtendResult, PretrainConfig, PretrainResult
+from archpool.pool.nodes import CheckpointExtendConfig, ExtendConfig, ExtendResult, PretrainConfig, PretrainResult
 from archpool.pool.sections import milestone_key
-from archpool.pool.stages import data
+from archpool.pool.stages import checkpoint, data
+
+MODEL, RUN = "model", "run"  # a checkpoint extension's directories in its node: the extended model, its training run
 
 
 def run(ctx: StageContext) -> ExtendResult:
     from archpool.train.config import RunConfig
     from archpool.train.extend import extend
 
+    if isinstance(ctx.config, CheckpointExtendConfig):
+        return checkpoint_extension(ctx, ctx.config)
     c, pre = ctx.config, ctx.input_configs["model"]
     assert isinstance(c, ExtendConfig) and isinstance(pre, PretrainConfig)
     source = "final" if c.from_final else milestone_source(ctx.input_results["model"], c.milestone)
@@ -24,6 +30,41 @@ def run(ctx: StageContext) -> ExtendResult:
     run_cfg = RunConfig(model=pre.model.to_dict(), data=data.section(ctx), train=pre.train)
     res = extend(ctx.inputs["model"], ext, run_cfg, progress=False, out=ctx.out_dir)
     return {"metrics": {"extension_loss": study.final_loss(res.losses)}, "tokens": res.tokens, "length": ext.length}
+
+
+def checkpoint_extension(ctx: StageContext, c: CheckpointExtendConfig) -> ExtendResult:
+    """A checkpoint run's model extended by the node's recipe (:func:`archpool.train.extend_model.extend_model`)
+    into the node's ``model/`` (its training run, with ``steps``, in ``run/``), at the run's pretraining
+    context; the model's tokenizer is kept beside both, so every rung of a ladder reads its own tokens."""
+    from archpool.io import copy_regular_file
+    from archpool.pool.checkpoints import CheckpointRunSpec
+    from archpool.train.extend_model import extend_model, extension_data, read_source
+
+    run = ctx.run
+    assert isinstance(run, CheckpointRunSpec) and run.extend is not None
+    source = checkpoint.model_path(ctx)
+    config_ctx = run.pretrain_ctx_from in ("pretrain_ctx", "design", "published")  # else the model's config says it
+    src = read_source(source, run.pretrain_ctx if config_ctx else None)
+    trains = bool(c.steps or c.recipe.budgets)
+    section = extension_data(src.tokenizer, run.extend.get("data"), run.extend.get("text")) if trains else None
+    if src.tokenizer is not None:
+        copy_regular_file(src.tokenizer, ctx.out_dir / "tokenizer.json")
+    res = extend_model(
+        source,
+        c.recipe,
+        ctx.out_dir / MODEL,
+        steps=c.steps,
+        pretrain_ctx=run.pretrain_ctx if config_ctx else None,
+        data=section,
+        run_dir=ctx.out_dir / RUN,
+        replace=True,  # a node run again after a failure replaces its own earlier output
+        progress=False,
+    )
+    metrics = {} if res.final_loss is None else {"extension_loss": float(res.final_loss)}
+    out: ExtendResult = {"metrics": metrics, "tokens": 0, "length": res.length, "model": str(res.out)}
+    if res.run_dir is not None:
+        out["run"] = str(Path(res.run_dir))
+    return out
 
 
 def milestone_source(pretrained: PretrainResult, fraction: float) -> str:
