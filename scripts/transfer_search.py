@@ -38,12 +38,15 @@ MEASURES = (
 )
 
 
-def node_minutes(pool_dir: Path) -> float:
-    """The compute a pool's run took: the sum over its stages of their wall time, in minutes."""
+def node_minutes(pool_dir: Path, runs: set[str] | None = None) -> float:
+    """The compute a pool's run took (of ``runs`` only, when given): the sum over its stages of their wall
+    time, in minutes."""
     start: dict[str, float] = {}
     total = 0.0
     for line in (pool_dir / "events.jsonl").read_text().splitlines():
         e = json.loads(line)
+        if runs is not None and e.get("run") not in runs:
+            continue
         if e.get("kind") == "start":
             start[e["node"]] = e["t"]
         elif e.get("kind") == "done" and e.get("node") in start:

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -473,3 +474,82 @@ def carry_summary(
         "paper_noise_sd": list(paper_noise_sd()),
         "groups": [s.to_dict() | {"resolved_8x": s.resolved_in_paper_direction()} for s in scores],
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# does this answer carry? the scale ladder's evidence
+
+LADDER_EVIDENCE = Path(__file__).with_name("transfer_ladder.json")
+"""The chosen design's scale ladder, per feature and width (written by scripts/transfer_ladder.py from its runs)."""
+
+
+@cache
+def ladder_evidence(path: Path = LADDER_EVIDENCE) -> dict[str, Any] | None:
+    """The shipped scale ladder's evidence, or None where none is shipped."""
+    import json
+
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) and isinstance(data.get("features"), dict) else None
+
+
+def pool_width(carry: dict[str, Any] | None) -> int | None:
+    """The d_model of a pool's (first) group of single-feature arms, when its table says it."""
+    for g in (carry or {}).get("groups") or []:
+        for part in g.get("group") or []:
+            name, _, value = str(part).partition("=")
+            if name == "d_model" and value.isdigit():
+                return int(value)
+    return None
+
+
+def pool_cell(carry: dict[str, Any] | None, feature: str, multiple: int = PAPER_MULTIPLES[-1]) -> dict[str, Any] | None:
+    """A pool's own transfer cell for ``feature`` at ``multiple`` (its first group), if it has one."""
+    groups = (carry or {}).get("groups") or []
+    return (
+        next((c for c in groups[0]["cells"] if c["feature"] == feature and c["multiple"] == multiple), None) if groups else None
+    )
+
+
+def cell_resolved(cell: dict[str, Any]) -> str | None:
+    """``"paper"`` when the cell's interval excludes 0 on the paper's side, ``"opposite"`` on the other, else None."""
+    lo, hi = cell.get("ci95") or (None, None)
+    paper = cell.get("paper_effect")
+    if lo is None or hi is None or not paper:
+        return None
+    if (paper < 0 and hi < 0) or (paper > 0 and lo > 0):
+        return "paper"
+    if (paper < 0 and lo > 0) or (paper > 0 and hi < 0):
+        return "opposite"
+    return None
+
+
+def carries(feature: str, cell: dict[str, Any] | None, evidence: dict[str, Any] | None, width: int | None) -> str:
+    """Whether this scale's answer for ``feature`` is known to carry to the paper's 7B pool, in words: from the
+    scale ladder (``evidence``: the smallest width from which the effect has the paper's sign, resolved, at every
+    larger rung) and from the pool's own transfer cell at 8× (``cell``)."""
+    ev = ((evidence or {}).get("features") or {}).get(feature)
+    if ev is None:
+        words = "unknown: no scale ladder has measured this feature"
+    else:
+        widths = (evidence or {}).get("widths") or []
+        design = (evidence or {}).get("design", "the shipped design")
+        smallest = ev.get("smallest_width")
+        per_width = ev.get("per_width") or {}
+        opposite = [w for w in widths if (per_width.get(str(w)) or {}).get("opposite_resolved")]
+        if smallest is None:
+            words = (
+                f"not known to carry: on the {design} ladder (d_model {', '.join(map(str, widths))}) its effect never has the "
+                "paper's sign beyond noise at every larger width"
+                + (f"; the opposite sign is resolved at d_model {', '.join(map(str, opposite))}" if opposite else "")
+            )
+        elif width is not None and width < smallest:
+            words = f"not at this width: the {design} ladder resolves the paper's sign from d_model {smallest} up"
+        else:
+            words = f"carries on the {design} ladder: the paper's sign, resolved from d_model {smallest} up"
+    if cell is not None and cell.get("z") is not None and cell.get("paper_z") is not None:
+        state = cell_resolved(cell)
+        here = {"paper": "the paper's sign, resolved", "opposite": "the opposite sign, resolved"}.get(state or "", "not resolved")
+        words += f"; this pool at 8×: z {cell['z']:+.2f} against the paper's {cell['paper_z']:+.2f} ({here})"
+    return words

@@ -101,6 +101,7 @@ class AxisVerdict:
     paper_points: float | None
     paper_multiple: int | None
     meaning: str
+    carries: str = ""  # whether this scale's answer is known to carry to 7B (the scale ladder and the transfer score)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

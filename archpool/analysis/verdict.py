@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archpool.analysis import inference, paper
+from archpool.analysis import carry, inference, paper
 from archpool.analysis.extension import summarise
 from archpool.analysis.results import FEATURE_NAMES, AxisVerdict, fmt
 from archpool.analysis.transfer import at_ceiling, min_effect_of
@@ -121,6 +121,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     tested = _tested(by_feature, found_axes, min_effect)
     treated = _treated_gaps(r)
     co = _co_target(r, min_effect)
+    evidence, width = carry.ladder_evidence(), carry.pool_width(r.get("carry"))
     out = []
     for feature in AXIS_ORDER:
         a = by_feature.get(feature)
@@ -202,6 +203,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 paper_points=paper.single_feature_delta(feature, multiple),
                 paper_multiple=multiple if paper.single_feature_delta(feature, multiple) is not None else None,
                 meaning=_meaning(v, lower, feature in remedied),
+                carries=carry.carries(feature, carry.pool_cell(r.get("carry"), feature), evidence, width),
             )
         )
     return out

@@ -179,12 +179,16 @@ def summary_markdown(
     resolves), for a README or a lab notebook: made from the run, never copied by hand."""
     lines = [f"Target `{r['target']}`; {r['n']} runs.", ""]
     lines += [f"- {h}" for h in headline]
-    lines += ["", "| axis | after extension (95% CI) | what the tests say | MDE | before, own length | extension-only (DiD) |"]
-    lines.append("|---|---:|---|---:|---:|---:|")
+    lines += [
+        "",
+        "| axis | after extension (95% CI) | what the tests say | MDE | before, own length | extension-only (DiD) | carries to 7B? |",
+    ]
+    lines.append("|---|---:|---|---:|---:|---:|---|")
     for v in verdicts:
         lines.append(
             f"| {v.name} | {fmt(v.after)} {fmt_ci(v.after_ci)} | {v.claim} | "
-            f"{'±' + format(v.mde, '.3f') if v.mde is not None else '—'} | {fmt(v.before)} | {fmt(v.did)} {fmt_ci(v.did_ci)} |"
+            f"{'±' + format(v.mde, '.3f') if v.mde is not None else '—'} | {fmt(v.before)} | {fmt(v.did)} {fmt_ci(v.did_ci)} | "
+            f"{v.carries or '—'} |"
         )
     if len(resolves):
         lines += ["", "| " + " | ".join(resolves.columns) + " |", "|" + "---|" * len(resolves.columns)]

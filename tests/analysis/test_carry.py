@@ -160,3 +160,50 @@ def test_features_resolved_in_the_papers_direction():
         transfer_scores(_pool(-0.05 * paper.standardised, noise=0.001), COLS, 64, n_boot=100)[0].resolved_in_paper_direction()
         == []
     )
+
+
+EVIDENCE = {
+    "design": "demo/acc@ext12",
+    "widths": [64, 128, 256],
+    "features": {
+        "short_ctx": {"smallest_width": 64, "per_width": {"64": {"paper_sign_resolved": True, "opposite_resolved": False}}},
+        "qk_norm": {"smallest_width": 256, "per_width": {}},
+        "gqa": {"smallest_width": None, "per_width": {"128": {"opposite_resolved": True}, "64": {}}},
+    },
+}
+
+
+def test_the_words_say_whether_an_answer_carries_from_the_ladder_and_the_pools_own_cell():
+    from archpool.analysis.carry import carries, pool_cell, pool_width
+
+    assert carries("short_ctx", None, EVIDENCE, 64).startswith(
+        "carries on the demo/acc@ext12 ladder: the paper's sign, resolved from d_model 64"
+    )
+    assert carries("qk_norm", None, EVIDENCE, 128).startswith(
+        "not at this width: the demo/acc@ext12 ladder resolves the paper's sign from d_model 256"
+    )
+    words = carries("gqa", None, EVIDENCE, 64)
+    assert words.startswith("not known to carry") and "opposite sign is resolved at d_model 128" in words
+    assert carries("swa", None, EVIDENCE, 64).startswith("unknown: no scale ladder")
+    assert carries("swa", None, None, None).startswith("unknown")
+    r = transfer_scores(_pool(0.05 * paper_profile().standardised, noise=0.001), COLS, 64, n_boot=50)[0]
+    c = {"groups": [r.to_dict()]}
+    assert pool_width(c) == 64
+    cell = pool_cell(c, "short_ctx")
+    assert cell is not None and cell["multiple"] == 8
+    assert "(the paper's sign, resolved)" in carries("short_ctx", cell, EVIDENCE, 64)
+
+
+def test_the_verdict_table_carries_the_words(tmp_path):
+    from archpool.analysis.carry import ladder_evidence
+
+    ladder_evidence.cache_clear()
+    from archpool.report import write_report
+
+    table = _pool(0.03 * paper_profile().standardised, noise=0.01).assign(seed=lambda d: d["seed"].astype(int))
+    cols = {c: c.replace("m@", "mqar_acc@") + "#ext12" for c in COLS}
+    table = table.rename(columns=cols)
+    table.to_csv(tmp_path / "results.csv", index=False)
+    write_report(tmp_path / "results.csv", tmp_path / "report", "mqar_acc@1024#ext12")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "carries to 7B?" in summary and "this pool at 8×: z" in summary
