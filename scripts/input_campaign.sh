@@ -274,6 +274,32 @@ case_ '`status POOL` into a closed pipe (as `head -0`; exit 2 = quiet exit 141)'
 case_ '`pool list > /dev/full` (exit 2 = one line, exit 1)' bash -c "$A pool list > /dev/full 2> full.err; rc=\$?; cat full.err >&2; if [ \$rc = 1 ] && [ \$(wc -l < full.err) = 1 ] && grep -q 'cannot write to stdout' full.err; then exit 2; fi; exit \$rc"
 pool 'name: sig\ndata: {synthetic: {seed: 0}}\ntrain: {max_steps: 5000, global_batch_tokens: 2048, micro_batch_size: 8, ckpt_every: 1000}\neval: {enabled: false}\nattention: {enabled: false}\nfactorial: {axes: {swa: [false, true]}}\n'
 case_ 'SIGTERM to `run --jobs 2 --executor submitit-local` mid-pretraining (exit 2 = exit 143, one line, no process left)' bash -c "setsid $A run p.yaml --jobs 2 --executor submitit-local --out sigpool --no-progress > /dev/null 2> sig.err & pid=\$!; for i in \$(seq 400); do [ \$(ls sigpool/stages/pretrain 2>/dev/null | grep -vc lock) -ge 2 ] && break; sleep 0.1; done; sleep 1; kill -TERM \$pid; wait \$pid; rc=\$?; sleep 1; left=\$(ps -o stat= -s \$pid | grep -vc '^Z'); ps -o pid= -s \$pid | xargs -r kill -KILL 2>/dev/null; cat sig.err >&2; if [ \$rc = 143 ] && [ \$left = 0 ] && [ \$(wc -l < sig.err) = 1 ]; then echo \"exit 143 and \$left processes left\" >&2; exit 2; fi; echo \"exit \$rc and \$left processes left\" >&2; exit 1"
+# ---- evidence bound to its results; rules inside their meaning; outputs written only where asked
+printf 'run,arch,seed,swa,qk_norm,norm,n_kv_heads,pretrain_ctx,score\nA_s0,A,0,0,none,pre,4,128,0.1\nA_s1,A,,0,none,pre,4,128,0.2\nB_s0,B,0,1,none,pre,4,128,0.5\nB_s1,B,1,1,none,pre,4,128,0.6\n' > blankseed.csv
+case_ 'results.csv with one blank seed among seeded runs' $A analyze blankseed.csv --target score
+mkdir -p ans && cp ok.csv ans/results.csv && mkdir -p ans/items.parquet
+case_ 'an `items.parquet` that is a directory' $A analyze ans/results.csv --target score
+mkdir -p swap && $PY -c "
+import pandas as pd
+from archpool.analysis.answers import ANSWER_COLUMNS
+rows = [dict(run=r, arch=r, seed=s, recipe='ntk', prefix='', rung='', milestone='', task='mqar', mode='dense', length=128,
+             doc=d, query=0, distance=10, hop=1, chain=0, correct=1.0, lp=-0.1) for r, s in (('A', 1), ('B', 0), ('C', 0), ('D', 0)) for d in range(2)]
+pd.DataFrame(rows)[list(ANSWER_COLUMNS)].to_parquet('swap/items.parquet')
+"
+sed 's/^run,/run,seed,/; s/^\([A-D]\),/\1,0,/' ok.csv > swap/results.csv
+case_ 'an answers table whose seed labels differ from results.csv' $A analyze swap/results.csv --target score
+case_ '`analyze --min-effect 1000` (the pool file refuses it too)' $A analyze ok.csv --target score --min-effect 1000
+pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar]}\nreport: {target: "mqar_lp@128", headroom: [0.3, 0.8]}\nruns: [{name: A}]\n'; case_ 'pool headroom window on a log-probability target (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nextension: [{name: "nt@k"}]\nruns: [{name: A}]\n'; case_ 'extension recipe named `nt@k` (the column grammar)' $A pool show p.yaml
+case_ '`run smoke --only` a run the pool lacks (exit 2 = nothing written)' bash -c "$A run smoke --out onlytypo --only base_s9 2> only.err; rc=\$?; cat only.err >&2; if [ \$rc = 2 ] && [ ! -e onlytypo ]; then exit 2; fi; echo 'wrote into the pool directory' >&2; exit 0"
+mkdir -p owned && printf '{"schema": 3, "pool": {"name": "someone_else"}, "nodes": []}' > owned/plan.json
+case_ '`run smoke --out` a directory another pool owns' $A run smoke --out owned
+mkdir -p rep/tables && echo mine > rep/tables/notes.txt
+case_ '`report --out` a directory whose tables/ holds a file no report writes (exit 2 = kept)' bash -c "$A report ok.csv --out rep --target score 2> rep.err; rc=\$?; cat rep.err >&2; if [ \$rc = 2 ] && [ \"\$(cat rep/tables/notes.txt)\" = mine ]; then exit 2; fi; exit \$rc"
+mkdir -p pubrun/report docs_pub && printf '{"schema": 3, "pool": {"name": "p"}, "nodes": []}' > pubrun/plan.json && echo s > pubrun/report/summary.md && echo r > pubrun/report/report.md && echo theirs > theirs.md && ln -sf "$PWD/theirs.md" docs_pub/p.md
+case_ '`publish_results.py` onto a page that is a link (exit 2 = link target untouched)' bash -c "$PY $REPO/scripts/publish_results.py pubrun p --docs docs_pub 2> pub.err; rc=\$?; cat pub.err >&2; if [ \$rc = 2 ] && [ \"\$(cat theirs.md)\" = theirs ]; then exit 2; fi; exit \$rc"
+rm -f pubrun/report/report.md && mkdir -p pubrun/report/report.md && rm -f docs_pub/p.md
+case_ '`publish_results.py` a half-written report (report.md a directory)' $PY $REPO/scripts/publish_results.py pubrun p --docs docs_pub
 # ---- end of cases
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

@@ -67,6 +67,8 @@ def load_answers(source: str | Path) -> Answers | None:
     """The answers beside a results table or in a pool directory; None when there is no answers table
     (or it holds no answers)."""
     path = answers_path(source)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise DataError(f"{path}: not a regular file; the answers table beside a results table is a parquet file")
     answers = Answers.load(path) if path.is_file() else None
     return answers if answers is not None and answers.n else None
 

@@ -272,10 +272,10 @@ def _write_report(  # noqa: PLR0913 — write_report's arguments, passed on
     figures = build_figures(data, context)
     tabs = layout_tables(data)
     # figures/ and tables/ are replaced whole: nothing of an earlier report stays beside this one
-    with fresh_directory(out / "figures", replace=True, replaceable=_only(".png")) as figures_dir:
+    with fresh_directory(out / "figures", replace=True, replaceable=_only(".png"), flag="a report") as figures_dir:
         for name, fig in figures.items():
             atomic_write_bytes(figures_dir / f"{name}.png", fig)
-    with fresh_directory(out / "tables", replace=True, replaceable=_only(".csv")) as tables_dir:
+    with fresh_directory(out / "tables", replace=True, replaceable=_only(".csv"), flag="a report") as tables_dir:
         for name, t in tabs.items():
             atomic_write_text(tables_dir / f"{name}.csv", safe_frame(t).to_csv(index=False))
     atomic_write_text(out / "analysis.json", analysis_json(data) + "\n")

@@ -107,3 +107,12 @@ def test_one_seed_per_arm_does_not_claim_the_seeds_noise(tmp_path):
     words = r["inference"]["words"]
     assert "one seed per architecture" in words and "seeds' is not measured" in words
     assert "carry the noise of the seeds" not in words
+
+
+def test_an_answers_table_that_is_not_a_regular_file_is_named(tmp_path):
+    from archpool.analysis.answers import load_answers
+
+    (tmp_path / "results.csv").write_text("run\n")
+    (tmp_path / "items.parquet").mkdir()
+    with pytest.raises(DataError, match=r"items.parquet: not a regular file"):
+        load_answers(tmp_path / "results.csv")
