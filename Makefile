@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.archpool-installed
 
-.PHONY: setup corpus browser demo lint test test-fast bench clean
+.PHONY: setup corpus browser demo lint typecheck test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,11 +25,15 @@ browser:
 demo: setup corpus
 	$(BIN)/archpool run
 
-# ruff (lint + format) and the import-layering contracts of .importlinter
-lint: setup
+# ruff (lint + format), the import-layering contracts of .importlinter and the type checker
+lint: setup typecheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+
+# mypy over archpool/ ([tool.mypy] in pyproject.toml: the pool, the analysis and the tasks strict)
+typecheck: setup
+	$(BIN)/mypy
 
 test: setup corpus browser lint
 	$(BIN)/python -m pytest -q
@@ -43,4 +47,4 @@ bench: setup
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -206,7 +206,7 @@ def remove_stale_temporaries(directory: str | Path, older_than_s: float = 3600.0
     """Delete the temporary files ``atomic_path`` left in ``directory`` when its process was killed
     (older than ``older_than_s``, so a live writer's file is never taken); return what was removed."""
     directory = Path(directory)
-    removed = []
+    removed: list[Path] = []
     if not directory.is_dir():
         return removed
     now = time.time()

@@ -44,7 +44,7 @@ def check_column_part(field: str, value: str) -> str:
     return value
 
 
-def check_name(field: str, value: str, reserved: Iterable[str] = ()) -> str:
+def check_name(field: str, value: object, reserved: Iterable[str] = ()) -> str:
     """``value`` if it is a plain, non-hidden file name (no separators, no ``..``, not absolute, not
     empty, not in ``reserved``); else ``ConfigError`` naming ``field`` and the rule broken."""
     if not isinstance(value, str):

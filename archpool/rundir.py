@@ -157,9 +157,9 @@ class ExtensionRecord:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> ExtensionRecord:
-        ext = record.get("extension") if isinstance(record.get("extension"), dict) else {}
-        model = record.get("model") if isinstance(record.get("model"), dict) else {}
-        model_ext = model.get("extension") if isinstance(model.get("extension"), dict) else {}
+        ext = record["extension"] if isinstance(record.get("extension"), dict) else {}
+        model = record["model"] if isinstance(record.get("model"), dict) else {}
+        model_ext = model["extension"] if isinstance(model.get("extension"), dict) else {}
         return cls(
             recipe=ext.get("recipe"),
             name=ext.get("name"),
@@ -218,7 +218,7 @@ class RunRecord:
     @property
     def recipe_label(self) -> str:
         """`` [ntk to 512 tokens]`` for an extension run's recipe, else empty."""
-        ext = self.raw.get("extension") if isinstance(self.raw.get("extension"), dict) else {}
+        ext = self.raw["extension"] if isinstance(self.raw.get("extension"), dict) else {}
         if not ext.get("recipe"):
             return ""
         return f" [{ext['recipe']}" + (f" to {ext['length']} tokens]" if ext.get("length") else "]")

@@ -89,7 +89,7 @@ def _loader_class():
     return BoundedLoader
 
 
-def _refuse_duplicate_keys(node: Any, scalar: type) -> None:
+def _refuse_duplicate_keys(node: Any, scalar: type[Any]) -> None:
     """Refuse a mapping node that gives one scalar key twice (as written: tag and text). Merge keys
     (``<<``) are exempt: a merged mapping's keys are meant to be overridden."""
     seen: dict[tuple[str, str], int] = {}

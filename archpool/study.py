@@ -126,7 +126,7 @@ def scaled_d_ff(d_model: int, ratio: float, base_d_ff: int | None = None) -> int
 Recipe = Literal["ntk", "abf", "yarn", "pi"]  # context-extension recipes (docs/paper.md §3)
 RECIPES: tuple[str, ...] = get_args(Recipe)
 THETA_RECIPES = ("ntk", "abf")  # recipes that raise RoPE theta rather than scale positions
-DEFAULT_RECIPE = "ntk"
+DEFAULT_RECIPE: Recipe = "ntk"
 
 # ---------------------------------------------------------------------------------------------- measurements
 LOSS_TAIL = 0.1  # a run's final loss: the mean of its last 10% of steps

@@ -15,7 +15,7 @@ import math
 import re
 import types
 import typing
-from typing import Any
+from typing import Any, cast
 
 from archpool.errors import ConfigError
 
@@ -94,7 +94,7 @@ def _check(value: Any, tp: Any, name: str) -> Any:
     if checker is not None:
         return checker(value, tp, args, name)
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, tp):
+        if not isinstance(value, cast(type, tp)):
             _fail(value, tp, name)
         check_types(value, name)
     return value

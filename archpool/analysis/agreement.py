@@ -53,7 +53,8 @@ MIN_ARCHS = 4
 def _pair_signs(x: np.ndarray) -> np.ndarray:
     """sign(x_i − x_j) over the pairs i < j, along the last axis."""
     i, j = np.triu_indices(x.shape[-1], k=1)
-    return np.sign(x[..., i] - x[..., j])
+    signs: np.ndarray = np.sign(x[..., i] - x[..., j])
+    return signs
 
 
 def _rows(x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
@@ -119,7 +120,8 @@ def partial_spearman(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     average ranks, ``(r_xy − r_xz·r_yz) / √((1 − r_xz²)(1 − r_yz²))`` (NaN where undefined)."""
     r = {k: _rows(a, b)["rho"] for k, (a, b) in {"xy": (x, y), "xz": (x, z), "yz": (y, z)}.items()}
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (r["xy"] - r["xz"] * r["yz"]) / np.sqrt((1 - r["xz"] ** 2) * (1 - r["yz"] ** 2))
+        rho: np.ndarray = (r["xy"] - r["xz"] * r["yz"]) / np.sqrt((1 - r["xz"] ** 2) * (1 - r["yz"] ** 2))
+    return rho
 
 
 def within_strata_pairwise(x: np.ndarray, y: np.ndarray, strata: np.ndarray) -> np.ndarray:
@@ -131,7 +133,8 @@ def within_strata_pairwise(x: np.ndarray, y: np.ndarray, strata: np.ndarray) -> 
     use = same & (sy != 0)
     agree = np.where(sx == 0, 0.5, (sx == sy).astype(float)) * use
     with np.errstate(invalid="ignore", divide="ignore"):
-        return agree.sum(-1) / use.sum(-1)
+        share: np.ndarray = agree.sum(-1) / use.sum(-1)
+    return share
 
 
 def strata_permutation_p(
@@ -189,7 +192,8 @@ def noise_ceiling(
     def value(sc: np.ndarray, df_: np.ndarray) -> np.ndarray:
         sigma2 = (df_**2).mean(-1) / 2
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.sqrt(np.clip(1 - sigma2 / sc.var(-1, ddof=1), 0, 1))
+            reliability: np.ndarray = np.sqrt(np.clip(1 - sigma2 / sc.var(-1, ddof=1), 0, 1))
+        return reliability
 
     rng = np.random.default_rng(rng_seed)
     boot = value(

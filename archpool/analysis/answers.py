@@ -286,15 +286,16 @@ class Answers:
         every arm has one run of: the layout :func:`archpool.analysis.crossed.arm_seed_variance` pools the
         seed variance over. None when the answers do not cover a column, the documents differ, or fewer than
         two seeds are common."""
-        values = [(self.doc_values(col), w) for col, w in weights]
-        if not values or any(v is None for v, _ in values) or len({v.n_docs for v, _ in values}) != 1:  # type: ignore[union-attr]
+        found = [(self.doc_values(col), w) for col, w in weights]
+        values = [(v, w) for v, w in found if v is not None]
+        if not found or len(values) < len(found) or len({v.n_docs for v, _ in values}) != 1:
             return None
-        D = values[0][0].n_docs  # type: ignore[union-attr]
+        D = values[0][0].n_docs
         per_arm: list[dict[Any, str]] = []
         for runs in arms:
             by_seed: dict[Any, str] = {}
             for r in runs:
-                if all(r in v.x for v, _ in values):  # type: ignore[union-attr]
+                if all(r in v.x for v, _ in values):
                     by_seed.setdefault(self.seed_of[r], r)
             per_arm.append(by_seed)
         common = sorted(set.intersection(*(set(a) for a in per_arm))) if per_arm else []
@@ -303,7 +304,7 @@ class Answers:
         y = np.zeros((len(per_arm), len(common), D))
         for a, by_seed in enumerate(per_arm):
             for i, seed in enumerate(common):
-                y[a, i] = D * sum(w * v.x[by_seed[seed]] for v, w in values)  # type: ignore[union-attr]
+                y[a, i] = D * sum(w * v.x[by_seed[seed]] for v, w in values)
         return y
 
     def check(self, df: pd.DataFrame, columns: Iterable[str]) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,7 @@ from scipy import stats as sps
 
 from archpool.analysis.effects import arch_labels
 from archpool.analysis.table import features
+from archpool.columns import ColumnKey
 from archpool.paper.table import HELMET_COLUMNS, PaperRun, paper_runs
 
 CARRY_FEATURES = ("qk_norm", "gqa", "swa", "short_ctx", "post_norm")
@@ -90,7 +91,8 @@ def paper_noise_sd() -> tuple[float, ...]:
     pairs divided by √2 (two runs' noise in each difference)."""
     pairs = replicate_pairs()
     return tuple(
-        float(np.sqrt(np.mean([(a.scores[c] - b.scores[c]) ** 2 for a, b in pairs])) / math.sqrt(2)) for c in HELMET_COLUMNS
+        float(np.sqrt(np.mean([(cast(float, a.scores[c]) - cast(float, b.scores[c])) ** 2 for a, b in pairs])) / math.sqrt(2))
+        for c in HELMET_COLUMNS  # the paper publishes every run's HELMET scores
     )
 
 
@@ -110,7 +112,8 @@ class PaperProfile:
 
     @property
     def standardised(self) -> np.ndarray:
-        return self.effects / self.sd
+        z: np.ndarray = self.effects / self.sd
+        return z
 
 
 def _pair_index() -> tuple[dict[str, list[tuple[int, int]]], dict[str, list[tuple[str, str]]]]:
@@ -152,7 +155,8 @@ def paper_draws(n: int, rng: np.random.Generator) -> np.ndarray:
     index, _ = _pair_index()
     noisy = scores[None] + rng.normal(size=(n, *scores.shape)) * np.array(paper_noise_sd())[None, None, :]
     effects, sd = _profile_of(noisy, index)
-    return effects / sd[:, None, :]
+    z: np.ndarray = effects / sd[:, None, :]
+    return z
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,7 +367,7 @@ def transfer_scores(
         _, z_boot = _effects(values[:, draws, :].transpose(1, 0, 2, 3), index)
         boot = cosine(z_boot, paper_draws(n_boot, rng))
         boot = boot[np.isfinite(boot)]
-        ci = (
+        ci: list[float | None] = (
             [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]
             if len(boot) >= 20 and len(seeds) > 1
             else [None, None]
@@ -406,13 +410,11 @@ class Measure:
     """A scored measure across lengths: the target's metric, rung and distance filter, the filter either
     fixed (``d>128``) or the far half of each length (``d>{n/2}``, when the target's is half its length)."""
 
-    key: Any  # ColumnKey of the target
+    key: ColumnKey  # of the target
     far_half: bool
 
     @classmethod
     def of(cls, target: str) -> Measure | None:
-        from archpool.columns import ColumnKey
-
         key = ColumnKey.parse(target)
         if key is None:
             return None

@@ -27,7 +27,8 @@ from archpool.analysis import inference
 from archpool.analysis.answers import Answers
 from archpool.analysis.extension import by_seed, effect, seed_key, seeds_of
 from archpool.analysis.mastery import MASTERY_THRESHOLD, mastery_frame, mastery_metric
-from archpool.analysis.table import FEATURES, MATCH_CONFOUNDS
+from archpool.analysis.table import MATCH_CONFOUNDS
+from archpool.study import FEATURES
 
 SUPER, SUB, ADDITIVE, UNRESOLVED = "super-additive", "sub-additive", "additive", "not resolved"
 
@@ -78,13 +79,12 @@ def compounding(
     if found is None:
         return []
     d, bad, c = found
-    out = []
+    out: list[dict[str, Any]] = []
     for base in _baselines(c):
         for a, b in itertools.combinations(FEATURES, 2):
-            cells = [_cell_of(c, s, base) for s in ({a, b}, {a}, {b})]
-            if any(x is None for x in cells):
+            pair, ca, cb = (_cell_of(c, s, base) for s in ({a, b}, {a}, {b}))
+            if pair is None or ca is None or cb is None:
                 continue
-            pair, ca, cb = cells
             arms = {"pair": list(pair["runs"]), a: list(ca["runs"]), b: list(cb["runs"]), "base": list(base["runs"])}
             runs = [r for rs in arms.values() for r in rs]
             involved = d["run"].isin(runs)
@@ -94,10 +94,12 @@ def compounding(
             if len(seeds) < 1:
                 continue
 
-            def per_seed(weights: dict[str, float], vals=vals, seeds=seeds) -> dict[Any, float]:
+            def per_seed(
+                weights: dict[str, float], vals: dict[str, dict[Any, float]] = vals, seeds: set[Any] = seeds
+            ) -> dict[Any, float]:
                 return {s: sum(w * vals[k][s] for k, w in weights.items()) for s in sorted(seeds)}
 
-            def terms(weights: dict[str, float], arms=arms) -> list[tuple[str, list[str], float]]:
+            def terms(weights: dict[str, float], arms: dict[str, list[str]] = arms) -> list[tuple[str, list[str], float]]:
                 return [(target, arms[k], w) for k, w in weights.items()]
 
             w_pair, w_parts = {"pair": 1.0, "base": -1.0}, {a: 1.0, b: 1.0, "base": -2.0}
@@ -136,7 +138,8 @@ def versus_baseline(df: pd.DataFrame, target: str, short_ctx: int, answers: Answ
     for base in _baselines(c):
         for _, arm in c.iterrows():
             on = {f for f in FEATURES if arm[f"f_{f}"]}
-            if not on or _cell_of(c, on, base) is None or list(_cell_of(c, on, base)["runs"]) != list(arm["runs"]):
+            cell = _cell_of(c, on, base) if on else None
+            if cell is None or list(cell["runs"]) != list(arm["runs"]):
                 continue
             runs, base_runs = list(arm["runs"]), list(base["runs"])
             involved = d["run"].isin(runs + base_runs)

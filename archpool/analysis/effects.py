@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archpool.analysis.table import AXES, FEATURES, MATCH_CONFOUNDS, features
+from archpool.analysis.table import AXES, MATCH_CONFOUNDS, features
+from archpool.study import FEATURES
 
 QK_ORDER = {"none": 0, "layerwise": 1, "headwise": 2}
 STRESSED = ("swa", "gqa")  # the paper's compounding: SWA costs little without GQA, much with it
@@ -79,12 +80,12 @@ def spread(df: pd.DataFrame, target: str, c: pd.DataFrame) -> dict[str, Any]:
 def _orient(axis: str, a: pd.Series, b: pd.Series) -> bool:
     """True when ``a`` is the feature-off ("from") side of the pair."""
     if axis == "swa":
-        return a["swa"] < b["swa"]
+        return bool(a["swa"] < b["swa"])
     if axis in ("qk_norm", "qk_norm+norm"):
         return QK_ORDER[a["qk_norm"]] < QK_ORDER[b["qk_norm"]]
     if axis == "norm":
-        return a["norm"] == "pre"
-    return a[axis] > b[axis]  # n_kv_heads, pretrain_ctx: more / longer is the baseline
+        return bool(a["norm"] == "pre")
+    return bool(a[axis] > b[axis])  # n_kv_heads, pretrain_ctx: more / longer is the baseline
 
 
 def _label(axis: str, r: pd.Series) -> str:

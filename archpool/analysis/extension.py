@@ -42,8 +42,9 @@ from archpool.analysis import crossed, inference
 from archpool.analysis import effects as fx
 from archpool.analysis.answers import Answers, clipped, from_seeds
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
-from archpool.analysis.table import FEATURES, features
+from archpool.analysis.table import features
 from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keyed_columns, rung_budget, split_rung
+from archpool.study import FEATURES
 
 NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
 NOT_FACTORIAL = "not factorial: pairwise effects only"
@@ -161,7 +162,7 @@ def seed_key(v: Any) -> Any:
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
-def _diff(a: dict[Any, float], b: dict[Any, float], seeds: set | None = None) -> dict[Any, float]:
+def _diff(a: dict[Any, float], b: dict[Any, float], seeds: set[Any] | None = None) -> dict[Any, float]:
     """``a[s] − b[s]`` over the seeds both have (and ``seeds``, when given)."""
     return {s: a[s] - b[s] for s in a if s in b and (seeds is None or s in seeds)}
 
@@ -329,7 +330,9 @@ def extension_effects(
         rows = []
         for suf, at in fam["columns"].items():
             for L, col in at.items():
-                before_col = ColumnKey.parse(col).but(base=True, rung="").format()
+                key = ColumnKey.parse(col)
+                assert key is not None  # a column keyed_columns parsed
+                before_col = key.but(base=True, rung="").format()
                 pool_post = pooled.setdefault(col, pooled_seed(d, answers, [(col, 1.0)], arms))
                 base_values = {k: v for k, v in by_seed(d, base, d[col]).items() if k in kept}
                 post = _diff(by_seed(d, arm, d[col]), base_values)

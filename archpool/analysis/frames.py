@@ -15,7 +15,7 @@ from archpool.analysis import archs, inference
 from archpool.analysis.results import Predictor
 
 
-def _ci(ci: list | None) -> list:
+def _ci(ci: list[float | None] | None) -> list[float | None]:
     return ci if ci else [None, None]
 
 
@@ -256,7 +256,8 @@ def arch_table(df: pd.DataFrame, r: Mapping[str, Any]) -> pd.DataFrame:
         if "mastered" in d and d["mastered"].notna().any():
             row["mastered"] = f"{int((d['mastered'] == 1).sum())}/{int(d['mastered'].notna().sum())}"
         if "mastery_acc" in d:
-            row["mastery_acc"] = archs.mean_ci(d["mastery_acc"]).mean if d["mastery_acc"].notna().any() else None
+            acc = archs.mean_ci(d["mastery_acc"]) if d["mastery_acc"].notna().any() else None
+            row["mastery_acc"] = acc.mean if acc is not None else None
         if m is not None:
             row.update({"target": m.mean, "target_ci95_lo": m.lo, "target_ci95_hi": m.hi})
         vs = next((x["effect"] for x in r.get("versus_baseline") or [] if set(x["runs"]) == set(d["run"])), None)

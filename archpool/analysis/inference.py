@@ -29,15 +29,21 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from archpool.analysis import crossed
-from archpool.analysis.results import BELOW_INTEREST, EFFECT, EQUIVALENT, UNRESOLVED, UNTESTED
-from archpool.study import MIN_EFFECT
+
+# the claims a test makes and the smallest effect of interest, which the analysis reads through this module
+from archpool.analysis.results import BELOW_INTEREST as BELOW_INTEREST
+from archpool.analysis.results import EFFECT as EFFECT
+from archpool.analysis.results import EQUIVALENT as EQUIVALENT
+from archpool.analysis.results import UNRESOLVED as UNRESOLVED
+from archpool.analysis.results import UNTESTED as UNTESTED
+from archpool.study import MIN_EFFECT as MIN_EFFECT
 
 ALPHA = 0.05
 POWER = 0.8
 MAX_SEEDS = 1000  # seeds_needed answers None beyond this
 
 
-def paired_p(per_seed: Sequence[float]) -> float | None:
+def paired_p(per_seed: Sequence[float] | np.ndarray) -> float | None:
     """Two-sided p of the paired t-test (mean of the per-seed differences against 0); None below 2
     values, and None when every difference is the same non-zero number (no spread to test against:
     identical seeds are never "beyond noise" on their own); 1 when all are 0."""

@@ -91,11 +91,12 @@ def mastery_frame(df: pd.DataFrame, metric: str = MASTERY_METRIC, threshold: flo
     for _, r in df.iterrows():
         m = mastery(r.to_dict(), metric, threshold)
         src = "base" if m["mastered"] is not None else None
-        if src is None and table_cols and finite(r["mastered"]) is not None:
+        cell = finite(r["mastered"]) if src is None and table_cols else None
+        if cell is not None:
             m = {
                 "mastery_acc": finite(r["mastery_acc"]),
                 "mastery_min_bucket": finite(r["mastery_min_bucket"]),
-                "mastered": int(finite(r["mastered"]) >= 0.5),
+                "mastered": int(cell >= 0.5),
             }
             src = "table"
         rows.append({**m, "from": src})

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from archpool.analysis import findings as fnd
-from archpool.analysis import frames, headroom
+from archpool.analysis import frames
 from archpool.analysis.answers import Answers, load_answers
 from archpool.analysis.results import AxisVerdict, Predictor, ReportData, TransferCell, typed_effects, typed_predictors
 from archpool.analysis.summary import analyze, to_json
@@ -20,7 +20,7 @@ from archpool.analysis.summary_text import format_text
 from archpool.analysis.table import ConstantTargetError, load_results
 from archpool.analysis.transfer import min_effect_of, rung_zero, transfer_cells
 from archpool.analysis.verdict import axis_verdicts, long_ctx_of, target_multiple
-from archpool.study import MIN_EFFECT
+from archpool.study import HEADROOM, MIN_EFFECT
 
 __all__ = ["Answers", "ConstantTargetError", "analysis_json", "analysis_text", "load", "report_data"]
 
@@ -37,7 +37,7 @@ def analysis_text(
     covariates: Iterable[str],
     answers: Answers | None,
     min_effect: float = MIN_EFFECT,
-    window: tuple[float, float] = headroom.WINDOW,
+    window: tuple[float, float] = HEADROOM,
 ) -> str:
     """The analysis of ``df`` as plain text (``analysis.txt``)."""
     return format_text(analyze(df, target, short_ctx, covariates, answers, min_effect, window))
@@ -57,7 +57,7 @@ def report_data(
     findings_targets: Sequence[str] = (),
     answers: Answers | None = None,
     min_effect: float = MIN_EFFECT,
-    window: tuple[float, float] = headroom.WINDOW,
+    window: tuple[float, float] = HEADROOM,
 ) -> ReportData:
     """Analyse ``source`` (CSV, pool dir or loaded table) for the report. ``answers``: the scored answers
     (default: the answers table beside a CSV or in a pool directory); ``findings_targets``: metrics the

@@ -47,7 +47,7 @@ def fmt(v: float | None, signed: bool = True, digits: int = 3) -> str:
     return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
 
 
-def fmt_ci(ci: Interval | list | None) -> str:
+def fmt_ci(ci: Interval | list[float | None] | None) -> str:
     if not ci or ci[0] is None or ci[1] is None:
         return ""
     return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
@@ -238,7 +238,8 @@ class ReportData:
 
     @property
     def target(self) -> str:
-        return self.analysis["target"]
+        target: str = self.analysis["target"]
+        return target
 
     def to_dict(self) -> dict[str, Any]:
         """The analysis.json record: the analysis, its findings, the merged columns, the verdict and transfer."""

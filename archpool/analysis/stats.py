@@ -41,7 +41,8 @@ def loo_predictions(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None 
     labels = np.arange(len(yv)) if groups is None else pd.factorize(pd.Series(list(groups), dtype=object))[0]
     infl = ols(X, y).get_influence()
     if len(np.unique(labels)) == len(yv) and np.max(infl.hat_matrix_diag) < 1 - 1e-9:
-        return yv - np.asarray(infl.resid_press)
+        press: np.ndarray = yv - np.asarray(infl.resid_press)
+        return press
     A = sm.add_constant(X.astype(float), has_constant="add").to_numpy(float)
     H = A @ np.linalg.pinv(A)
     e = yv - H @ yv
@@ -50,7 +51,10 @@ def loo_predictions(X: pd.DataFrame, y: pd.Series, groups: Sequence[Any] | None 
         idx = np.flatnonzero(labels == g)
         block = np.eye(len(idx)) - H[np.ix_(idx, idx)]
         if np.linalg.svd(block, compute_uv=False).min() < 1e-9:  # the group alone fixes a coefficient
-            return cross_val_predict(LinearRegression(), X.to_numpy(float), yv, cv=LeaveOneGroupOut(), groups=labels)
+            refitted: np.ndarray = cross_val_predict(
+                LinearRegression(), X.to_numpy(float), yv, cv=LeaveOneGroupOut(), groups=labels
+            )
+            return refitted
         pred[idx] = yv[idx] - np.linalg.solve(block, e[idx])
     return pred
 
@@ -79,14 +83,14 @@ def r2_without_each(x: pd.Series, y: pd.Series, groups: Sequence[Any]) -> dict[s
     return out
 
 
-def ols(X: pd.DataFrame, y: pd.Series):
+def ols(X: pd.DataFrame, y: pd.Series) -> Any:  # statsmodels' fitted RegressionResults
     """statsmodels OLS of ``y`` on ``X`` plus an intercept (``const``); rank deficiency is reported by :func:`fit`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SingularMatrixWarning)
         return sm.OLS(y.to_numpy(float), sm.add_constant(X.astype(float), has_constant="add")).fit()
 
 
-def terms(res, names: list[str]) -> dict[str, dict[str, float | list | None]]:
+def terms(res: Any, names: list[str]) -> dict[str, dict[str, float | list[float | None] | None]]:
     """Coefficient, standard error, 95% CI and p-value of each term (``const`` included)."""
     ci = np.asarray(res.conf_int(ALPHA))
     coef, se, p = (np.asarray(a) for a in (res.params, res.bse, res.pvalues))
@@ -194,7 +198,7 @@ def confound_check(count: pd.Series, y: pd.Series, covars: pd.DataFrame) -> dict
 
     a, b = pick(without), pick(with_)
 
-    def excludes_zero(ci: list) -> bool:
+    def excludes_zero(ci: list[float | None]) -> bool:
         return ci[0] is not None and ci[1] is not None and (ci[0] > 0 or ci[1] < 0)
 
     return {

@@ -47,7 +47,7 @@ from archpool.analysis.table import (
     metric_columns,
 )
 from archpool.columns import LENGTH_RE, ColumnKey, is_pre_extension, lower_is_better, rung_budget, split_rung
-from archpool.study import FEATURES
+from archpool.study import FEATURES, HEADROOM
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
 MIN_RUNS = 3
@@ -161,7 +161,7 @@ def analyze(
     covariates: Iterable[str] = (),
     answers: Answers | None = None,
     min_effect: float = inference.MIN_EFFECT,
-    window: tuple[float, float] = headroom.WINDOW,
+    window: tuple[float, float] = HEADROOM,
 ) -> dict[str, Any]:
     """The full analysis of a validated results table (see :func:`archpool.analysis.table.load_results`);
     with its scored ``answers`` (:mod:`archpool.analysis.answers`) the extension effects carry both
@@ -292,7 +292,12 @@ def _predictors(
             skipped.append({"column": c, "reason": f"{int(ok.sum())} runs with a value" if ok.sum() < MIN_RUNS else "constant"})
             continue
         predictors[c] = {"kind": "metric", "phase": phase(c), **stats.fit_single(x, y, c, groups)}
-    order = sorted(predictors, key=lambda k: -(predictors[k].get("r2") if predictors[k].get("r2") is not None else -1))
+
+    def by_r2(k: str) -> float:
+        r2 = predictors[k].get("r2")
+        return -(r2 if r2 is not None else -1)
+
+    order = sorted(predictors, key=by_r2)
     return {k: predictors[k] for k in order}, skipped
 
 

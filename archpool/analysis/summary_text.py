@@ -3,6 +3,7 @@ an :func:`archpool.analysis.summary.analyze` (or ``design_summary``) result."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from archpool.analysis.extension import NOT_FACTORIAL
@@ -17,11 +18,14 @@ def _n(v: Any, fmt: str = "{:+.3f}") -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
+
+    def line(r: Sequence[Any]) -> str:
+        return "  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
+
     return [line(header), line(["-" * w for w in widths]), *[line(r) for r in rows]]
 
 
-def _ci(ci: list | None) -> str:
+def _ci(ci: Sequence[float | None] | None) -> str:
     return "—" if not ci or ci[0] is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
@@ -313,7 +317,7 @@ def _remedy(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def _with_ci(v: float | None, ci: list | None) -> str:
+def _with_ci(v: float | None, ci: Sequence[float | None] | None) -> str:
     """A rank statistic with its interval, two decimals."""
     if v is None:
         return "—"

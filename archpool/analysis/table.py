@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -95,7 +96,7 @@ def find_column(df: pd.DataFrame, names: tuple[str, ...]) -> str | None:
 def load_results(source: str | Path) -> pd.DataFrame:
     """Read and validate a results CSV or a pool directory (see the module docstring)."""
     source = Path(source)
-    failed: list[dict] = []
+    failed: list[dict[str, Any]] = []
     if source.is_dir():
         csv_path = source / RESULTS_FILE
         if not csv_path.is_file():
@@ -211,7 +212,7 @@ def _check_kv_heads(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
     for i in np.flatnonzero((kv < 1) | (kv > heads) | (heads % kv.clip(lower=1) != 0)):
         rule = ">" if kv[i] > heads[i] else "do not evenly share"
         raise TableError(
-            f"{label}: {_where('n_kv_heads', i, runs[i])}: {kv[i]} KV heads {rule} {heads[i]} query heads",
+            f"{label}: {_where('n_kv_heads', int(i), runs[i])}: {kv[i]} KV heads {rule} {heads[i]} query heads",
             column="n_kv_heads",
             row=int(i) + 1,
         )
@@ -307,7 +308,7 @@ def _numbers(col: pd.Series, column: str, runs: pd.Series, label: str) -> pd.Ser
     return num.astype(float)
 
 
-def pool_report_settings(source: str | Path) -> dict:
+def pool_report_settings(source: str | Path) -> dict[str, Any]:
     """A pool directory's ``report:`` settings (``target``, ``findings``, ...) from its ``plan.json``;
     ``{}`` for a CSV or a directory without a plan."""
     plan = pool_plan_path(source)
@@ -358,14 +359,14 @@ def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
     return out
 
 
-def _failed_rows(df: pd.DataFrame) -> list[dict]:
+def _failed_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     rows = df[df["state"] == "failed"]
     return [{"run": r, "error": str(e), "stage": ""} for r, e in zip(rows["run"], rows["error"])]
 
 
-def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[dict]]:
+def _apply_statuses(df: pd.DataFrame, pool: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Mark runs failed from ``runs/<run>/status.json``; collect failed runs that have no row."""
-    failed: list[dict] = []
+    failed: list[dict[str, Any]] = []
     runs_dir = pool_runs_dir(pool)
     statuses = sorted(runs_dir.glob("*/status.json")) if runs_dir.is_dir() else []
     index = {r: i for i, r in enumerate(df["run"])}

@@ -92,7 +92,7 @@ def transfer_cells(r: Mapping[str, Any], long_ctx: int | None) -> list[TransferC
                 column=x["column"],
                 n=x["post"]["n"],
                 effect=effect,
-                ci95=tuple(x["post"]["ci95"]),  # type: ignore[arg-type]
+                ci95=tuple(x["post"]["ci95"]),
                 relative=effect / base if base else None,
                 p_holm=t.get("p_holm"),
                 p_equivalent_holm=t.get("p_equivalent_holm"),

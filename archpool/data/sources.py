@@ -24,7 +24,7 @@ from __future__ import annotations
 import glob as globlib
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -62,13 +62,24 @@ class Source(Protocol):
     def describe(self) -> dict: ...
 
 
+class TokenDocument(Protocol):
+    """A document made in tokens (a synthetic task's): its ids and, per id, whether it is a training target."""
+
+    @property
+    def ids(self) -> Sequence[int]: ...
+
+    @property
+    def scored(self) -> Sequence[bool]: ...
+
+
 @runtime_checkable
 class DocumentSource(Protocol):
-    """Documents made on the fly (e.g. synthetic tasks). Same seed, same documents, same order."""
+    """Documents made on the fly (e.g. synthetic tasks), as text or in tokens. Same seed, same documents, same
+    order."""
 
     name: str
 
-    def documents(self, seed: int) -> Iterator[str]: ...
+    def documents(self, seed: int) -> Iterator[str | TokenDocument]: ...
 
 
 class TextListSource:
@@ -99,9 +110,9 @@ class GeneratorSource:
     def __init__(
         self,
         name: str,
-        make: Callable[[int], Iterable[str]],
+        make: Callable[[int], Iterable[str | TokenDocument]],
         cache_key: str | None = None,
-        make_from: Callable[[int, int], Iterable[str]] | None = None,
+        make_from: Callable[[int, int], Iterable[str | TokenDocument]] | None = None,
     ):
         self.name = name
         self._make = make
@@ -112,13 +123,13 @@ class GeneratorSource:
         """The same documents under another cache key (None: never cached)."""
         return GeneratorSource(self.name, self._make, cache_key, self._make_from)
 
-    def documents_from(self, seed: int, start: int) -> Iterator[str]:
+    def documents_from(self, seed: int, start: int) -> Iterator[str | TokenDocument]:
         """Documents ``start``, ``start + 1``, ... of ``documents(seed)``."""
         if self._make_from is not None:
             return iter(self._make_from(seed, start))
         return itertools.islice(self.documents(seed), start, None)
 
-    def documents(self, seed: int) -> Iterator[str]:
+    def documents(self, seed: int) -> Iterator[str | TokenDocument]:
         return iter(self._make(seed))
 
 

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -402,6 +402,7 @@ def _store_tokenizer(config: DataConfig, read: _Read, selected: set, log) -> tup
             tokenizer = tokenizer.with_task_tokens(config.task_tokens)
         return tokenizer, {"kind": "given", "path": str(Path(config.tokenizer).resolve())}
     cutoff = max((read.meta[k][3] for k in selected), default=0)
+    assert read.sample is not None  # freed only once the tokenizer is made
     texts = [t for hv, t in read.sample.sorted() if hv <= cutoff]
     if not texts:
         raise DataError("tokenizer: no training documents to learn the vocabulary from (every document is held out?)")
@@ -549,7 +550,8 @@ def _assign_split(source_split: str, hv: int, n_chars: int, config: DataConfig) 
 def _apply_caps(meta: dict, config: DataConfig) -> set:
     if config.max_chars is None and config.max_docs is None:
         return set(meta)
-    keep, chars = set(), 0
+    keep: set[Any] = set()
+    chars = 0
     for k in sorted(meta, key=lambda k: meta[k][3]):
         n = meta[k][1]
         if config.max_docs is not None and len(keep) >= config.max_docs:
@@ -679,29 +681,30 @@ class _ShardWriter:
     def __init__(self, directory: Path, dtype: np.dtype, shard_tokens: int):
         self.dir, self.dtype, self.cap = directory, dtype, shard_tokens
         self.sizes: list[int] = []
-        self.f = None
+        self.f: BinaryIO | None = None
 
-    def _open(self):
+    def _open(self) -> BinaryIO:
         if self.f:
             self.f.close()
-        self.f = open(self.dir / f"tokens-{len(self.sizes):05d}.bin", "wb")  # noqa: SIM115 - one shard open at a time, closed by _open/close
+        f = self.f = open(self.dir / f"tokens-{len(self.sizes):05d}.bin", "wb")  # noqa: SIM115 - one shard open at a time, closed by _open/close
         self.sizes.append(0)
+        return f
 
     def write(self, ids) -> tuple[int, int]:
         arr = np.asarray(ids, dtype=self.dtype)
-        if self.f is None or (self.sizes[-1] + len(arr) > self.cap and self.sizes[-1] > 0):
-            self._open()
+        f = self.f
+        if f is None or (self.sizes[-1] + len(arr) > self.cap and self.sizes[-1] > 0):
+            f = self._open()
         offset = self.sizes[-1]
-        self.f.write(arr.tobytes())
+        f.write(arr.tobytes())
         self.sizes[-1] += len(arr)
         return len(self.sizes) - 1, offset
 
     def close(self):
-        if self.f is None:
-            self._open()
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        f = self.f if self.f is not None else self._open()
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
 
 
 def _check_enough_text(counts: dict, config: DataConfig) -> None:
@@ -715,7 +718,7 @@ def _check_enough_text(counts: dict, config: DataConfig) -> None:
 
 
 def _counts(index: np.ndarray) -> dict:
-    out = {"docs": len(index), "tokens": int(index["length"].sum()), "parents": len(np.unique(index["parent"]))}
+    out: dict[str, Any] = {"docs": len(index), "tokens": int(index["length"].sum()), "parents": len(np.unique(index["parent"]))}
     for code, name in enumerate(SPLITS):
         m = index["split"] == code
         out[name] = {"docs": int(m.sum()), "tokens": int(index["length"][m].sum())}

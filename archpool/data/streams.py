@@ -208,15 +208,15 @@ class MixedStream:
     BLOCK = 4096  # units per seeded draw
 
     def __init__(self, components: Sequence[Any], shares: Sequence[float], unit: int, seed: int):
-        shares = np.asarray(shares, dtype=np.float64)
-        if len(components) != len(shares) or len(shares) == 0:
+        weights = np.asarray(shares, dtype=np.float64)
+        if len(components) != len(weights) or len(weights) == 0:
             raise ConfigError("extra", "one share per component")
-        if (shares < 0).any() or not shares.sum() > 0:
-            raise ConfigError("extra", f"shares must be >= 0 with a positive sum, got {list(shares)}")
+        if (weights < 0).any() or not weights.sum() > 0:
+            raise ConfigError("extra", f"shares must be >= 0 with a positive sum, got {list(weights)}")
         self.components = list(components)
-        self.p = shares / shares.sum()
+        self.p = weights / weights.sum()
         self.unit, self.seed = int(unit), int(seed)
-        self._prefix = [np.zeros(len(shares), dtype=np.int64)]  # counts per component before block b
+        self._prefix = [np.zeros(len(weights), dtype=np.int64)]  # counts per component before block b
         self._choices: dict[int, np.ndarray] = {}
 
     def _block(self, b: int) -> np.ndarray:

@@ -62,11 +62,10 @@ def read_manifest(directory: str | Path) -> dict[str, dict] | None:
         files = read_json_object(path).get("files")
     except ConfigError as e:
         raise CheckpointError(f"{e.field}: unreadable manifest ({e.message})") from None
-    ok = isinstance(files, dict) and all(
+    if not isinstance(files, dict) or not all(
         isinstance(info, dict) and isinstance(info.get("bytes"), int) and isinstance(info.get("sha256"), str)
         for info in files.values()
-    )
-    if not ok:
+    ):
         raise CheckpointError(f"{path}: unreadable manifest (each file needs 'bytes' and 'sha256')")
     for name in files:
         if not name or "/" in name or "\\" in name or name in (".", ".."):

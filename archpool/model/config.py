@@ -13,7 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from archpool.config import Config
 from archpool.errors import ConfigError
@@ -136,7 +136,7 @@ class ModelConfig(Config):
         if isinstance(self.rope, dict):
             self.rope = RopeConfig.from_dict(self.rope)
         if isinstance(self.qk_norm, str):
-            self.qk_norm = canonical_qk_norm(self.qk_norm)
+            self.qk_norm = cast(QkNorm, canonical_qk_norm(self.qk_norm))  # check_types checks the spelling
         if self.qk_norm is None or self.qk_norm is False:
             self.qk_norm = "none"
         check_types(self)
@@ -160,6 +160,7 @@ class ModelConfig(Config):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        assert self.n_kv_heads is not None and self.head_dim is not None  # resolved by __post_init__
         self._validate_size()
         if self.head_dim % 2:
             raise ConfigError("head_dim", f"must be even for RoPE, got {self.head_dim}")
@@ -235,6 +236,7 @@ class ModelConfig(Config):
     @property
     def mlp_width(self) -> int:
         """MLP width actually built: ``d_ff``, widened under ``match_params`` to refill what GQA removed."""
+        assert self.n_kv_heads is not None and self.head_dim is not None and self.d_ff is not None  # resolved by __post_init__
         if not self.match_params or self.n_kv_heads == self.n_heads:
             return self.d_ff
         removed = 2 * self.d_model * self.head_dim * (self.n_heads - self.n_kv_heads)  # k and v projections
@@ -243,6 +245,7 @@ class ModelConfig(Config):
 
     def num_params(self, include_embeddings: bool = True) -> int:
         d, hd = self.d_model, self.head_dim
+        assert hd is not None and self.n_kv_heads is not None  # resolved by __post_init__
         attn = d * hd * (2 * self.n_heads + 2 * self.n_kv_heads)
         if self.qkv_bias:
             attn += hd * (self.n_heads + 2 * self.n_kv_heads)

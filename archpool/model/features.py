@@ -102,7 +102,7 @@ def _result(  # noqa: PLR0913 — one keyword per architecture feature of a resu
         window=window if swa else None,
         n_layers=n_layers,
         n_sliding_layers=n_sliding,
-        window_ratio=(window / pretrain_ctx) if swa else None,
+        window_ratio=(window / pretrain_ctx) if swa and window is not None else None,
         pretrain_ctx=pretrain_ctx,
         pretrain_ctx_from=pretrain_ctx_from,
         short_ctx=short,

@@ -58,7 +58,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             row_sum = z.sum(1, keepdim=True)
             lse = (row_max + row_sum.log()).squeeze(1)
             total += torch.where(valid, lse - target_logit, 0.0).sum()
-            if not need_grad:
+            if grad_h is None or grad_w is None:  # not need_grad
                 continue
             z.mul_(valid[:, None] / row_sum)  # softmax (0 on ignored rows)
             z.scatter_add_(1, idx, -valid[:, None].to(z.dtype))  # minus one-hot
@@ -68,7 +68,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad_w.addmm_(g.t(), hc)
             else:
                 grad_w += g.t() @ hc
-        if need_grad:  # otherwise grad mode is off or nothing requires grad: backward never runs
+        if (
+            grad_h is not None and grad_w is not None
+        ):  # need_grad; otherwise grad mode is off or nothing requires grad: backward never runs
             ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
         return total
 

@@ -11,7 +11,8 @@ training, compilation and data live elsewhere; this module imports neither.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -47,16 +48,18 @@ class Attention(nn.Module):
         self.layer_idx = layer_idx
         self.layer_type = geometry.layer_type(cfg, layer_idx)
         self.window = geometry.window_of(cfg, layer_idx)
-        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        kv, hd = cfg.n_kv_heads, cfg.head_dim
+        assert kv is not None and hd is not None  # resolved by ModelConfig.__post_init__
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, kv, hd
         self.qk_norm = cfg.qk_norm
-        d, hd = cfg.d_model, cfg.head_dim
+        d = cfg.d_model
         self.q_proj = nn.Linear(d, cfg.n_heads * hd, bias=cfg.qkv_bias)
-        self.k_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.qkv_bias)
-        self.v_proj = nn.Linear(d, cfg.n_kv_heads * hd, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(d, kv * hd, bias=cfg.qkv_bias)
+        self.v_proj = nn.Linear(d, kv * hd, bias=cfg.qkv_bias)
         self.o_proj = nn.Linear(cfg.n_heads * hd, d, bias=False)
         if cfg.qk_norm == "layerwise":  # over the whole projection, before the head split (Olmo 2/3)
             self.q_norm = RMSNorm(cfg.n_heads * hd, cfg.norm_eps)
-            self.k_norm = RMSNorm(cfg.n_kv_heads * hd, cfg.norm_eps)
+            self.k_norm = RMSNorm(kv * hd, cfg.norm_eps)
         elif cfg.qk_norm == "headwise":  # per head over head_dim (Qwen 3, Gemma 3)
             self.q_norm = RMSNorm(hd, cfg.norm_eps)
             self.k_norm = RMSNorm(hd, cfg.norm_eps)
@@ -148,9 +151,10 @@ class KVCache:
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor, window: int | None):
         """Append this step's K/V; return all keys to attend over and the position of the first."""
-        if self.k[layer] is not None:
-            k = torch.cat([self.k[layer], k], dim=2)
-            v = torch.cat([self.v[layer], v], dim=2)
+        cached_k, cached_v = self.k[layer], self.v[layer]
+        if cached_k is not None and cached_v is not None:  # both or neither
+            k = torch.cat([cached_k, k], dim=2)
+            v = torch.cat([cached_v, v], dim=2)
         start = self.start[layer]
         keep = k.shape[2] if window is None else min(k.shape[2], window - 1)
         self.k[layer], self.v[layer] = k[:, :, k.shape[2] - keep :], v[:, :, v.shape[2] - keep :]
@@ -188,6 +192,7 @@ class Decoder(nn.Module):
     # -------------------------------------------------------------- RoPE
     def _set_rope(self) -> None:
         self.rope_scale: dict[str, float] = {}
+        assert self.cfg.head_dim is not None  # resolved by ModelConfig.__post_init__
         for layer_type in sorted(set(self.cfg.layer_types)):
             inv_freq, scale = rope_frequencies(self.cfg.rope, self.cfg.head_dim, layer_type)
             self.register_buffer(f"inv_freq_{layer_type}", inv_freq, persistent=False)
@@ -197,6 +202,7 @@ class Decoder(nn.Module):
         """Change the RoPE settings in place (context extension)."""
         self.cfg = self.cfg.replace(rope=rope)
         device = self.embed.weight.device
+        assert self.cfg.head_dim is not None  # resolved by ModelConfig.__post_init__
         for layer_type in sorted(set(self.cfg.layer_types)):
             inv_freq, scale = rope_frequencies(self.cfg.rope, self.cfg.head_dim, layer_type)
             setattr(self, f"inv_freq_{layer_type}", inv_freq.to(device))
@@ -250,7 +256,7 @@ class Decoder(nn.Module):
         else:
             kv_cache.advance(T)
         all_probs = []
-        for block in self.layers:
+        for block in cast("Iterable[Block]", self.layers):
             t = block.attn.layer_type
             x, probs = block(x, *rope[t], masks.get(t), kv_cache, with_probs)
             if with_probs:
@@ -273,12 +279,13 @@ class Decoder(nn.Module):
     def capture_qk(self) -> Iterator[list[dict[str, torch.Tensor]]]:
         """Within the block, each forward stores post-RoPE q (B, H, T, D) and k (B, KV, T, D) per layer."""
         store: list[dict[str, torch.Tensor]] = [{} for _ in self.layers]
-        for block, slot in zip(self.layers, store):
+        blocks = cast("list[Block]", list(self.layers))
+        for block, slot in zip(blocks, store):
             block.attn.captured = slot
         try:
             yield store
         finally:
-            for block in self.layers:
+            for block in blocks:
                 block.attn.captured = None
 
     def num_params(self) -> int:

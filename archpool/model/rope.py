@@ -38,7 +38,7 @@ def _yarn_frequencies(rope: RopeConfig, dim: int, exponents: torch.Tensor) -> tu
         return (dim * math.log(original / (n_rotations * 2 * math.pi))) / (2 * math.log(base))
 
     low = max(math.floor(correction_dim(rope.beta_fast)), 0)
-    high = min(math.ceil(correction_dim(rope.beta_slow)), dim - 1)
+    high: float = min(math.ceil(correction_dim(rope.beta_slow)), dim - 1)
     if low == high:
         high += 0.001
     ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)

@@ -14,7 +14,7 @@ under its recipe (140B tokens pretraining, NTK extension to 64K), never a measur
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -101,8 +101,9 @@ def single_feature_deltas() -> dict[str, dict[str, Any]]:
     out = {}
     for feature in FLAGS:
         pairs = [(a, b) for a in runs for b in runs if _matched(a, b, feature)]
-        deltas = {
-            col: (float(np.mean([a.scores[col] - b.scores[col] for a, b in pairs])) if pairs else None) for col in HELMET_COLUMNS
+        deltas = {  # the paper publishes every run's HELMET scores
+            col: (float(np.mean([cast(float, a.scores[col]) - cast(float, b.scores[col]) for a, b in pairs])) if pairs else None)
+            for col in HELMET_COLUMNS
         }
         out[feature] = dict(pairs=[[a.name, b.name] for a, b in pairs], deltas=deltas)
     return out

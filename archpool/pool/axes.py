@@ -95,7 +95,7 @@ def model_ctx(pretrain_ctx: int, model: dict[str, Any], long_ctx: int) -> int:
     """The ModelConfig context. A window as long as the pretraining context (the paper's 4K window
     at 4K pretraining) is full attention until extension; the config needs window < max_seq_len, so
     the model records one more position while the trainer still uses ``pretrain_ctx``."""
-    window = model.get("window")
+    window: int | None = model.get("window")
     if model.get("swa_pattern", "none") != "none" and window and pretrain_ctx <= window <= long_ctx // 2:
         return window + 1
     return pretrain_ctx
@@ -115,7 +115,7 @@ def paper_kv_heads(kv: int, n_heads: int) -> int:
 
 def scale_paper_row(
     paper: Any, model: dict[str, Any], size: str, long_ctx: int, fld: str, geometry: dict[str, Any] | None = None
-):
+) -> tuple[dict[str, Any], int, dict[str, Any]]:
     """Map one row of olmpool-architectures.csv (7B units) onto ``size``, keeping every ratio.
 
     By default the query heads are the size's rounded up to a multiple of 8 (so that the paper's KV

@@ -15,14 +15,16 @@ of the pool recomputes nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archpool.analysis import headroom
 from archpool.analysis.mastery import mastery
 from archpool.columns import BASE_PREFIX, ColumnKey, dense_columns
 from archpool.io import atomic_write_text
 from archpool.pool.graph import Node, is_done, node_dir, read_result
+from archpool.pool.nodes import DataResult
 from archpool.pool.spec import PoolSpec, RunSpec
 
 CALIBRATION_DIR = "calibration"
@@ -37,11 +39,13 @@ def _tokenizer(out: Path, nodes: list[Node]) -> Path | None:
     data = next((n for n in nodes if n.stage == "data"), None)
     if data is None or not is_done(out, data):
         return None
-    store = read_result(out, data).get("store")
+    store = cast(DataResult, read_result(out, data)).get("store")
     return Path(store) / "tokenizer.json" if store else None
 
 
-def _evaluate(model: Path, tok: Path | None, task: str, length: int, params: dict[str, Any], pool: PoolSpec, cache: Path):
+def _evaluate(
+    model: Path, tok: Path | None, task: str, length: int, params: dict[str, Any], pool: PoolSpec, cache: Path
+) -> dict[str, Any]:
     """One dense task result of ``model`` at ``length`` (cached)."""
     from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.target import load_target
@@ -56,10 +60,11 @@ def _evaluate(model: Path, tok: Path | None, task: str, length: int, params: dic
         task_params={task: params},
         cache_dir=cache,
     )
-    return evaluate(load_target(model, tokenizer=tok), request, progress=False)["tasks"][0]
+    result: dict[str, Any] = evaluate(load_target(model, tokenizer=tok), request, progress=False)["tasks"][0]
+    return result
 
 
-def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log=print) -> Path | None:
+def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log: Callable[[str], None] = print) -> Path | None:
     """Measure the calibration curve of ``pool.report.calibrate`` and write ``calibration.json``; None
     when the pool asks for none or its baseline has no finished run to measure."""
     cal = pool.report.calibrate
@@ -78,6 +83,8 @@ def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log=print) -> 
     baseline = {r.name for r in pool.runs if r.feature_count(short) == 0}
     base_params = dict(pool.eval.task_params.get(task, {}))
     column = key.but(metric=f"{task}_acc", rung="").format()
+    lo, hi = pool.report.headroom  # validated: [low, high]
+    window = (lo, hi)
     points = []
     for value in cal.values:
         params = {**base_params, cal.knob: value}
@@ -97,11 +104,11 @@ def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log=print) -> 
                 value_at = dense_columns(_evaluate(model, tok, task, key.length, params, pool, cache)).get(column)
                 if value_at is not None:
                     at_target.append(float(value_at))
-        points.append({"value": value, "baseline": at_target, **headroom.rule(at_target, mastered, tuple(pool.report.headroom))})
+        points.append({"value": value, "baseline": at_target, **headroom.rule(at_target, mastered, window)})
         log(f"calibration {cal.knob}={value}: {points[-1]['words']}")
     if not any(p["baseline"] for p in points):
         return None
-    chosen = headroom.choose(points, tuple(pool.report.headroom))
+    chosen = headroom.choose(points, window)
     scored = base_params.get(cal.knob, _default(task, cal.knob))
     record = {
         "task": task,

@@ -6,7 +6,11 @@ eval and attention nodes (:func:`archpool.pool.plan.checkpoint_nodes`). Each ref
 
 - a local directory: an archpool run directory (its final checkpoint), an archpool checkpoint, or a
   Hugging Face model directory; relative paths are read from the pool file's directory;
-- a Hub name ``org/name@revision``, loaded only under ``archpool run --allow-download``.
+- a Hub name ``org/name@revision``, loaded only under ``archpool run --allow-download``;
+- a GGUF file inside an installed Python package, ``package:DIST/FILE.gguf``
+  (:mod:`archpool.model.hf.gguf`): imported once into ``$ARCHPOOL_CACHE/gguf/DIST/<file>`` when the pool is
+  planned, and again only when the file's bytes change; its design comes from ``design:`` (as a Hub
+  model's: its config exists only after the import).
 
 Design columns come from the model's config through :mod:`archpool.model.features` (the pretraining
 context from the before-extension twin when there is one), then ``published:`` (a run of the paper's
@@ -30,6 +34,7 @@ from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.io import read_config_file, sha256_json
 from archpool.model.features import INFERRED_CTX, inferred_ctx_note
+from archpool.model.hf.gguf import is_packaged, split_packaged
 from archpool.rundir import RUN_RECORD, run_dir_final
 
 CHECKPOINT_KEYS = {
@@ -59,23 +64,36 @@ class ModelRef:
     """Where a checkpoint run's model is: a local directory or a Hub repository at a revision."""
 
     text: str  # as written in the pool
-    path: str = ""  # local: absolute directory
+    path: str = ""  # local: absolute directory (a packaged GGUF file: the directory it is imported into)
     repo: str = ""  # hub: org/name
     revision: str = ""
+    package: str = ""  # a GGUF file inside an installed Python package: package:DIST/FILE.gguf
 
     @property
     def is_hub(self) -> bool:
         return bool(self.repo)
+
+    @property
+    def is_packaged(self) -> bool:
+        return bool(self.package)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
 
 def parse_ref(value: Any, base_dir: Path, where: str) -> ModelRef:
-    """A local directory (absolute, or relative to ``base_dir``) or a Hub name ``org/name@revision``."""
+    """A local directory (absolute, or relative to ``base_dir``), a Hub name ``org/name@revision``, or a GGUF
+    file inside an installed Python package ``package:DIST/FILE.gguf`` (the package need not be installed
+    yet: it is looked up when the pool is planned)."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(where, f"a model directory or a Hub name org/name@revision, got {value!r}")
     text = value.strip()
+    if is_packaged(text):
+        try:
+            dist, file = split_packaged(text)
+        except ConfigError as e:
+            raise ConfigError(where, e.message) from None
+        return ModelRef(text=text, path=str(packaged_import_dir(dist, file)), package=text)
     local = Path(text).expanduser()
     local = local if local.is_absolute() else base_dir / local
     explicit_path = text.startswith(("/", "./", "../", "~"))
@@ -85,6 +103,25 @@ def parse_ref(value: Any, base_dir: Path, where: str) -> ModelRef:
     if explicit_path or m is None:
         raise ConfigError(where, f"no model directory {str(local)!r} (and not a Hub name org/name@revision)")
     return ModelRef(text=text, repo=m["repo"], revision=m["rev"] or "main")
+
+
+def packaged_import_dir(dist: str, file: str) -> Path:
+    """Where a packaged GGUF file is imported: ``$ARCHPOOL_CACHE/gguf/<distribution>/<file name without
+    .gguf>`` (one directory per file, so a new version of the package replaces its import)."""
+    from archpool.data.config import default_cache_root
+
+    safe = re.compile(r"[^A-Za-z0-9._-]+")
+    return default_cache_root() / "gguf" / safe.sub("_", dist.lower()) / safe.sub("_", Path(file).name.removesuffix(".gguf"))
+
+
+def packaged_model(ref: ModelRef) -> Path:
+    """The directory of a packaged GGUF reference, imported when it is absent or holds an import of other
+    bytes (:func:`archpool.model.hf.gguf.cached_import`, one line on standard error before an import)."""
+    import sys
+
+    from archpool.model.hf.gguf import cached_import
+
+    return cached_import(ref.package, ref.path, log=lambda line: print(f"archpool: {line}", file=sys.stderr, flush=True))
 
 
 # ---------------------------------------------------------------------------------------------- local models
@@ -108,12 +145,14 @@ def content_key(ref: ModelRef) -> str:
     """The model's identity for stage keys: the sha256 of its bytes (local: config, weights, generation
     settings and tokenizer files, :func:`archpool.model.hf.model_file_hashes`, each file hashed once per
     process until it changes), or repository + revision (Hub: a commit names fixed bytes; a branch or tag
-    can move, and the eval stage's own cache still keys its results by the downloaded model's bytes)."""
+    can move, and the eval stage's own cache still keys its results by the downloaded model's bytes). A
+    packaged GGUF file is imported first (:func:`packaged_model`), then keyed as a local directory."""
     if ref.is_hub:
         return sha256_json({"hub": ref.repo, "revision": ref.revision})[:32]
     from archpool.model.hf import model_file_hashes
 
-    return sha256_json(model_file_hashes(model_dir(ref.path)))[:32]
+    path = packaged_model(ref) if ref.is_packaged else model_dir(ref.path)
+    return sha256_json(model_file_hashes(path))[:32]
 
 
 def _safetensors_params(directory: Path) -> int:
@@ -223,7 +262,7 @@ def is_checkpoint_entry(entry: Any) -> bool:
     return isinstance(entry, dict) and ("checkpoint" in entry or "pretrained" in entry)
 
 
-def run_from_dict(d: dict[str, Any]):
+def run_from_dict(d: dict[str, Any]) -> CheckpointRunSpec | None:
     """A run of plan.json: a checkpoint run, or ``None`` for a trained run (the caller builds it)."""
     return CheckpointRunSpec.from_dict(d) if d.get("kind") == "checkpoint" else None
 
@@ -246,10 +285,10 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
     design: dict[str, Any] = {}
     columns: dict[str, Any] = {}
     ctx_from = ""
-    if not final.is_hub:
+    if _has_config(final):
         design.update(_local_design(final.path, f"{label}.checkpoint"))
         ctx_from = design.pop("pretrain_ctx_from")
-    if pretrained is not None and not pretrained.is_hub:
+    if pretrained is not None and _has_config(pretrained):
         twin = _local_design(pretrained.path, f"{label}.pretrained")
         twin.pop("pretrain_ctx_from")
         design = {**twin, **design, "pretrain_ctx": twin["pretrain_ctx"]}  # the twin's own context is its pretraining one
@@ -283,7 +322,8 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
     if missing:
         raise ConfigError(
             f"{label}.design.{missing[0]}",
-            f"a Hub checkpoint's config is read only after download: give `design:` (or `published:`) with {', '.join(missing)}",
+            f"a Hub checkpoint's config is read only after download, a packaged GGUF file's after its import: "
+            f"give `design:` (or `published:`) with {', '.join(missing)}",
         )
     design["qk_norm"] = study.canonical_qk_norm(design["qk_norm"])
     _check_design(design, label)
@@ -308,6 +348,11 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
         pretrain_ctx_from=ctx_from,
         extend=extend,
     )
+
+
+def _has_config(ref: ModelRef) -> bool:
+    """Whether a reference's config can be read when the pool is parsed (a local directory's)."""
+    return not (ref.is_hub or ref.is_packaged)
 
 
 def parse_extend(value: Any, where: str, base_dir: Path) -> dict[str, Any] | None:

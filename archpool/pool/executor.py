@@ -184,7 +184,9 @@ class LocalExecutor:
     def run_all(self, out: Path, runs: list[str], poll: Callable[[], None], interval: float = 0.2) -> dict[str, _Handle]:
         threads = self.threads or split_threads(self.jobs)
         ctx = mp.get_context("spawn")
-        pending, active, finished = list(runs), [], {}
+        pending = list(runs)
+        active: list[_Handle] = []
+        finished: dict[str, _Handle] = {}
         try:
             while pending or active:
                 while pending and len(active) < self.jobs:
@@ -192,6 +194,7 @@ class LocalExecutor:
                     with signals_deferred():  # started and recorded, or neither
                         proc = ctx.Process(target=worker_main, args=(str(out), run, threads, os.getpid()), name=f"archpool-{run}")
                         proc.start()
+                        assert proc.pid is not None  # started
                         _own_process_group(proc.pid)
                         active.append(_Handle(run=run, proc=proc))
                 for h in list(active):
@@ -239,7 +242,7 @@ class SubmititExecutor:
     jobs: int = 1
     stop_grace_s: float = STOP_GRACE_S
 
-    def _executor(self, out: Path):
+    def _executor(self, out: Path) -> tuple[Any, Callable[[str, str, int], dict[str, Any]], int]:
         """The submitit executor and the job function, with the pool's parameters mapped to submitit's."""
         import submitit
 
@@ -350,7 +353,7 @@ def _slurm_job(out: str, run: str, threads: int) -> dict[str, Any]:
     return run_job(out, run, threads=threads)
 
 
-def _torchrun_job(gpus: int):
+def _torchrun_job(gpus: int) -> Callable[[str, str, int], dict[str, Any]]:
     """A job that runs the run's stages under torchrun with ``gpus`` processes on its node."""
     import submitit
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from archpool.errors import ConfigError, StateError
 from archpool.io import append_text, atomic_write_json, sha256_json
@@ -89,12 +89,12 @@ def assign_keys(nodes: list[Node]) -> None:
         n.key = sha256_json(dict(stage=n.stage, version=STAGE_VERSIONS.get(n.stage, 1), config=config, deps=dep_keys))[:20]
 
 
-def node_dir(out: Path, node: Node | dict) -> Path:
+def node_dir(out: Path, node: Node | dict[str, Any]) -> Path:
     stage, key = (node.stage, node.key) if isinstance(node, Node) else (node["stage"], node["key"])
     return stage_dir(out, stage, key)
 
 
-def is_done(out: Path, node: Node | dict) -> bool:
+def is_done(out: Path, node: Node | dict[str, Any]) -> bool:
     """True when the stage's ``DONE`` marker exists and reads whole (a damaged one counts as not done)."""
     try:
         read_marker(out, node)
@@ -103,12 +103,12 @@ def is_done(out: Path, node: Node | dict) -> bool:
     return True
 
 
-def read_result(out: Path, node: Node | dict) -> dict[str, Any]:
+def read_result(out: Path, node: Node | dict[str, Any]) -> StageResult:
     """The result recorded in the stage's ``DONE`` marker (:func:`read_marker`)."""
-    return read_marker(out, node)["result"]
+    return cast("StageResult", read_marker(out, node)["result"])
 
 
-def read_marker(out: Path, node: Node | dict) -> dict[str, Any]:
+def read_marker(out: Path, node: Node | dict[str, Any]) -> dict[str, Any]:
     """The stage's whole ``DONE`` marker, the one reader of markers: ``StateError`` when it is missing,
     a link, truncated or damaged (not a JSON object naming this stage and key, with a ``result`` object)."""
     path = node_dir(out, node) / DONE
@@ -199,7 +199,7 @@ def stage_lock(path: Path, wait: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
-def is_running(out: Path, node: Node | dict) -> bool:
+def is_running(out: Path, node: Node | dict[str, Any]) -> bool:
     """True while some live process holds the stage's lock."""
     lock = node_dir(out, node).with_suffix(".lock")
     if not lock.exists():
@@ -218,7 +218,7 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
     threads: int,
     log: Callable[[str], None],
     label: str | None = None,
-) -> dict[str, Any]:
+) -> StageResult:
     """Run ``node`` unless its output is already complete; return its result dict."""
     out = Path(out)
     d = node_dir(out, node)
@@ -259,7 +259,15 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
         return result
 
 
-def _context(out: Path, node: Node, nodes_by_id: dict[str, Node], run, pool, threads: int, log) -> StageContext:
+def _context(
+    out: Path,
+    node: Node,
+    nodes_by_id: dict[str, Node],
+    run: RunSpec | CheckpointRunSpec | None,
+    pool: PoolSpec,
+    threads: int,
+    log: Callable[[str], None],
+) -> StageContext:
     """What the stage function of ``node`` gets: its directory, config and its finished inputs."""
     deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
     return StageContext(
@@ -278,7 +286,16 @@ def _context(out: Path, node: Node, nodes_by_id: dict[str, Node], run, pool, thr
 DISTRIBUTED_STAGES = {"pretrain", "extend"}  # stages whose functions run on every torchrun rank
 
 
-def _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log) -> dict[str, Any]:
+def _execute_on_secondary_rank(
+    out: Path,
+    node: Node,
+    nodes_by_id: dict[str, Node],
+    fn: StageFn,
+    pool: PoolSpec,
+    run: RunSpec | CheckpointRunSpec | None,
+    threads: int,
+    log: Callable[[str], None],
+) -> StageResult:
     """Under torchrun (``--gpus-per-run N``): ranks > 0 join the training stages' collectives and
     wait for rank 0 to finish the others; only rank 0 writes markers, events and statuses."""
     deps = {name: nodes_by_id[i] for name, i in node.deps.items()}

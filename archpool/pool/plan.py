@@ -49,6 +49,7 @@ from archpool.pool.nodes import (
     EvalConfig,
     ExtendConfig,
     PretrainConfig,
+    StageConfig,
 )
 from archpool.pool.sections import PoolRecipe, milestone_key
 from archpool.pool.spec import PoolSpec, RunSpec
@@ -79,7 +80,9 @@ def _extension_cost(run: RunSpec, recipe: PoolRecipe, train: TrainConfig | dict[
     return plan_extension(run.model, train, recipe.config, "final").tokens / _EXTEND_RATE
 
 
-def build_plan(pool: PoolSpec, runs: list[RunSpec] | None = None, contents: dict[str, str] | None = None) -> list[Node]:
+def build_plan(
+    pool: PoolSpec, runs: list[RunSpec | CheckpointRunSpec] | None = None, contents: dict[str, str] | None = None
+) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys. ``contents``
     (node id -> content key) gives checkpoint nodes the model keys a plan recorded, instead of hashing
     the models' bytes again."""
@@ -134,6 +137,7 @@ def trained_run_nodes(pool: PoolSpec, run: RunSpec) -> list[Node]:
 def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe, milestone: float, primary: bool) -> list[Node]:
     """One recipe's extension of ``run`` from ``milestone``, an eval per ladder rung (one without a
     ladder), and for the primary recipe from the end of pretraining its attention analysis."""
+    assert isinstance(pre.config, PretrainConfig)
     pre_cost = pre.cost
     tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone_key(milestone)}'}:{recipe.name}"
     ext = Node(
@@ -153,7 +157,7 @@ def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe
         milestone=milestone,
     )
     nodes = [ext]
-    rungs = recipe.budgets or [None]
+    rungs: list[int | None] = [*recipe.budgets] or [None]
     for rung in rungs if pool.eval.enabled else []:
         cost = max(0.1, 0.1 * pre_cost / len(rungs))
         nodes.append(_eval_node(pool, run, tag, pre, ext, rung, cost))
@@ -226,7 +230,8 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str,
         suffix = ":base" if phase == BASE else ""
         eval_id, attention_id = f"eval:{run.name}{suffix}", f"attention:{run.name}{suffix}"
         content = contents.get(eval_id) or contents.get(attention_id) or content_key(ref)
-        common = dict(checkpoint=which, content=content, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+        common: dict[str, Any] = dict(checkpoint=which, content=content, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+        config: StageConfig
         if evaluate:
             config = EvalConfig(eval=pool.eval, phase=phase, **common)
             nodes.append(Node(id=eval_id, stage="eval", config=config, run=run.name, cost=1.0, phase=phase))
@@ -253,8 +258,8 @@ def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: 
     ids = [f"eval:{run.name}:base", f"attention:{run.name}:base", *(f"extend:{run.name}:{r.name}" for r in recipes)]
     content = next((contents[i] for i in ids if i in contents), None) or content_key(run.refs["final"])
     texts = {Path(t).name: sha256_file(t) for t in pool.texts}
-    common = dict(seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
-    analysis = dict(
+    common: dict[str, Any] = dict(seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
+    analysis: dict[str, Any] = dict(
         attention=pool.attention,
         analysis_len=max(pool.eval.lengths_at(False, pool.long_ctx)),
         texts=texts,
@@ -262,6 +267,7 @@ def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: 
         **common,
     )
     nodes: list[Node] = []
+    config: StageConfig
     if pool.eval.enabled and pool.eval.base:
         config = EvalConfig(eval=pool.eval, phase=BASE, checkpoint="final", content=content, **common)
         nodes.append(Node(id=ids[0], stage="eval", config=config, run=run.name, cost=1.0, phase=BASE))
@@ -284,7 +290,8 @@ def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: 
         )
         nodes.append(extend)
         deps = {"model": extend.id}
-        for rung in (recipe.budgets or [None]) if pool.eval.enabled else []:
+        rungs: list[int | None] = [*recipe.budgets] or [None]
+        for rung in rungs if pool.eval.enabled else []:
             nodes.append(
                 Node(
                     id=f"eval:{run.name}:{recipe.name}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from archpool.pool.graph import DONE, Node, is_done, node_dir
 from archpool.rundir import RUN_METRICS, RUN_RECORD, pool_events_path, stage_dir
@@ -114,8 +116,8 @@ class Progress:
 
     def _observe_done_file(self, node: Node) -> None:
         try:
-            seconds = float(read_json_object(node_dir(self.out, node) / DONE).get("seconds"))
-        except (ValueError, TypeError):  # ConfigError is a ValueError
+            seconds = float(read_json_object(node_dir(self.out, node) / DONE)["seconds"])
+        except (ValueError, TypeError, KeyError):  # ConfigError is a ValueError
             return
         self.rates.observe(stage_kind(node), node.cost, seconds, shared=node.run is None)
 
@@ -137,13 +139,13 @@ class Progress:
             except (ValueError, TypeError):  # a damaged line (ConfigError is a ValueError) or field
                 continue
 
-    def apply(self, e: dict) -> None:
+    def apply(self, e: dict[str, Any]) -> None:
         """One event: a stage start / done / skip / error, or the pool's start (which names ``jobs``)."""
-        key, kind = e.get("key"), e.get("kind")
+        key, kind = cast(str, e.get("key")), e.get("kind")  # the fields log_event writes
         if kind == "pool_start" and e.get("jobs"):
             self.jobs = max(1, int(e["jobs"]))
         elif kind == "start":
-            self.running[key] = (e.get("stage"), e.get("run"), float(e.get("t") or time.time()))
+            self.running[key] = (cast(str, e.get("stage")), cast(str, e.get("run")), float(e.get("t") or time.time()))
         elif kind in ("done", "skip", "error"):
             self.running.pop(key, None)
             if kind != "error" and key in self.cost:
@@ -152,7 +154,7 @@ class Progress:
                 node = self.node[key]
                 self.rates.observe(stage_kind(node), self.cost[key], float(e["seconds"]), shared=node.run is None)
 
-    def pending(self, now: float, fraction=None) -> list[Pending]:
+    def pending(self, now: float, fraction: Callable[[str, str], float] | None = None) -> list[Pending]:
         """Every node not complete, with the progress of the running ones (``fraction(stage, key)``)."""
         out = []
         for key, node in self.node.items():
@@ -165,7 +167,7 @@ class Progress:
             out.append(p)
         return out
 
-    def eta(self, now: float | None = None, fraction=None) -> float:
+    def eta(self, now: float | None = None, fraction: Callable[[str, str], float] | None = None) -> float:
         return eta_seconds(self.rates, self.pending(time.time() if now is None else now, fraction), self.jobs)
 
     def poll(self) -> None:

@@ -42,8 +42,8 @@ def run_metrics(out: Path, pool: PoolSpec, nodes: list[Node], run: str) -> dict[
             if isinstance(v, (int, float, str)) or v is None:
                 metrics[f"{prefix}{k}{suffix}"] = v
     for (prefix, suffix), rungs in ladders.items():
-        values = [v for _, v in rungs]
-        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_MEAN}": v for k, v in ladder_means(values).items()})
+        rung_values = [v for _, v in rungs]
+        metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_MEAN}": v for k, v in ladder_means(rung_values).items()})
         metrics.update({f"{prefix}{k}{suffix}{RUNG_SEP}{LADDER_AUC}": v for k, v in ladder_auc(rungs).items()})
     return metrics
 
@@ -52,19 +52,19 @@ def ladder_auc(rungs: list[tuple[int, dict[str, Any] | None]]) -> dict[str, floa
     """Each metric's area under its ladder curve over extension steps, divided by the last budget: the mean
     value over steps 0..N with the curve interpolated linearly between rungs (trapezoids), so every
     extension step weighs the same, however the rungs are spaced. Needs every rung and at least two."""
-    if len(rungs) < 2 or any(v is None for _, v in rungs):
+    pts = sorted(((b, v) for b, v in rungs if v is not None), key=lambda r: r[0])
+    if len(rungs) < 2 or len(pts) < len(rungs):
         return {}
-    pts = sorted(rungs, key=lambda r: r[0])
     span = pts[-1][0] - pts[0][0]
     if span <= 0:
         return {}
-    first = pts[0][1] or {}
+    first = pts[0][1]
     names = [k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     out = {}
     for k in names:
-        if not all(isinstance((v or {}).get(k), (int, float)) for _, v in pts):
+        if not all(isinstance(v.get(k), (int, float)) for _, v in pts):
             continue
-        area = sum((b1 - b0) * (float(v0[k]) + float(v1[k])) / 2 for (b0, v0), (b1, v1) in zip(pts, pts[1:]))  # type: ignore[index]
+        area = sum((b1 - b0) * (float(v0[k]) + float(v1[k])) / 2 for (b0, v0), (b1, v1) in zip(pts, pts[1:]))
         out[k] = round(area / span, 6)
     return out
 
@@ -72,13 +72,14 @@ def ladder_auc(rungs: list[tuple[int, dict[str, Any] | None]]) -> dict[str, floa
 def ladder_means(rungs: list[dict[str, Any] | None]) -> dict[str, float]:
     """Each metric's mean over the rungs of one ladder, for the metrics every rung has (a mean over
     part of a ladder would not compare across runs; an unfinished rung gives no means)."""
-    if not rungs or any(r is None for r in rungs):
+    done = [r for r in rungs if r is not None]
+    if not rungs or len(done) < len(rungs):
         return {}
-    names = [k for k, v in rungs[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    names = [k for k, v in done[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return {
-        k: round(sum(float(r[k]) for r in rungs) / len(rungs), 6)  # type: ignore[index]
+        k: round(sum(float(r[k]) for r in done) / len(done), 6)
         for k in names
-        if all(isinstance(r.get(k), (int, float)) for r in rungs)  # type: ignore[union-attr]
+        if all(isinstance(r.get(k), (int, float)) for r in done)
     }
 
 

@@ -168,7 +168,7 @@ def _run_shared_nodes(
 EXECUTORS = ("local", "slurm", "submitit-local", "debug")
 
 
-def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, Any] | None):
+def make_executor(name: str, jobs: int, threads: int | None, params: dict[str, Any] | None) -> LocalExecutor | SubmititExecutor:
     """Local worker processes, or submitit jobs (``slurm``; ``submitit-local`` / ``debug`` to test them here)."""
     if name == "local":
         return LocalExecutor(jobs=jobs, threads=threads)

@@ -22,6 +22,7 @@ import itertools
 import math
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
 from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
-from archpool.pool.checkpoints import is_checkpoint_entry, parse_checkpoint_run, run_from_dict
+from archpool.pool.checkpoints import CheckpointRunSpec, is_checkpoint_entry, parse_checkpoint_run, run_from_dict
 from archpool.pool.sections import (
     EvalSettings,
     PoolRecipe,
@@ -125,7 +126,7 @@ class PoolSpec:
     ``TrainConfig`` (:meth:`pretrain_config`); every other section is its parsed object."""
 
     name: str
-    runs: list[RunSpec]
+    runs: list[RunSpec | CheckpointRunSpec]
     description: str = ""
     size: str = "tiny"
     backend: str = "real"
@@ -150,6 +151,12 @@ class PoolSpec:
         results.csv records it in every row, so ``archpool analyze`` and the report count alike."""
         return study.pool_short_ctx(self.long_ctx, self.report.short_ctx)
 
+    @property
+    def base_dir(self) -> Path:
+        """The directory the pool file's relative paths are read from (``texts``, checkpoint runs' models,
+        ``eval.harness.helmet_data.path``): :func:`pool_base_dir` of :attr:`source`."""
+        return pool_base_dir(self.source)
+
     def pretrain_config(self, seq_len: int, seed: int) -> TrainConfig:
         """The pretrain stage's config of a run pretrained at ``seq_len`` with ``seed``: the pool's
         ``train:`` section, the pool's milestones as steps, no progress bars."""
@@ -169,7 +176,7 @@ class PoolSpec:
         steps = plan.train.total_steps() if budget is None else budget
         return steps * plan.train.global_batch_tokens / (pretrain.total_steps() * pretrain.global_batch_tokens)
 
-    def run(self, name: str) -> RunSpec:
+    def run(self, name: str) -> RunSpec | CheckpointRunSpec:
         for r in self.runs:
             if r.name == name:
                 return r
@@ -242,7 +249,7 @@ def resolve_pool_path(pool: str | Path) -> Path:
 MAX_BASE_DEPTH = 8  # pool files a chain of ``base:`` may pass through
 
 
-def load_pool(pool: str | Path | dict, size: str | None = None, seeds: list[int] | None = None) -> PoolSpec:
+def load_pool(pool: str | Path | dict[str, Any], size: str | None = None, seeds: list[int] | None = None) -> PoolSpec:
     """Load, validate and expand a pool. ``size`` / ``seeds`` override the file's values."""
     if isinstance(pool, dict):
         data, source = copy.deepcopy(pool), "<dict>"
@@ -287,6 +294,12 @@ def merge_pool_mappings(base: dict[str, Any], over: dict[str, Any]) -> dict[str,
     return out
 
 
+def pool_base_dir(source: str) -> Path:
+    """The directory a pool's relative paths are read from: the directory of its file ``source``, or the working
+    directory for a pool given as a mapping or whose file is not on this machine."""
+    return Path(source).parent if source and Path(source).is_file() else Path.cwd()
+
+
 def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] | None = None, source: str = "") -> PoolSpec:
     check_keys(data, sorted(TOP_LEVEL_KEYS), what="pool field")
     name = check_name("name", data.get("name"))  # the pool's directory under out/
@@ -315,7 +328,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
 
     # models read the data's tokenizer: its vocabulary sets vocab_size unless a model section pins it
     data_vocab = section.data.vocab_size if backend == "real" and section.data is not None else None
-    base_dir = Path(source).parent if source and Path(source).is_file() else Path.cwd()
+    base_dir = pool_base_dir(source)
     ctx = _Ctx(
         size=size,
         long_ctx=long_ctx,
@@ -422,9 +435,9 @@ def _run_entries(data: dict[str, Any]) -> list[Any]:
     return entries
 
 
-def _parse_runs(entries: list[Any], ctx: _Ctx) -> list[RunSpec]:
+def _parse_runs(entries: list[Any], ctx: _Ctx) -> list[RunSpec | CheckpointRunSpec]:
     """Every entry's runs (one per seed), within the run limit and uniquely named."""
-    runs: list[RunSpec] = []
+    runs: list[RunSpec | CheckpointRunSpec] = []
     seen: dict[str, int] = {}
     for i, entry in enumerate(entries):
         for run in _parse_run(entry, i, ctx):
@@ -436,7 +449,7 @@ def _parse_runs(entries: list[Any], ctx: _Ctx) -> list[RunSpec]:
     return runs
 
 
-def _check_extension_archs(extension: list[PoolRecipe], runs: list[RunSpec]) -> None:
+def _check_extension_archs(extension: list[PoolRecipe], runs: list[RunSpec | CheckpointRunSpec]) -> None:
     """Every architecture an extension recipe names (``archs:``) is one of the pool's."""
     archs = {r.arch for r in runs}
     for i, recipe in enumerate(extension):
@@ -495,7 +508,7 @@ def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
             raise ConfigError(e.field, f"{e.message} (runs pretrained at {ctx} tokens)") from None
 
 
-def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSpec]) -> None:
+def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSpec | CheckpointRunSpec]) -> None:
     """Warn when task documents are packed several to a sequence without a document mask: packed
     MQAR documents reuse keys, so a query can match another document's binding (ambiguous answers)."""
     mix = section.tasks
@@ -545,7 +558,7 @@ def _expand_factorial(spec: Any) -> list[dict[str, Any]]:
     return entries
 
 
-def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
+def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec | CheckpointRunSpec]:
     label = _run_label(entry, index)
     name = entry["name"]
     if is_checkpoint_entry(entry):
@@ -568,7 +581,8 @@ def _parse_run(entry: Any, index: int, ctx: _Ctx) -> list[RunSpec]:
     paper = entry.get("paper")
     if paper is not None:
         model, pretrain_ctx, columns = scale_paper_row(paper, model, size, long_ctx, f"{label}.paper", ctx.paper_geometry)
-        columns.update(_published(paper.get("name") if isinstance(paper, dict) and paper.get("name") else name))
+        paper_name = paper.get("name") if isinstance(paper, dict) else None
+        columns.update(_published(paper_name or name))
 
     # 3. axes in pool units
     pretrain_ctx = _apply_axes(entry.get("axes") or {}, model, pretrain_ctx, long_ctx, label)
@@ -795,6 +809,7 @@ def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: lis
     seen: set[tuple[str, str]] = set()
     for recipe in extension:
         ext = recipe.config
+        assert ext is not None  # the real backend's recipes are resolved (parse_extensions)
         for r in runs:
             if not recipe.applies(r.arch):
                 continue
@@ -861,7 +876,7 @@ def _check_calibration(report: ReportSettings, e: EvalSettings) -> None:
         validate_task_params({task: {**e.task_params.get(task, {}), cal.knob: v}}, "report.calibrate.values")
 
 
-def _is_dense(task: str, is_dense) -> bool:
+def _is_dense(task: str, is_dense: Callable[[str], bool]) -> bool:
     try:
         return bool(is_dense(task))
     except ConfigError:
@@ -902,7 +917,7 @@ def _check_target_runs(
     from archpool.columns import ColumnKey, rung_budget
 
     key = ColumnKey.parse(report.target or "")
-    if key is None or not e.enabled:
+    if report.target is None or key is None or not e.enabled:
         return
     metric, recipe = key.metric, None
     if not key.base:
@@ -953,9 +968,9 @@ def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, lo
     modes = list(e.modes or ["ll"])
     task = max((t for t in task_names() if metric.startswith(f"{t}_")), key=len, default=None)
     suite = next((s for s in SCORED_SUITES if metric.startswith(f"{s}_")), None)
-    if task is None and suite is None:
-        return  # a metric this check does not know (LongPPL, perplexity): the eval's own rules apply
     name = task or suite
+    if name is None:
+        return  # a metric this check does not know (LongPPL, perplexity): the eval's own rules apply
     suffix = metric[len(name) + 1 :]
     if task is not None and task not in tasks:
         raise ConfigError("report.target", f"{target!r}: task {task} is not evaluated (eval tasks: {', '.join(tasks) or 'none'})")
@@ -966,7 +981,7 @@ def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, lo
     if suffix not in allowed:
         raise ConfigError("report.target", f"{target!r}: {name} is scored as {', '.join(f'{name}_{a}' for a in allowed)}")
     if key.filter:
-        labels = _bucket_labels(e.task_params.get(task, {}).get("buckets"), key.length) if dense else []
+        labels = _bucket_labels(e.task_params.get(task, {}).get("buckets"), key.length) if dense and task is not None else []
         if key.filter not in labels:
             raise ConfigError(
                 "report.target",

@@ -45,7 +45,7 @@ def png(fig: Figure) -> bytes:
 MAX_FIGURE_ROWS = 60  # a figure with one row per item shows at most this many (the tables list all)
 
 
-def scores_by_run(r: dict[str, Any]) -> Figure:
+def scores_by_run(r: Mapping[str, Any]) -> Figure:
     """Paper fig. 1: the target per run, sorted, coloured by architecture.
 
     Bars start at 0, so they are drawn only when the axis contains 0; otherwise each run is a dot (a bar
@@ -101,7 +101,7 @@ def predictor_r2(r: dict[str, Any]) -> Figure:
     return fig
 
 
-def target_vs_count(r: dict[str, Any]) -> Figure:
+def target_vs_count(r: Mapping[str, Any]) -> Figure:
     """Target against feature count with the OLS fit; right: leave-one-out predictions vs observed."""
     runs, p = r["runs"], r["predictors"]["feature_count"]
     fig = _figure(10, 4)
@@ -193,7 +193,12 @@ def _errorbar(ax, xs: list[float], ms: list[Mean], color: str, label: str | None
 
 
 def _arch_lines(
-    ax, df: pd.DataFrame, points: Mapping[float, str], colors: Mapping[str, str], labelled: bool = True, **kw: Any
+    ax,
+    df: pd.DataFrame,
+    points: Mapping[int, str] | Mapping[float, str],
+    colors: Mapping[str, str],
+    labelled: bool = True,
+    **kw: Any,
 ) -> None:
     """One line per architecture through ``points`` (x → column): mean over seeds with 95% CIs."""
     means = {x: archs.per_arch(df, c) for x, c in points.items()}
@@ -353,7 +358,7 @@ def _varies(values: pd.Series) -> bool:
     return len(v) > 1 and float(v.max() - v.min()) > 1e-9 * max(1.0, float(v.abs().max()))
 
 
-def attention_by_arch(df: pd.DataFrame, sink: str, entropy: str | None) -> Figure | None:
+def attention_by_arch(df: pd.DataFrame, sink: str | None, entropy: str | None) -> Figure | None:
     """Attention sink strength and entropy after extension, per architecture (mean and 95% CI over seeds)."""
     cols = [c for c in (sink, entropy) if c and c in df.columns and _varies(df[c])]
     if not cols:

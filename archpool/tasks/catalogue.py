@@ -16,7 +16,7 @@ from archpool.tasks.registry import TaskDef, register_suite, register_task
 from archpool.tasks.ruler import CweConfig, FweConfig, NiahConfig, VtConfig
 
 
-def _niah(name, haystack, k, v, q, kt="words", vt="numbers", desc=""):
+def _niah(name: str, haystack: str, k: int, v: int, q: int, kt: str = "words", vt: str = "numbers", desc: str = "") -> None:
     config = NiahConfig(haystack=haystack, key_type=kt, value_type=vt, num_k=k, num_v=v, num_q=q)
     register_task(TaskDef(name, ruler.niah, "match_all", 128, config, description=desc))
 

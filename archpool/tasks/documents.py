@@ -7,13 +7,13 @@ import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
 from archpool.tasks.base import TokenizerLike, sample_seed
-from archpool.tasks.params import TaskConfig
+from archpool.tasks.params import SampleConfig, TaskConfig
 from archpool.tasks.registry import TaskDef, get_task, is_dense, task_config, task_names
 from archpool.tasks.samples import build_sample, task_vocab
 
@@ -75,7 +75,7 @@ def dense_documents(
 ) -> list[mqar.Document]:
     """``n`` documents of dense task ``name`` (``config``: its typed config, default its defaults), each
     exactly ``length`` tokens (document i is reproducible on its own, from the ``space`` seed namespace)."""
-    p = _dense_task(name).config_or_default(config)
+    p = cast(mqar.MqarConfig, _dense_task(name).config_or_default(config))  # a dense task's config
     vocab = task_vocab(tokenizer, p)
     return [mqar.make_document(random.Random(sample_seed(space, name, seed, i, length)), length, vocab, p) for i in range(n)]
 
@@ -105,7 +105,7 @@ def training_documents(
     if not 0 < lo <= hi:
         raise ConfigError("length_range", f"need 0 < lo <= hi, got {length_range}")
     resolved = {t: get_task(t).config_or_default((configs or {}).get(t)) for t in task_names}
-    dense = {t: p for t, p in resolved.items() if is_dense(t)}
+    dense = {t: cast(mqar.MqarConfig, p) for t, p in resolved.items() if is_dense(t)}
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
     all_dense = len(dense) == len(task_names)
@@ -126,7 +126,7 @@ def training_documents(
                 yield doc
             continue
         try:
-            s = build_sample(name, tokenizer, length, i, seed, resolved[name], space="train")
+            s = build_sample(name, tokenizer, length, i, seed, cast(SampleConfig, resolved[name]), space="train")
         except ConfigError:
             misses += 1
             if misses > 1000 and made == 0:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archpool.tasks import words as W
-from archpool.tasks.base import Draw, pick_depths
+from archpool.tasks.base import Draw, TokenizerLike, pick_depths
 from archpool.tasks.params import SHOTS, SampleConfig, count, param
 from archpool.tasks.ruler import FactDocs, fact_passage, pick_distractors
 
@@ -35,7 +35,7 @@ def _shots(p: ShotsConfig, length: int) -> int:
 
 
 # ------------------------------------------------------------------------------------- JSON KV
-def json_kv(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) -> Draw:
+def json_kv(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: ShotsConfig) -> Draw:
     def u() -> str:
         return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
@@ -44,7 +44,7 @@ def json_kv(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) ->
     pair_seed = rng.getrandbits(32)
     demos = "".join(f'Key: "{u()}"\nCorresponding value: "{u()}"\n\n' for _ in range(_shots(p, length)))
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         r = random.Random(pair_seed)
         pairs = [
             (str(uuid.UUID(int=r.getrandbits(128), version=4)), str(uuid.UUID(int=r.getrandbits(128), version=4)))
@@ -65,7 +65,7 @@ def json_kv(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) ->
 
 
 # ------------------------------------------------------------------------------------- RAG
-def rag(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) -> Draw:
+def rag(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: ShotsConfig) -> Draw:
     facts = FactDocs(rng, index)
     demos = ""
     for _ in range(_shots(p, length)):
@@ -74,7 +74,7 @@ def rag(rng: random.Random, index: int, length: int, tok, p: ShotsConfig) -> Dra
         ctx = "\n\n".join(f"Document (Title: {d['name']}): {fact_passage(d)}" for d in docs)
         demos += f"{ctx}\n\nQuestion: {f.question}\nAnswer: {f.answer}\n\n"
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         docs, at = facts.docs(n)
         context = "\n\n".join(f"Document (Title: {d['name']}): {fact_passage(d)}" for d in docs)
         prompt = (
@@ -98,7 +98,7 @@ RERANK_INSTR = (
 )
 
 
-def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) -> Draw:
+def rerank(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: SampleConfig) -> Draw:
     """Query = (color, animal, city); a passage's relevance is how many of the three it matches
     (0-3). One passage matches all three, two match two, the rest are drawn at random."""
     q = (rng.choice(W.COLORS), rng.choice(W.ANIMALS), rng.choice(W.CITIES))
@@ -106,15 +106,16 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) ->
     doc_seed = rng.getrandbits(32)
     fixed_depths = [pick_depths(rng, 1, index)[0], rng.random(), rng.random()]
 
-    def passage(attrs) -> str:
+    def passage(attrs: tuple[str, str, str]) -> str:
         return f"A {attrs[0]} {attrs[1]} lives in {attrs[2]}."
 
     def corrupt(r: random.Random, keep: int) -> tuple[str, str, str]:
         pools = (W.COLORS, W.ANIMALS, W.CITIES)
         keep_idx = set(r.sample(range(3), keep))
-        return tuple(q[i] if i in keep_idx else r.choice([x for x in pools[i] if x != q[i]]) for i in range(3))  # type: ignore[return-value]
+        color, animal, city = (q[i] if i in keep_idx else r.choice([x for x in pools[i] if x != q[i]]) for i in range(3))
+        return color, animal, city
 
-    def docs(n: int):
+    def docs(n: int) -> list[tuple[str, tuple[str, str, str], int]]:
         r = random.Random(doc_seed)
         ids = r.sample(range(10, 10 + max(100, 4 * (n + 3))), n + 3)
         rest = [corrupt(r, r.choice([0, 0, 1, 1, 2])) for _ in range(n)]
@@ -128,7 +129,7 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) ->
             out.append((str(i), attrs, rel))
         return out
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         ds = docs(n)
         context = "\n".join(f"[ID: {i}] Document (Title: {a[1]} {i}): {passage(a)}" for i, a, _ in ds)
         prompt = f"{RERANK_INSTR}Query: {query}\nDocuments:\n{context}\n\nQuery: {query}\nRanking:"
@@ -139,7 +140,7 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) ->
     n_choices = p.n_choices
     fin_seed = rng.getrandbits(32)
 
-    def finalize(meta: dict[str, Any]):
+    def finalize(meta: dict[str, Any]) -> tuple[list[str], str, list[str]]:
         qrels, best = meta["qrels"], meta["best"]
         ranked = sorted(qrels, key=lambda i: (-qrels[i], i))
         hard = [i for i in ranked if i != best]
@@ -155,7 +156,7 @@ def rerank(rng: random.Random, index: int, length: int, tok, p: SampleConfig) ->
 ICL_INSTR = 'Use the provided mapping from the text to label to assign a label to the text. Only output "label: {label}" and nothing else. \n\n'
 
 
-def icl(rng: random.Random, index: int, length: int, tok, p: IclConfig) -> Draw:
+def icl(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: IclConfig) -> Draw:
     """Texts from class-conditional word distributions; labels are a fresh random permutation of
     0..n-1 per sample, so the task is pure in-context label mapping (HELMET's default)."""
     n_labels = p.n_labels
@@ -174,9 +175,10 @@ def icl(rng: random.Random, index: int, length: int, tok, p: IclConfig) -> Draw:
     qc = rng.randrange(n_labels)
     qtext = text(rng, qc)
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         r = random.Random(demo_seed)
-        demos, rounds = [], 0
+        demos: list[tuple[str, int]] = []
+        rounds = 0
         while len(demos) < n:
             order = list(range(n_labels))
             r.shuffle(order)

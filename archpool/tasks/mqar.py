@@ -38,9 +38,10 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from archpool.errors import ConfigError
+from archpool.tasks.base import TokenizerLike
 from archpool.tasks.params import MAX_LENGTH, Param, TaskConfig, count, param
 
 DISTANCES = ("uniform", "powerlaw")
@@ -176,7 +177,7 @@ def composite_tokens_needed(n_keys: int, n_values: int) -> int:
     return 1 + n_keys + 2 * n_values + n_keys * n_values + n_values * n_values
 
 
-def tokenizer_vocab(tokenizer, n_keys: int, n_values: int, n_filler: int = 128) -> TaskVocab:
+def tokenizer_vocab(tokenizer: TokenizerLike, n_keys: int, n_values: int, n_filler: int = 128) -> TaskVocab:
     """The task vocabulary of a tokenizer.
 
     With reserved task tokens (``data.task_tokens``; ``tokenizer.task_ids``): the composite layout,
@@ -212,7 +213,7 @@ def tokenizer_vocab(tokenizer, n_keys: int, n_values: int, n_filler: int = 128) 
 MARKERS = (">", "=", "#", "@", "|", "%", ":", ";")
 
 
-def _vocab_len(tokenizer) -> int:
+def _vocab_len(tokenizer: object) -> int:
     for attr in ("vocab_size", "get_vocab_size"):
         v = getattr(tokenizer, attr, None)
         if v is not None:
@@ -289,9 +290,10 @@ def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
     return errors
 
 
-def _shorter(gap: list) -> int:
+def _shorter(gap: list[Any]) -> int:
     """Sort key of a free stretch ``[first, last, ...]``: longest first."""
-    return gap[0] - gap[1]
+    shorter: int = gap[0] - gap[1]
+    return shorter
 
 
 def _nth_bit(m: int, r: int) -> int:
@@ -332,7 +334,7 @@ class _Layout:
             # before, value bound just after] (None at the document's ends); a binding–query pair
             # of the key occupies one stretch from its binding to its query
             n = len(self.slots)
-            self.gaps: dict[int, list[list]] = {k: [[0, n - 1, None, None]] for k in self.keys}
+            self.gaps: dict[int, list[list[Any]]] = {k: [[0, n - 1, None, None]] for k in self.keys}
             self.longest: dict[int, int] = {k: n for k in self.keys}  # slots in each key's longest stretch
             self.taken: dict[int, bytearray] = {k: bytearray(n) for k in self.keys}  # 1 = not free for the key
             self.used = 0  # slots in use, as bits (bit s: slot s)
@@ -426,7 +428,7 @@ class _Layout:
             v = self.rng.choice(options)
         return v
 
-    def occupy(self, k: int, gap: list, b: int, q: int, v: int) -> None:
+    def occupy(self, k: int, gap: list[Any], b: int, q: int, v: int) -> None:
         """Key ``k`` is bound to ``v`` from slot ``b`` to slot ``q`` inside its free stretch ``gap``."""
         gaps = self.gaps[k]
         del gaps[gaps.index(gap)]
@@ -437,7 +439,7 @@ class _Layout:
         self.longest[k] = gaps[0][1] - gaps[0][0] + 1 if gaps else 0
         self.taken[k][b : q + 1] = b"\1" * (q + 1 - b)
 
-    def put_rebound(self, k: int, gap: list, b: int, q: int) -> bool:
+    def put_rebound(self, k: int, gap: list[Any], b: int, q: int) -> bool:
         """Bind ``k`` at slot ``b`` and query it at ``q`` (inside the key's free stretch ``gap``), with
         a value unlike the key's neighbouring bindings; False if no value is."""
         v = self.pick_value(gap[2], gap[3])

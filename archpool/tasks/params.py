@@ -54,7 +54,13 @@ class Param:
             if (
                 not isinstance(value, list)
                 or not value
-                or not all(isinstance(b, int) and not isinstance(b, bool) and self.lo <= b <= self.hi for b in value)
+                or not all(
+                    isinstance(b, int)
+                    and not isinstance(b, bool)
+                    and (self.lo is None or self.lo <= b)
+                    and (self.hi is None or b <= self.hi)
+                    for b in value
+                )
             ):
                 raise ConfigError(
                     field,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from archpool.tasks import words as W
-from archpool.tasks.base import Draw, pick_depths, single_token_strings
+from archpool.tasks.base import Draw, TokenizerLike, pick_depths, single_token_strings
 from archpool.tasks.haystack import TextHaystack, noise_units
 from archpool.tasks.params import Param, SampleConfig, count, param
 
@@ -34,7 +35,7 @@ class KvRecallConfig(SampleConfig):
     haystack: str = param("noise", Param("choice", choices=("noise", "corpus")))
 
 
-def kv_recall(rng: random.Random, index: int, length: int, tok, p: KvRecallConfig) -> Draw:
+def kv_recall(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: KvRecallConfig) -> Draw:
     n_pairs, n_queries = p.n_pairs, min(p.n_queries, p.n_pairs)
     keys_pool = single_token_strings(tok, W.SHORT_KEYS)
     values_pool = single_token_strings(tok, W.DIGITS if p.value_type == "digits" else W.LETTERS)
@@ -48,7 +49,7 @@ def kv_recall(rng: random.Random, index: int, length: int, tok, p: KvRecallConfi
     text = TextHaystack(p.haystack_texts) if p.haystack == "corpus" else None
     start = rng.randrange(len(text.sentences)) if text else 0
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         units = text.units(start, n) if text else noise_units(n)
         at = round(depth * n)
         body = units[:at] + [block] + units[at:]

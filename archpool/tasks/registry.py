@@ -9,14 +9,13 @@ from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.names import TASK_SUITES
-from archpool.tasks.base import Draw
 from archpool.tasks.params import TaskConfig
 
 
 @dataclass(frozen=True)
 class TaskDef:
     name: str
-    make: Callable[..., Draw]  # (rng, index, length, tokenizer, config) -> Draw
+    make: Callable[..., Any]  # (rng, index, length, tokenizer, config) -> Draw; a dense task's mqar.make_document
     metric: str  # match_all | match_part | subem | ndcg | em | first_word
     max_new_tokens: int  # the source benchmark's generation length (capped at short lengths)
     config: TaskConfig  # the task's defaults, an instance of its family's config class

@@ -13,11 +13,13 @@ import math
 import random
 import string
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.tasks import words as W
-from archpool.tasks.base import Draw, insert_at_depths, pick_depths, single_token_strings
+from archpool.tasks.base import Draw, TokenizerLike, insert_at_depths, pick_depths, single_token_strings
 from archpool.tasks.haystack import TextHaystack, noise_units
 from archpool.tasks.params import SHOTS, Param, SampleConfig, count, param
 
@@ -88,7 +90,7 @@ def join_and(items: list[str]) -> str:
     return ", ".join(items[:-1]) + f", and {items[-1]}"
 
 
-def make_value(rng: random.Random, kind: str, tok=None) -> str:
+def make_value(rng: random.Random, kind: str, tok: TokenizerLike | None = None) -> str:
     if kind == "numbers":
         return str(rng.randint(10**6, 10**7 - 1))
     if kind == "uuids":
@@ -102,7 +104,9 @@ def make_value(rng: random.Random, kind: str, tok=None) -> str:
     raise ValueError(f"unknown key/value type {kind!r}")
 
 
-def distinct_values(rng: random.Random, kind: str, n: int, exclude: set[str] = frozenset(), tok=None) -> list[str]:
+def distinct_values(
+    rng: random.Random, kind: str, n: int, exclude: Collection[str] = frozenset(), tok: TokenizerLike | None = None
+) -> list[str]:
     out: list[str] = []
     seen = set(exclude)
     for _ in range(100 * n + 100):
@@ -115,7 +119,7 @@ def distinct_values(rng: random.Random, kind: str, n: int, exclude: set[str] = f
     return out
 
 
-def pick_distractors(rng: random.Random, gold: str, hard: list[str], make, n: int) -> list[str]:
+def pick_distractors(rng: random.Random, gold: str, hard: list[str], make: Callable[[], str], n: int) -> list[str]:
     """``n`` distinct alternatives to ``gold``: in-context hard negatives first, then fresh ones."""
     out: list[str] = []
     for h in hard:
@@ -131,7 +135,7 @@ def pick_distractors(rng: random.Random, gold: str, hard: list[str], make, n: in
 
 
 # ------------------------------------------------------------------------------------- NIAH
-def niah(rng: random.Random, index: int, length: int, tok, p: NiahConfig) -> Draw:
+def niah(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: NiahConfig) -> Draw:
     """RULER ``niah``: ``num_k`` needles (``num_k - num_q`` of them distractors with other keys),
     ``num_v`` values per key, ``num_q`` queried keys, in a noise / text / needle haystack."""
     haystack, ktype, vtype = p.haystack, p.key_type, p.value_type
@@ -161,10 +165,10 @@ def niah(rng: random.Random, index: int, length: int, tok, p: NiahConfig) -> Dra
     def units(n: int) -> list[str]:
         if haystack == "noise":
             return noise_units(n)
-        if haystack == "corpus":
-            return text.units(start, n)  # type: ignore[union-attr]
+        if text is not None:  # "corpus"
+            return text.units(start, n)
         r = random.Random(hay_seed)  # "needle": distractor needles with other keys and values
-        out = []
+        out: list[str] = []
         taken = set(keys)
         while len(out) < n:
             k = make_value(r, ktype, tok)
@@ -176,7 +180,7 @@ def niah(rng: random.Random, index: int, length: int, tok, p: NiahConfig) -> Dra
 
     sep = "\n" if haystack == "needle" else " "
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         placed, where = insert_at_depths(units(n), needles, depths)
         context = sep.join(placed)
         prompt = template.format(type_v=type_v, context=context, query=query) + prefix.format(type_v=type_v, query=query)
@@ -218,7 +222,7 @@ def _var_names(rng: random.Random, n: int, k: int = 5) -> list[str]:
     return names
 
 
-def variable_tracking(rng: random.Random, index: int, length: int, tok, p: VtConfig) -> Draw:
+def variable_tracking(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: VtConfig) -> Draw:
     hops = p.num_hops
     names = _var_names(rng, hops + 1, p.name_len)
     value = str(rng.randint(10000, 99999))
@@ -235,7 +239,7 @@ def variable_tracking(rng: random.Random, index: int, length: int, tok, p: VtCon
             VT_TEMPLATE.format(context=dctx, query=dv) + VT_PREFIX.format(num_v=hops + 1, query=dv) + " " + " ".join(dn) + "\n\n"
         )
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         placed, where = insert_at_depths(noise_units(n), chain, depths)
         prompt = demo + VT_TEMPLATE.format(context=" ".join(placed), query=value) + VT_PREFIX.format(num_v=hops + 1, query=value)
         return prompt, {"needle_char": prompt.index(chain[0], len(demo)), "depths": depths}
@@ -259,7 +263,7 @@ def _numbered(ws: list[str]) -> str:
     return " ".join(f"{i + 1}. {w}" for i, w in enumerate(ws))
 
 
-def common_words(rng: random.Random, index: int, length: int, tok, p: CweConfig) -> Draw:
+def common_words(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: CweConfig) -> Draw:
     vocab = sorted(set(W.NOUNS) | set(W.ADJECTIVES) | set(W.VERBS))
     rng.shuffle(vocab)
     small = length < 4096
@@ -278,7 +282,7 @@ def common_words(rng: random.Random, index: int, length: int, tok, p: CweConfig)
         )
         rest = rest[:-40]
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         ws = common * f_cw + [w for w in rest[:n] for _ in range(f_ucw)]
         random.Random(order_seed).shuffle(ws)
         prompt = demo + CWE_TEMPLATE.format(context=_numbered(ws), n=num_cw) + CWE_PREFIX.format(n=num_cw)
@@ -306,7 +310,7 @@ FWE_TEMPLATE = (
 FWE_PREFIX = " Answer: According to the coded text above, the three most frequently appeared words are:"
 
 
-def freq_words(rng: random.Random, index: int, length: int, tok, p: FweConfig) -> Draw:
+def freq_words(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: FweConfig) -> Draw:
     alpha = p.alpha
     n_vocab = max(6, (length - 50) // 50)
     vocab: list[str] = []
@@ -318,7 +322,7 @@ def freq_words(rng: random.Random, index: int, length: int, tok, p: FweConfig) -
     zeta = sum(k**-alpha for k in range(1, 10_000))
     shuffle_seed = rng.getrandbits(32)
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         counts = [int(n * (k + 1) ** -alpha / zeta) for k in range(n_vocab)]
         ws = [w for w, c in zip(vocab, counts) for _ in range(c)]
         random.Random(shuffle_seed).shuffle(ws)
@@ -348,7 +352,8 @@ FACT_FIELDS = {
 
 
 def person_facts(rng: random.Random, n: int) -> list[dict[str, str]]:
-    people, names = [], set()
+    people: list[dict[str, str]] = []
+    names: set[str] = set()
     while len(people) < n:
         name = f"{rng.choice(W.FIRST_NAMES)} {rng.choice(W.LAST_NAMES)}"
         if name in names:
@@ -387,10 +392,10 @@ class FactDocs:
         return {"city": W.CITIES, "job": W.JOBS, "animal": W.ANIMALS}[self.field]
 
 
-def doc_qa(rng: random.Random, index: int, length: int, tok, p: SampleConfig) -> Draw:
+def doc_qa(rng: random.Random, index: int, length: int, tok: TokenizerLike, p: SampleConfig) -> Draw:
     facts = FactDocs(rng, index)
 
-    def render(n: int):
+    def render(n: int) -> tuple[str, dict[str, Any]]:
         docs, at = facts.docs(n)
         context = "\n\n".join(f"Document {i + 1}:\n{fact_passage(d)}" for i, d in enumerate(docs))
         prompt = QA_TEMPLATE.format(context=context, query=facts.question) + QA_PREFIX

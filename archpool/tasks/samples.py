@@ -4,11 +4,11 @@ own tokens, generated from a task's typed config."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 from archpool.errors import ConfigError
 from archpool.tasks import mqar
-from archpool.tasks.base import Sample, TokenizerLike, fit_size, sample_seed
+from archpool.tasks.base import Draw, Sample, TokenizerLike, fit_size, sample_seed
 from archpool.tasks.params import SampleConfig
 from archpool.tasks.registry import get_task
 
@@ -44,10 +44,10 @@ def build_sample(
     task = get_task(name)
     if task.metric == "dense":
         raise ConfigError("task", f"{name} is a dense task: make its documents with dense_documents")
-    p = task.config_or_default(config)
+    p = cast(SampleConfig, task.config_or_default(config))  # a task that is not dense has a SampleConfig
     s = sample_seed(space, name, seed, index, length if space == "eval" else 0)
     rng = random.Random(s)
-    draw = task.make(rng, index, length, tokenizer, p)
+    draw: Draw = task.make(rng, index, length, tokenizer, p)
     enc = tokenizer.encode
 
     def cand_len(c: str) -> int:
@@ -61,7 +61,7 @@ def build_sample(
     max_new = p.max_new_tokens or min(task.max_new_tokens, max(answer_len + 2, length // 8))
     reserved = max(max_new, longest)
     budget = length - reserved
-    cache: dict[int, tuple[str, dict, int]] = {}
+    cache: dict[int, tuple[str, dict[str, Any], int]] = {}
 
     def count(n: int) -> int:
         if n not in cache:

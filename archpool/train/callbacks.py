@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -40,6 +40,9 @@ from archpool.train import checkpoint as ckpt
 from archpool.train import distributed as D
 from archpool.train.config import Stage, TrainConfig, WandbConfig
 from archpool.train.stability import stability_score
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 STABILITY = "stability.json"
 TENSORBOARD_SCALARS = ("loss", "grad_norm", "lr", "tokens_per_s")
@@ -204,7 +207,7 @@ class TensorBoardCallback(Callback):
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
-        self.writer = None
+        self.writer: SummaryWriter | None = None
 
     def on_train_start(self, start_step: int) -> None:
         try:
@@ -306,7 +309,8 @@ class MetricsMeter:
 
     def __init__(self, global_batch_tokens: int):
         self.gbt = global_batch_tokens
-        self.t_log, self.tok_log, self.interval_losses = time.perf_counter(), 0, []
+        self.t_log, self.tok_log = time.perf_counter(), 0
+        self.interval_losses: list[float] = []
 
     def add(self, result: StepResult) -> None:
         self.interval_losses.append(result.loss)

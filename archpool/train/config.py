@@ -10,7 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from archpool.config import Config, check_keys, check_mapping
 from archpool.data.section import DataSection
@@ -23,7 +23,10 @@ Schedule = Literal["cosine", "linear", "wsd", "constant"]
 Dtype = Literal["auto", "float32", "bfloat16"]
 Parallel = Literal["auto", "none", "ddp", "fsdp"]
 WandbMode = Literal["online", "offline", "disabled"]
-AttnImpl = Literal[("auto", *ATTENTION_FUNCTIONS.training())]  # auto: see TrainConfig.resolved_attn_impl
+if TYPE_CHECKING:
+    AttnImpl = str  # the names below: the kernel table's, known when it is built
+else:
+    AttnImpl = Literal[("auto", *ATTENTION_FUNCTIONS.training())]  # auto: see TrainConfig.resolved_attn_impl
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 PARALLEL: tuple[str, ...] = get_args(Parallel)
@@ -150,7 +153,7 @@ class TrainConfig(Config):
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):
-            self.betas = tuple(self.betas)  # type: ignore[assignment]
+            self.betas = tuple(self.betas)
         if isinstance(self.milestones, tuple):
             self.milestones = list(self.milestones)
         super().__post_init__()

@@ -47,6 +47,7 @@ def open_store(section: DataSection, progress: bool = False) -> Store:
     if section.store:
         return Store(section.store)
     quiet = lambda *a, **k: None
+    assert section.data is not None  # a section is exactly one of data and synthetic; the synthetic stream has no store
     if process_rank() == 0:
         store = prepare(section.data, progress=progress, log=print if progress else quiet)
         barrier()
@@ -132,7 +133,7 @@ def build_stream(  # noqa: PLR0913 — keyword-only batch geometry and rank, as 
     extra, mix_unit = task_mix(section, split, store.tokenizer, seq_len)
 
     def make(start_tokens: int):
-        common = dict(
+        common: dict[str, Any] = dict(
             rank=rank, world_size=world_size, start_tokens=start_tokens, doc_ids=doc_ids, extra=extra, mix_unit=mix_unit
         )
         if split == "extension":

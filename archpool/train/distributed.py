@@ -8,7 +8,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -89,7 +89,7 @@ def parallelize(model: nn.Module, mode: str, info: DistInfo, compile: bool = Fal
     """Compile (per block, in place so parameter names are unchanged) and wrap for ``mode``:
     ``none``, ``ddp`` or ``fsdp`` (FSDP2: each block sharded, then the root)."""
     if compile:
-        for block in model.layers:  # type: ignore[attr-defined]
+        for block in cast(nn.ModuleList, model.layers):
             block.compile()
     if mode == "none":
         return model
@@ -104,7 +104,7 @@ def parallelize(model: nn.Module, mode: str, info: DistInfo, compile: bool = Fal
 
         mesh = init_device_mesh(info.device.type, (info.world_size,))
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
-        for block in model.layers:  # type: ignore[attr-defined]
+        for block in cast(nn.ModuleList, model.layers):
             fully_shard(block, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
         return model
@@ -118,16 +118,18 @@ def unwrap(model: nn.Module) -> nn.Module:
 @contextlib.contextmanager
 def grad_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
     """Skip the gradient all-reduce / reduce-scatter on all but the last micro-batch."""
+    set_sync = getattr(model, "set_requires_gradient_sync", None)  # FSDP2
     if enabled:
-        if hasattr(model, "set_requires_gradient_sync"):
-            model.set_requires_gradient_sync(True)
+        if set_sync is not None:
+            set_sync(True)
         yield
         return
-    if hasattr(model, "no_sync"):  # DDP
-        with model.no_sync():
+    no_sync = getattr(model, "no_sync", None)  # DDP
+    if no_sync is not None:
+        with no_sync():
             yield
-    elif hasattr(model, "set_requires_gradient_sync"):  # FSDP2
-        model.set_requires_gradient_sync(False)
+    elif set_sync is not None:
+        set_sync(False)
         yield
     else:
         yield
@@ -137,7 +139,8 @@ def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """Unsharded CPU state dict under the Decoder's own parameter names (collective under FSDP)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(unwrap(model), options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(unwrap(model), options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return cast(dict[str, torch.Tensor], state)  # full_state_dict: whole tensors, not shards
 
 
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -157,7 +160,7 @@ def total_grad_norm(model: nn.Module, max_norm: float | None) -> torch.Tensor:
     """Clip (when ``max_norm``) and return the global gradient norm, DTensor-aware."""
     params = [p for p in model.parameters() if p.grad is not None]
     if max_norm is None:
-        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
     else:
         norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     if hasattr(norm, "full_tensor"):

@@ -108,7 +108,7 @@ def extend(
         "data": run_cfg.data.to_dict(),
         "train": plan.train.to_dict(),
     }
-    gain = plan.model.extension.get("qk_gain", 1.0)
+    gain = plan.extension.get("qk_gain", 1.0)
     if gain != 1.0:
         weights = raise_qk_gain(source_cfg, weights, gain, ext.full_layers_only)
     out_dir = Path(out) if out is not None else extension_run_dir(run_dir, ext.run_name)
@@ -122,7 +122,7 @@ def extend(
         init_state=weights,
         record=record,
         metadata=metadata,
-        initial_milestone=bool(ext.budgets) and 0 in ext.budgets,
+        initial_milestone=0 in (ext.budgets or []),
     )
     return trainer.run()
 

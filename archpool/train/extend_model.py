@@ -144,7 +144,7 @@ def plan_for_model(source: ModelSource, ext: ExtensionConfig, steps: int) -> Ext
     plan = plan_extension(source.cfg, pretrain, ext, str(source.path.resolve()))
     if trains:
         return plan
-    record = {k: v for k, v in plan.model.extension.items() if k not in TRAINING_KEYS}
+    record = {k: v for k, v in plan.extension.items() if k not in TRAINING_KEYS}
     record.update(steps=0, tokens=0)
     return dataclasses.replace(plan, model=plan.model.replace(extension=record), stages=[], tokens=0)
 
@@ -180,15 +180,15 @@ def extension_data(tokenizer: Path | None, data: str | Path | None = None, texts
         raise ConfigError(
             "--data", f"{path}: neither a prepared data store (a directory with manifest.json) nor a data config file"
         )
-    section = read_config_file(path)
-    if not isinstance(section, dict):
+    config = read_config_file(path)
+    if not isinstance(config, dict):
         raise ConfigError("--data", f"{path}: a data config is a mapping")
-    section = dict(section.get("data", section))
-    if section.get("tokenizer") is None and section.get("store") is None:
-        section["tokenizer"] = str(tokenizer)
-    elif section.get("tokenizer") is not None and Tokenizer.load(section["tokenizer"]).hash != want:
-        raise ConfigError("--data", f"{path}: tokenizer {section['tokenizer']} is not the model's {tokenizer}")
-    return DataSection.from_dict(section)
+    mapping = dict(config.get("data", config))
+    if mapping.get("tokenizer") is None and mapping.get("store") is None:
+        mapping["tokenizer"] = str(tokenizer)
+    elif mapping.get("tokenizer") is not None and Tokenizer.load(mapping["tokenizer"]).hash != want:
+        raise ConfigError("--data", f"{path}: tokenizer {mapping['tokenizer']} is not the model's {tokenizer}")
+    return DataSection.from_dict(mapping)
 
 
 def extend_model(  # noqa: PLR0913 — the extension, then keyword-only options, one per `archpool extend` flag
@@ -219,9 +219,9 @@ def extend_model(  # noqa: PLR0913 — the extension, then keyword-only options,
         "steps": steps,
         "data": data.to_dict() if trains and data is not None else None,
     }
-    length = int(plan.model.extension["length"])
+    length = int(plan.extension["length"])
     done = _complete(out, request)
-    result = ExtendedModel(out, src.format, plan.model.extension["steps"], length, src.pretrain_ctx, src.pretrain_ctx_from)
+    result = ExtendedModel(out, src.format, plan.extension["steps"], length, src.pretrain_ctx, src.pretrain_ctx_from)
     if done is not None:
         result.already_complete, result.final_loss = True, done.get("final_loss")
         result.run_dir = Path(done["run_dir"]) if done.get("run_dir") else None
@@ -283,7 +283,7 @@ def _weights(src: ModelSource):
 
 def _gained(src: ModelSource, plan: ExtensionPlan, ext: ExtensionConfig, weights):
     """``weights`` with the plan's logit gain applied (unchanged without one)."""
-    gain = plan.model.extension.get("qk_gain", 1.0)
+    gain = plan.extension.get("qk_gain", 1.0)
     if gain == 1.0:
         return weights
     from archpool.train.extend import raise_qk_gain
@@ -314,7 +314,7 @@ def _train(src: ModelSource, ext: ExtensionConfig, plan: ExtensionPlan, data: Da
         init_state=_gained(src, plan, ext, _weights(src)),
         record=record,
         metadata={"stage": "extension", "recipe": ext.recipe, "source": str(src.path.resolve())},
-        initial_milestone=bool(ext.budgets) and 0 in ext.budgets,
+        initial_milestone=0 in (ext.budgets or []),
     )
     return trainer.run()
 
@@ -324,7 +324,7 @@ def _write_zero_step(src: ModelSource, ext: ExtensionConfig, plan: ExtensionPlan
     under a logit gain), or an archpool checkpoint with the new config."""
     from archpool.model.hf import ARCHPOOL_CONFIG_NAME, rescaled_hf_config
 
-    gain = plan.model.extension.get("qk_gain", 1.0)
+    gain = plan.extension.get("qk_gain", 1.0)
     if src.format == "checkpoint":
         from archpool.model.checkpoint import save_state_dict
 
@@ -390,12 +390,12 @@ def _provenance(
         "pretrain_ctx_from": src.pretrain_ctx_from,
         "pretrain_ctx_note": ctx_note,
         "length": result.length,
-        "steps": plan.model.extension["steps"],
+        "steps": plan.extension["steps"],
         "tokens": plan.tokens,
         "data": None if data is None else data.to_dict(),
         "run_dir": None if result.run_dir is None else str(result.run_dir.resolve()),
         "final_loss": result.final_loss,
-        "extension": plan.model.extension,
+        "extension": plan.extension,
         "format": src.format,
         "archpool_version": package_version(),
         "archpool_commit": git_commit() or "unknown",

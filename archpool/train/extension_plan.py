@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from archpool.errors import ConfigError
 from archpool.model.config import ModelConfig, RopeConfig
@@ -32,6 +33,12 @@ class ExtensionPlan:
     train: TrainConfig  # optimizer / schedule / batch for the extension phase
     stages: list[Stage]
     tokens: int
+
+    @property
+    def extension(self) -> dict[str, Any]:
+        """The extension record :func:`plan_extension` writes into the extended model's config."""
+        assert self.model.extension is not None
+        return self.model.extension
 
 
 def extension_rope(base: RopeConfig, ext: ExtensionConfig, pretrain_len: int, length: int) -> RopeConfig:

@@ -17,7 +17,8 @@ from torch import nn
 def param_groups(model: nn.Module, weight_decay: float, decay_embeddings: bool = False, decay_norms: bool = False) -> list[dict]:
     """Two AdamW groups, ``decay`` and ``no_decay``, by parameter name and shape."""
     embedding_params = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue

@@ -218,7 +218,8 @@ class Trainer:
     def _callbacks(self, run: _Run, model: Decoder, info: D.DistInfo) -> CallbackList:
         """The metrics log, TensorBoard and W&B (when configured) and the progress bar on the main rank;
         checkpoints on every rank; then the caller's callbacks."""
-        tcfg, built = self.tcfg, []
+        tcfg = self.tcfg
+        built: list[Callback] = []
         if info.is_main:
             built.append(MetricsLogCallback(self.run_dir))
             if tcfg.tensorboard:
@@ -297,6 +298,7 @@ class Trainer:
             if run.start_step:
                 print(f"[archpool] resuming {self.run_dir} from step {run.start_step} ({resume})", flush=True)
             if past_end:
+                assert resume is not None  # past_end: resumed
                 ckpt.link_copy(Path(resume), run_dir_final(self.run_dir))
                 warnings.warn(f"{run_dir_final(self.run_dir)}: rebuilt from {resume}", stacklevel=3)
         return past_end

@@ -33,8 +33,9 @@ def model_card(
         ),
         ("max_position_embeddings", str(cfg.max_seq_len)),
     ]
-    if (cfg.extension or {}).get("pretrain_seq_len"):
-        rows.append(("pretraining context", str(cfg.extension["pretrain_seq_len"])))
+    extension = cfg.extension or {}
+    if extension.get("pretrain_seq_len"):
+        rows.append(("pretraining context", str(extension["pretrain_seq_len"])))
     for key, label in (("source_stage", "training stage"), ("source_step", "steps"), ("source_tokens", "tokens")):
         if key in meta:
             rows.append((label, meta[key]))

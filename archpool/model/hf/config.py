@@ -11,7 +11,7 @@ from archpool.errors import CheckpointError, ConfigError
 from archpool.model.config import MAX_DIM, MAX_ROPE_FACTOR, MAX_ROPE_THETA, MAX_SEQ_LEN, bounded_int
 from archpool.model.geometry import type_theta
 from archpool.safeload import read_json_file
-from archpool.study import SLIDING, swa_pattern_name
+from archpool.study import SLIDING, Norm, QkNorm, swa_pattern_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedConfig
@@ -26,8 +26,8 @@ class HFFamily:
     model_type: str
     config_class: str
     model_class: str
-    norm: str  # pre | post
-    qk_norm: str  # none | layerwise | headwise
+    norm: Norm
+    qk_norm: QkNorm
     swa: str  # none: no window; all: one window on every layer; layer_types: per-layer list
     per_type_rope: bool = False  # rope_parameters split by layer type (Olmo 3)
     qkv_bias: bool = False  # q/k/v projections always carry biases (Qwen 2)
@@ -109,6 +109,7 @@ def hf_rope_parameters(rope: RopeConfig, head_dim: int) -> dict[str, Any]:
     if rope.type == "linear":
         return {"rope_type": "linear", "rope_theta": float(rope.theta), "factor": float(rope.factor)}
     if rope.type == "yarn":
+        assert rope.original_max_seq_len is not None  # RopeConfig.validate: YaRN needs it
         return {
             "rope_type": "yarn",
             "rope_theta": float(rope.theta),
@@ -125,6 +126,7 @@ def hf_config_rope(cfg: ModelConfig, per_type: bool) -> dict[str, Any]:
     """The ``rope_parameters`` of a transformers config computing ``cfg``'s RoPE: one mapping, or with
     ``per_type`` (a family with per-layer-type RoPE, Olmo 3) one per layer type, the sliding layers keeping
     plain RoPE at their own theta under ``full_layers_only``."""
+    assert cfg.head_dim is not None  # resolved by ModelConfig.__post_init__
     rope = hf_rope_parameters(cfg.rope, cfg.head_dim)
     if not per_type:
         return rope
@@ -251,7 +253,10 @@ def _rope_from_hf_config(hf_config: PreTrainedConfig, layer_types: list[str]) ->
     ropes = {t: _rope_from_hf(params[t], f"rope_parameters.{t}") for t in used if params.get(t)}
     full, sliding = ropes.get("full_attention"), ropes.get("sliding_attention")
     if full is None or sliding is None or full == sliding:
-        return full or sliding
+        rope = full or sliding
+        if rope is None:
+            raise ConfigError("rope_parameters", f"no RoPE settings for the layer types {', '.join(used)}")
+        return rope
     if sliding.type == "default" and sliding.theta == full.theta:
         full.full_layers_only = True
         return full
@@ -283,7 +288,7 @@ def hf_config_to_archpool(hf_config: PreTrainedConfig) -> ModelConfig:
         if getattr(hf_config, flag, False):
             raise ConfigError(flag, "MLP biases are not supported by archpool's model")
     n_layers = int(hf_config.num_hidden_layers)
-    window = getattr(hf_config, "sliding_window", None)
+    window: Any = getattr(hf_config, "sliding_window", None)  # an integer where layers slide
     layer_types = hf_config_layer_types(hf_config)
     if len(layer_types) != n_layers:
         raise ConfigError("layer_types", f"{len(layer_types)} entries for num_hidden_layers={n_layers}")

@@ -100,6 +100,7 @@ def export_hf(
             tok_dir = _tokenizer_dir(tokenizer)
             export_tokenizer(tok, new, cfg.max_seq_len, hf_files=tok_dir)
             template = chat_template(tok_dir) if tok_dir is not None else None
+        assert hf_config.architectures  # to_hf_config names the family's model class
         atomic_write_text(new / "README.md", model_card(cfg, hf_config.architectures[0], meta, special, template))
     return out_dir
 

@@ -10,6 +10,7 @@ a block mask (``flex_block_mask``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -122,7 +123,7 @@ def flex_attention_fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
 
-    fn = flex_attention
+    fn: Callable[..., torch.Tensor] = flex_attention
     if q.is_cuda:
         if _compiled_flex is None:
             import torch._dynamo

@@ -17,8 +17,9 @@ stacked tiles' key gradients need folding back. Other devices (and float64) take
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch.autograd.function import FunctionCtx
 
 from archpool.model.kernels.local import KeyTile, LocalMask
 
@@ -81,7 +82,7 @@ class FusedTiles(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx,
+        ctx: Any,  # the autograd context; forward leaves the masks and key tiles on it for backward
         q: torch.Tensor,
         k: torch.Tensor,
         v: torch.Tensor,
@@ -103,7 +104,7 @@ class FusedTiles(torch.autograd.Function):
         return y
 
     @staticmethod
-    def backward(ctx: FunctionCtx, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: Any, grad_y: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, v, y, lse = ctx.saved_tensors
         grad_y = grad_y.contiguous()
         gq, gk, gv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)

@@ -58,7 +58,8 @@ def _trusted_module(backend: str) -> ModuleType:
 
     for ep in entry_points(group=BACKEND_GROUP):
         if ep.name == backend:
-            return ep.load()
+            module: ModuleType = ep.load()  # an entry point of the group names a module
+            return module
     listed = {m.strip() for m in os.environ.get(BACKENDS_ENV, "").split(",") if m.strip()}
     if backend in listed:
         return importlib.import_module(backend)

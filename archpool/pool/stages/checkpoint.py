@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import atomic_write_json
@@ -20,7 +20,7 @@ from archpool.pool.checkpoints import (
     model_dir,
 )
 from archpool.pool.graph import StageContext
-from archpool.pool.nodes import AttentionConfig, CheckpointExtendConfig, EvalConfig
+from archpool.pool.nodes import AttentionConfig, CheckpointExtendConfig, EvalConfig, ExtendResult
 from archpool.safeload import read_json_object
 
 # Hub configs whose model_type transformers implements natively: their remote code is never run
@@ -49,7 +49,7 @@ def extended_model(ctx: StageContext, rung: int | None = None) -> Path:
     """The model a node reads from its ``model`` input: the directory a checkpoint run's extension wrote (its
     result names it; a rung of its ladder in its training run), else the input's own directory (a run
     directory; a rung of a ladder is its milestone)."""
-    made = ctx.input_results.get("model") or {}
+    made = cast(ExtendResult, ctx.input_results.get("model") or {})
     if rung is not None:
         from archpool.train.extend import rung_dir
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from archpool.data.section import DataSection
 from archpool.pool.graph import StageContext
 from archpool.pool.nodes import DataConfig, DataResult
+
+if TYPE_CHECKING:
+    from archpool.data.store import Store
 
 
 def run(ctx: StageContext) -> DataResult:
@@ -32,7 +36,7 @@ def run(ctx: StageContext) -> DataResult:
 def store_path(ctx: StageContext) -> str | None:
     """The directory of the pool's prepared store, from the data stage's result (``None`` for the
     synthetic stream, or a node without the data stage as input)."""
-    result: DataResult = ctx.input_results.get("data", {})
+    result = cast(DataResult, ctx.input_results.get("data", {}))
     return result.get("store") or None
 
 
@@ -42,7 +46,7 @@ def section(ctx: StageContext) -> DataSection:
     return ctx.pool.data.with_store(path) if path else ctx.pool.data
 
 
-def store(ctx: StageContext):
+def store(ctx: StageContext) -> Store | None:
     """The pool's prepared store (``None`` for the synthetic stream)."""
     path = store_path(ctx)
     if not path:

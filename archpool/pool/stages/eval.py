@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archpool.columns import eval_columns
 from archpool.io import atomic_write_json
 from archpool.pool.graph import StageContext
 from archpool.pool.nodes import EvalConfig, EvalResult
 from archpool.pool.stages import checkpoint, data
+
+if TYPE_CHECKING:
+    from archpool.eval.harness import RulerSettings
+    from archpool.eval.helmet_data import HelmetDataSettings
+    from archpool.eval.target import LoadedModel
 
 STAGE_KEYS = ("tasks", "aggregate", "longppl", "short")  # what eval.json holds of an evaluation, in this order
 CELLS = "cells"  # the node's cache of finished cells (tasks, lm-eval and HELMET cells): a stopped node resumes there
@@ -28,6 +33,7 @@ def run(ctx: StageContext) -> EvalResult:
     c = ctx.config
     assert isinstance(c, EvalConfig)
     request = dataclasses.replace(c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval"), cache_dir=ctx.out_dir / CELLS)
+    assert request.lengths is not None  # a phase's request always names its lengths
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
     # a checkpoint run's model; else the input's (one rung of a ladder: its checkpoint in the extension run)
@@ -52,7 +58,7 @@ def run(ctx: StageContext) -> EvalResult:
     return {"metrics": metrics, "lengths": list(request.lengths)}
 
 
-def harness_ruler(ctx: StageContext, settings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+def harness_ruler(ctx: StageContext, settings: RulerSettings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
     """lm-eval's RULER tasks of ``settings`` (``eval.harness.ruler``) on the node's model (``model_dir``, from
     :func:`hf_dir`), at their own lengths or the phase's. Results and the per-sample log go to the node's
     ``harness/``; its columns join the node's metrics."""
@@ -63,18 +69,17 @@ def harness_ruler(ctx: StageContext, settings, model_dir: Path, lengths: list[in
     return run_ruler(model_dir, request, log=ctx.log)
 
 
-def helmet_data(ctx: StageContext, settings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+def helmet_data(ctx: StageContext, settings: HelmetDataSettings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
     """HELMET's datasets of ``settings`` (``eval.harness.helmet_data``; its ``path`` relative to the pool file)
     on the node's model (``model_dir``, from :func:`hf_dir`), at their own lengths or the phase's. Results
     and the per-sample log go to the node's ``helmet_data/``; its columns join the node's metrics."""
     from archpool.eval.helmet_data import request_from, run_helmet_data
 
-    base_dir = getattr(ctx.pool, "base_dir", None) or Path.cwd()
-    request = request_from(settings, lengths, Path(base_dir), ctx.out_dir / "helmet_data", ctx.out_dir / CELLS)
+    request = request_from(settings, lengths, ctx.pool.base_dir, ctx.out_dir / "helmet_data", ctx.out_dir / CELLS)
     return run_helmet_data(model_dir, request, log=ctx.log)
 
 
-def hf_dir(ctx: StageContext, target) -> Path:
+def hf_dir(ctx: StageContext, target: LoadedModel) -> Path:
     """The node's model as a Hugging Face directory: one as it is, an archpool checkpoint exported into the
     node's own ``hf/`` with the tokenizer it was evaluated with."""
     if target.kind == "hf":

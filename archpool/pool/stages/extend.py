@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import cast
 
 from archpool import study
 from archpool.pool.graph import StageContext
 from archpool.pool.nodes import CheckpointExtendConfig, ExtendConfig, ExtendResult, PretrainConfig, PretrainResult
 from archpool.pool.sections import milestone_key
 from archpool.pool.stages import checkpoint, data
+from archpool.train.config import ExtensionConfig, TrainConfig
 
 MODEL, RUN = "model", "run"  # a checkpoint extension's directories in its node: the extended model, its training run
 
@@ -23,12 +25,14 @@ def run(ctx: StageContext) -> ExtendResult:
         return checkpoint_extension(ctx, ctx.config)
     c, pre = ctx.config, ctx.input_configs["model"]
     assert isinstance(c, ExtendConfig) and isinstance(pre, PretrainConfig)
-    source = "final" if c.from_final else milestone_source(ctx.input_results["model"], c.milestone)
+    assert isinstance(c.recipe, ExtensionConfig) and isinstance(pre.train, TrainConfig)  # the real backend's configs
+    source = "final" if c.from_final else milestone_source(cast(PretrainResult, ctx.input_results["model"]), c.milestone)
     # the recipe's ExtensionConfig, resolved to the pool's length when the pool was parsed
     ext = c.recipe if source == "final" else dataclasses.replace(c.recipe, source=source)
     # the pretraining's typed sections from the plan (the pool's data section reading the prepared store)
     run_cfg = RunConfig(model=pre.model.to_dict(), data=data.section(ctx), train=pre.train)
     res = extend(ctx.inputs["model"], ext, run_cfg, progress=False, out=ctx.out_dir)
+    assert ext.length is not None  # resolved to the pool's length when the pool was parsed
     return {"metrics": {"extension_loss": study.final_loss(res.losses)}, "tokens": res.tokens, "length": ext.length}
 
 
@@ -42,6 +46,7 @@ def checkpoint_extension(ctx: StageContext, c: CheckpointExtendConfig) -> Extend
 
     run = ctx.run
     assert isinstance(run, CheckpointRunSpec) and run.extend is not None
+    assert isinstance(c.recipe, ExtensionConfig)  # the real backend's config
     source = checkpoint.model_path(ctx)
     config_ctx = run.pretrain_ctx_from in ("pretrain_ctx", "design", "published")  # else the model's config says it
     src = read_source(source, run.pretrain_ctx if config_ctx else None)

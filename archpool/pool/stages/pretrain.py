@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from archpool import study
 from archpool.pool.graph import StageContext
 from archpool.pool.nodes import PretrainConfig, PretrainResult
 from archpool.pool.sections import milestone_steps
 from archpool.pool.stages import data
+from archpool.train.config import TrainConfig
 
 
 def run(ctx: StageContext) -> PretrainResult:
@@ -14,11 +17,11 @@ def run(ctx: StageContext) -> PretrainResult:
     from archpool.train.trainer import Trainer
 
     c = ctx.config
-    assert isinstance(c, PretrainConfig)
+    assert isinstance(c, PretrainConfig) and isinstance(c.train, TrainConfig)  # the real backend's config
     cfg, tcfg = c.model, c.train  # ModelConfig, and the run's TrainConfig (PoolSpec.pretrain_config)
     steps = milestone_steps(c.milestones, tcfg.total_steps())
     section = data.section(ctx)
-    record = {
+    record: dict[str, Any] = {
         "kind": "pretrain",
         "model": cfg.to_dict(),
         "data": section.to_dict(),
