@@ -131,7 +131,19 @@ def write_record(rows: list[dict], chosen: dict | None) -> None:
             f"{_fmt(r['score'])} [{_fmt(r['ci_lo'])}, {_fmt(r['ci_hi'])}] | {r['resolved_8x']} of 4 "
             f"{('(' + ', '.join(FEATURE_NAMES[f] for f in r['resolved_features'].split()) + ')') if r['resolved_features'] else ''} | {zs} |"
         )
-    lines.append("")
+    lines += [
+        "",
+        "Each setup's pool and the scoring, as run (2 cores, `--jobs 2`):",
+        "",
+        "```bash",
+        *(f".venv/bin/archpool run bench/pools/transfer/{s}.yaml --jobs 2" for s in dict.fromkeys(r["setup"] for r in rows)),
+        f".venv/bin/python scripts/transfer_search.py {' '.join(dict.fromkeys(r['setup'] for r in rows))}",
+        "```",
+        "",
+        "Node-minutes are the sum of the setup's stage wall times on 2 cores running two jobs, some of it beside other",
+        "CPU work: a guide to relative cost, not a benchmark.",
+        "",
+    ]
     if chosen is None:
         lines.append("No design is eligible: the rule chooses none.")
     else:
