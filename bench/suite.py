@@ -30,6 +30,7 @@ MODULES = (
     "bench_cpu_flash_kernel",
     "bench_attention_probs_memory",
     "bench_eval",
+    "bench_smollm2",
     "bench_tokenize",
     "bench_mqar_generator",
     "bench_task_cache",

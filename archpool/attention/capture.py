@@ -14,7 +14,9 @@ keys, their positions, the layer's window and softmax scale.
   Logit soft-capping (Gemma 2) is refused: recomputed rows would not match.
 
 Both support incremental decoding (``start`` / ``step``) for the retrieval-head test, keeping every
-key seen so far per layer (sliding layers included; the window is applied when rows are computed).
+key seen so far per layer (sliding layers included; the window is applied when rows are computed). A
+forward applies the LM head to its last position alone: decoding reads that position's logits, and the
+statistics read none.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ class Probe:
     def _new_cache(self):
         raise NotImplementedError
 
-    def _forward(self, ids, keep, cache):  # -> (logits, [slot dict with q, k, scale])
+    def _forward(self, ids, keep, cache):  # -> (the last position's logits (B, 1, V), [slot dict with q, k, scale])
         raise NotImplementedError
 
     def o_proj(self, layer: int) -> nn.Module:
@@ -153,8 +155,9 @@ class DecoderProbe(Probe):
         slots = [_QSlicingSlot(keep) for _ in self.model.layers]
         for block, slot in zip(self.model.layers, slots):
             block.attn.captured = slot
-        try:
-            logits = self.model(ids.to(self.model.embed.weight.device), kv_cache=cache)
+        try:  # the LM head on the last position alone: a decoding step reads its logits, an analysis none
+            h, _ = self.model._trunk(ids.to(self.model.embed.weight.device), None, cache, with_probs=False)
+            logits = self.model.lm_head(h[:, -1:])
         finally:
             for block in self.model.layers:
                 block.attn.captured = None
@@ -232,6 +235,7 @@ class HFProbe(Probe):
 
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
+        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in params else {}  # the LM head on one row
 
     def _decoder_layers(self):
         base = getattr(self.model, "model", self.model)
@@ -248,7 +252,7 @@ class HFProbe(Probe):
         try:
             device = next(self.model.parameters()).device
             kw = {self._cache_arg: cache} if cache is not None else {}
-            out = self.model(input_ids=ids.to(device), use_cache=cache is not None, **kw)
+            out = self.model(input_ids=ids.to(device), use_cache=cache is not None, **kw, **self._last_only)
         finally:
             _ACTIVE.pop()
         for i, s in enumerate(slots):  # what the model actually passed wins over the config

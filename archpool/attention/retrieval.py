@@ -18,6 +18,15 @@ random other heads masked.
 A long search keeps every finished trial in a :class:`TrialJournal` (one line each, appended as the trial
 finishes): stopped at any moment, the same search resumes where it stopped without repeating a finished
 trial, and gives the result an uninterrupted search gives.
+
+Each finished trial is reported with the time spent and an estimate of the time left. With a time budget
+(``budget_s``) the trials run in :func:`search_order` (rounds of depths, first, last, then the middles, each
+round over every length), so that the part of the search that fits spreads over depths and lengths; the
+search starts no trial it does not expect to finish within its share of the budget (a third with the
+masking ablation, which decodes every searched trial twice more; all of it without), the ablation runs on
+the trials searched, and the result says so (``complete`` false, ``n_trials`` of ``n_planned``); the
+journal keeps them, so the search can be resumed and completed later. Without a budget the trials run in
+their own order (lengths, then depths).
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +63,7 @@ class NeedleTrial:
 
 
 def make_trials(
-    haystack: Sequence[int],
+    haystack: Iterable[int],
     lengths: Sequence[int],
     *,
     depths: Sequence[int] = DEPTHS,
@@ -229,23 +239,84 @@ class TrialJournal:
         self.path.unlink(missing_ok=True)
 
 
-def niah_accuracy(probe: Probe, trials: Sequence[NeedleTrial], journal: TrialJournal | None = None, phase: str = "niah") -> dict:
-    """NIAH accuracy (recall > 0.5) and mean recall of greedy answers; with a ``journal``, each trial's recall
-    is kept under ``phase`` as it finishes and read back instead of decoded again."""
+def search_order(trials: Sequence[NeedleTrial]) -> list[int]:
+    """The indices of ``trials`` in the order a search runs them: rounds of depths, each round every length
+    (shortest first), the depths spread out (the first, the last, then each next the farthest from those
+    already run; ties to the shallower), so that every prefix covers the depths and lengths evenly."""
+    depths = sorted({t.depth for t in trials})
+    chosen: list[int] = []
+    while len(chosen) < len(depths):
+        rest = [d for d in range(len(depths)) if d not in chosen]
+        if not chosen:
+            pick = rest[0]
+        elif len(chosen) == 1:
+            pick = rest[-1]
+        else:
+            pick = max(rest, key=lambda d: (min(abs(d - c) for c in chosen), -d))
+        chosen.append(pick)
+    rank = {depths[d]: r for r, d in enumerate(chosen)}
+    return sorted(range(len(trials)), key=lambda i: (rank[trials[i].depth], trials[i].length, i))
+
+
+class _Clock:
+    """Seconds spent and an estimate of the time left, from the mean time of the trials decoded so far."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock, self.t0, self.decoded, self.decode_s = clock, clock(), 0, 0.0
+
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def timed(self, fn: Callable[[], Any]) -> Any:
+        t = self.clock()
+        out = fn()
+        self.decoded += 1
+        self.decode_s += self.clock() - t
+        return out
+
+    def mean(self) -> float:
+        return self.decode_s / self.decoded if self.decoded else 0.0
+
+    def left(self, trials: int) -> str:
+        return f"about {_duration(self.mean() * trials)} left" if self.decoded else "time left not known yet"
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s:02d} s" if m else f"{s} s"
+
+
+def niah_accuracy(
+    probe: Probe,
+    trials: Sequence[NeedleTrial],
+    journal: TrialJournal | None = None,
+    phase: str = "niah",
+    indices: Sequence[int] | None = None,
+    log: Callable[[str], None] = lambda *a: None,
+    clock: _Clock | None = None,
+) -> dict:
+    """NIAH accuracy (recall > 0.5) and mean recall of greedy answers to ``trials`` (those at ``indices``:
+    default all); with a ``journal``, each trial's recall is kept under ``phase`` as it finishes and read back
+    instead of decoded again. ``log`` hears each decoded trial."""
     recalls = []
-    for i, t in enumerate(trials):
+    order = list(range(len(trials))) if indices is None else list(indices)
+    clock = clock or _Clock(time.monotonic)
+    for k, i in enumerate(order):
+        t = trials[i]
         kept = journal.get(phase, i) if journal is not None else None
         if kept is not None:
             recalls.append(float(kept["recall"]))
             continue
-        r = token_recall(t.answer, greedy(probe, t.prompt, len(t.answer)))
+        r = token_recall(t.answer, clock.timed(lambda t=t: greedy(probe, t.prompt, len(t.answer))))
         if journal is not None:
             journal.add(phase, i, r)
         recalls.append(r)
+        log(f"retrieval ablation ({phase.split(':')[0]} heads masked): trial {k + 1}/{len(order)} (T={t.length}, depth {t.depth}%): "
+            f"recall {r:.2f}; {_duration(clock.elapsed())} spent, {clock.left(len(order) - k - 1)}")  # fmt: skip
     return {"accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)), "mean_recall": sum(recalls) / max(1, len(recalls))}
 
 
-def retrieval_heads(
+def retrieval_heads(  # noqa: PLR0913 — keyword-only settings of the search
     probe: Probe,
     trials: Sequence[NeedleTrial],
     *,
@@ -255,16 +326,24 @@ def retrieval_heads(
     seed: int = 0,
     log=lambda *a: None,
     journal: str | Path | None = None,
+    budget_s: float | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> dict:
-    """Per-head retrieval scores over ``trials``; optional masking ablation with ``mask_k`` heads. ``journal``:
-    the file of a :class:`TrialJournal` that keeps every finished trial, so a stopped search resumes there."""
+    """Per-head retrieval scores over ``trials`` (with a budget, in :func:`search_order`); optional masking ablation with
+    ``mask_k`` heads. ``journal``: the file of a :class:`TrialJournal` that keeps every finished trial, so a
+    stopped search resumes there. ``budget_s``: the seconds the search and its ablation may take (see the
+    module docstring); ``clock`` measures them (default ``time.monotonic``). ``log`` hears every finished trial."""
     L, H = probe.n_layers, probe.n_heads
     book = TrialJournal(journal, trials) if journal is not None else None
     if book is not None and book.entries:
         log(f"retrieval: resuming, {book.count(SEARCH)}/{len(trials)} search trials kept from {book.path}")
+    share = None if budget_s is None else float(budget_s) / (3 if mask_k else 1)
+    timer = _Clock(clock or time.monotonic)
     total = torch.zeros(L, H, dtype=torch.float64)
-    recalls, n_ok = [], 0
-    for i, t in enumerate(trials):
+    recalls, n_ok, searched = [], 0, []
+    order = search_order(trials) if budget_s is not None else list(range(len(trials)))
+    for k, i in enumerate(order):
+        t = trials[i]
         kept = book.get(SEARCH, i) if book is not None else None
         if kept is not None:
             r = float(kept["recall"])
@@ -272,28 +351,38 @@ def retrieval_heads(
             if scores is not None and tuple(scores.shape) != (L, H):
                 raise ConfigError(str(book.path), f"trial {i} has scores of shape {tuple(scores.shape)}, the model {L}x{H} heads")
         else:
-            gen, top1 = decode_with_top1(probe, t.prompt, len(t.answer))
+            if share is not None and searched and timer.elapsed() + timer.mean() > share:
+                log(f"retrieval: the time budget ({_duration(float(budget_s or 0))}) ends the search after {len(searched)} of "
+                    f"{len(trials)} trials; run the analysis again to resume it")  # fmt: skip
+                break
+            gen, top1 = timer.timed(lambda t=t: decode_with_top1(probe, t.prompt, len(t.answer)))
             r = token_recall(t.answer, gen)
             scores = copy_paste_scores(top1, torch.tensor(t.prompt), torch.tensor(gen), t.span).double() if r > 0.5 else None
             if book is not None:
                 book.add(SEARCH, i, r, scores)
+            ablation = 2 * len(trials) if mask_k else 0
+            log(f"retrieval: trial {k + 1}/{len(trials)} (T={t.length}, depth {t.depth}%): recall {r:.2f}; "
+                f"{_duration(timer.elapsed())} spent, {timer.left(len(trials) - k - 1 + ablation)}")  # fmt: skip
+        searched.append(i)
         recalls.append(r)
         if scores is not None:
             n_ok += 1
             total += scores
-        if (i + 1) % 10 == 0 or i + 1 == len(trials):
-            log(f"retrieval: {i + 1}/{len(trials)} trials, {n_ok} successful")
+    log(f"retrieval: {len(searched)}/{len(trials)} trials searched, {n_ok} successful")
     scores = total / max(1, n_ok)
     flat = sorted(((float(scores[layer, h]), layer, h) for layer in range(L) for h in range(H)), reverse=True)
     k = min(top_k, L * H)
     top = [{"layer": layer, "head": h, "score": round(s, 6)} for s, layer, h in flat[:k]]
     out = {
-        "n_trials": len(trials),
+        "n_trials": len(searched),
+        "n_planned": len(trials),
+        "complete": len(searched) == len(trials),
+        "budget_s": budget_s,
         "n_successful": n_ok,
         "accuracy": sum(r > 0.5 for r in recalls) / max(1, len(recalls)),
         "mean_recall": sum(recalls) / max(1, len(recalls)),
-        "lengths": sorted({t.length for t in trials}),
-        "depths": sorted({t.depth for t in trials}),
+        "lengths": sorted({trials[i].length for i in searched}),
+        "depths": sorted({trials[i].depth for i in searched}),
         "threshold": threshold,
         "scores": [[round(float(v), 6) for v in row] for row in scores.tolist()],
         "n_heads_above": int((scores > threshold).sum()),
@@ -311,9 +400,9 @@ def retrieval_heads(
         others = [(layer, h) for layer in range(L) for h in range(H) if (layer, h) not in set(top_heads)]
         rand_heads = random.Random(f"mask:{seed}").sample(others, min(mk, len(others)))
         with masked_heads(probe, top_heads):
-            top_res = niah_accuracy(probe, trials, book, f"top:{sha256_json(top_heads)[:12]}")
+            top_res = niah_accuracy(probe, trials, book, f"top:{sha256_json(top_heads)[:12]}", searched, log, timer)
         with masked_heads(probe, rand_heads):
-            rand_res = niah_accuracy(probe, trials, book, f"random:{sha256_json(rand_heads)[:12]}")
+            rand_res = niah_accuracy(probe, trials, book, f"random:{sha256_json(rand_heads)[:12]}", searched, log, timer)
         out["ablation"] = {
             "k": mk,
             "heads_top": [list(x) for x in top_heads],

@@ -12,6 +12,7 @@ from archpool.model.config import MAX_DIM, MAX_SEQ_LEN
 SINK_EPS = 0.3  # a head is a sink head when its mean attention to the first token exceeds this
 MAX_ATTENTION_SAMPLES = 100_000  # samples per analysis, as an evaluation's per-task cap
 MAX_NEEDLE = 1024  # tokens of a retrieval key or value
+MAX_BUDGET_S = 7 * 24 * 3600  # the longest time budget of a retrieval-head search
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Settings(Config):
     value_len: int = 6
     top_k: int = 10
     mask_k: int | None = None  # default: max(1, 3 % of heads); 0 disables the ablation
+    retrieval_budget_s: float | None = None  # seconds the search and its ablation may take; None: no bound
     seed: int = 0
 
     def validate(self) -> None:
@@ -59,6 +61,13 @@ class Settings(Config):
         _check(self.top_k, f"{p}.top_k", 1, MAX_DIM)
         _check(self.mask_k, f"{p}.mask_k", 0, MAX_DIM)
         _check(self.seed, f"{p}.seed", 0, 2**63 - 1)
+        budget = self.retrieval_budget_s
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET_S
+        ):
+            raise ConfigError(
+                f"{p}.retrieval_budget_s", f"seconds, more than 0 and at most {MAX_BUDGET_S:,} (a week), expected; got {budget!r}"
+            )
         if not 0 < self.sink_eps < 1:
             raise ConfigError(f"{p}.sink_eps", f"a share of attention between 0 and 1 expected, got {self.sink_eps}")
         if self.retrieval:

@@ -26,6 +26,8 @@ from archpool.safeload import read_json_object
 
 RESULT_NAME = "attention.json"
 TRIALS_SUFFIX = ".trials.jsonl"  # beside a cached result: the finished trials of its retrieval-head search while it runs
+# settings that change when an analysis stops, not what it finds: a complete result is the same under any budget
+UNKEYED = ("retrieval_budget_s",)
 
 
 def weights_digest(model_dir: Path) -> str:
@@ -66,7 +68,9 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
     device: str = "cpu",
     log: Callable[..., None] = lambda *a: None,
 ) -> dict[str, Any]:
-    """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings)."""
+    """Analyse a run / checkpoint / HF directory; the result is cached by (weights, text, settings), except
+    one whose retrieval-head search its time budget ended (``retrieval_budget_s``): that search's trials stay
+    in its journal, so the next analysis resumes and extends it."""
     s = settings if isinstance(settings, Settings) else Settings.from_dict(settings)
     target = resolve_target(path)
     digest = weights_digest(target.checkpoint)  # verified first, once; the key never trusts a manifest's word
@@ -89,7 +93,7 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
             "version": VERSION,
             "weights": digest,
             "text": text_id,
-            "settings": s.to_dict(),
+            "settings": {k: v for k, v in s.to_dict().items() if k not in UNKEYED},
             "backend": backend if target.kind == "hf" else "archpool",
         }
     )[:20]
@@ -103,9 +107,11 @@ def analyze_target(  # noqa: PLR0913 — keyword-only options, one per `archpool
         journal = cache_dir() / f"{key}{TRIALS_SUFFIX}" if use_cache else None  # the search's finished trials
         result = analyze(model, corpus, s, log=log, journal=journal)
         result.update(cache_key=key, checkpoint_sha256=digest)
-        if use_cache:
+        if use_cache and result.get("retrieval", {}).get("complete", True):
             write_cache_entry(cached, result)
             journal.unlink(missing_ok=True)  # type: ignore[union-attr]  # the result is kept: its trials are not needed
+        elif use_cache:  # a search its time budget ended: not cached, its trials kept for the next analysis to resume
+            log(f"attention: the retrieval-head search is not complete; its trials are kept in {journal} for the next run")
     # a cache hit may come from a copy: the target is this one, its path resolved
     result.update(target=str(target.path.resolve()), kind=target.kind, name=target.name)
     if out is not None:

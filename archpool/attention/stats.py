@@ -9,7 +9,8 @@ every document follows in pretraining):
   sample: first-token mass, entropy (raw, / log|support|, sink-excluded), distance profile by layer
   type, per layer and head;
 - ``retrieval`` (no BOS): retrieval-head scores, heads above 0.1, top-k, and NIAH accuracy with the
-  top-k vs k random heads masked.
+  top-k vs k random heads masked; with ``retrieval_budget_s`` over the trials that fit the budget
+  (``complete``, ``n_trials`` of ``n_planned``).
 
 ``metrics`` holds the flat scalars the pool puts into results.csv (``attn_*``).
 """
@@ -148,9 +149,11 @@ def analyze(
         )
         n_heads = probe.n_layers * probe.n_heads
         mask_k = s.mask_k if s.mask_k is not None else max(1, round(0.03 * n_heads))
-        result["retrieval"] = retrieval_heads(probe, trials, top_k=s.top_k, mask_k=mask_k, seed=s.seed, log=log, journal=journal)
+        result["retrieval"] = retrieval_heads(
+            probe, trials, top_k=s.top_k, mask_k=mask_k, seed=s.seed, log=log, journal=journal, budget_s=s.retrieval_budget_s
+        )
         log(
-            f"retrieval: {result['retrieval']['n_successful']}/{len(trials)} successful, "
+            f"retrieval: {result['retrieval']['n_successful']}/{result['retrieval']['n_trials']} successful, "
             f"{result['retrieval']['n_heads_above']} heads > {result['retrieval']['threshold']}"
         )
     result["metrics"] = flat_metrics(result)

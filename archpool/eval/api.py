@@ -266,7 +266,7 @@ class _Evaluation:
         if not docs:
             return {"longppl": [{"suite": "longppl", "skipped": "no held-out long documents (pass --data)"}]}
         ev = evaluator or t
-        thresholds = {k: v for k, v in (("alpha", r.longppl_alpha), ("beta", r.longppl_beta)) if v is not None}
+        thresholds: dict[str, Any] = {k: v for k, v in (("alpha", r.longppl_alpha), ("beta", r.longppl_beta)) if v is not None}
         rows = LP.run_longppl(
             t.lm,
             ev.lm,

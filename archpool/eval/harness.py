@@ -15,8 +15,21 @@ unchanged.
   only the essay haystacks use) is skipped.
 - One ``simple_evaluate`` call per task × length, each with lm-eval's seeds (``random`` 0, numpy and torch
   1234, or ``seed`` for all three) set afresh, so a cell's documents do not depend on which other cells
-  ran: they are the documents lm-eval's task function builds after the same seeding. lm-eval generates 500
-  documents per length; ``limit`` of them are scored (its first ones).
+  ran: they are the documents lm-eval's task function builds after the same seeding. lm-eval's task
+  functions generate 500 documents per length and lm-eval scores the first ``limit``; the generators are
+  asked for those ``limit`` alone (:func:`documents_up_to`), which are the same documents, and lm-eval's
+  report of the environment (subprocesses, about a second a cell) is skipped.
+- Generation (``generation``): ``answer`` (the default) bounds the greedy decoding of the needle tasks
+  (``niah_*``: their prompts end with an answer prefix, "The special magic number for X mentioned in the
+  provided text is", that the needles follow) by the cell's gold answers (:func:`answer_budget`: the tokens
+  of a document's answers, plus room for separators, never more than lm-eval's 128), so a document that is
+  not answered is not decoded for 128 tokens; the answers are matched in the prediction, so decoding past
+  them cannot add to a score except when a model writes something else before them. The other tasks keep
+  lm-eval's own budgets, already sized to their answers (variable tracking 30, common and frequent words
+  120 and 50, QA 32 tokens): a word list scores partial credit for every listed answer, and a shorter one
+  would lose some. ``task`` keeps lm-eval's budgets for every task. Decoding stops at the end-of-text token
+  either way, and each prompt is prefilled once (transformers' ``generate`` with its KV cache).
+  ``batch_size`` documents go to the model at once (lm-eval pads them).
 - Scores: lm-eval's per-length metric (``string_match_all``; ``string_match_part`` for QA) × 100.
   Columns (:func:`harness_columns`): ``ruler_<task>@<length>`` per task (lm-eval's name without its
   ``ruler_`` prefix: ``ruler_niah_single_1@4096``, ``ruler_vt@4096``), ``ruler@<length>`` = the mean over
@@ -27,10 +40,12 @@ unchanged.
   few tokens, which a window of exactly the length would cut from the prompt's start.
 - Cache: one entry per cell keyed by (the whole model's sha256: weights, config.json, generation settings
   and tokenizer files, :func:`archpool.eval.hfdir.model_sha256`; the tokenizer files' sha256, task, length,
-  limit, seed, lm-eval version), written and read back with its content hash (``archpool.io.write_cache_entry`` /
+  limit, seed, generation budget, lm-eval version), written and read back with its content hash (``archpool.io.write_cache_entry`` /
   ``read_cache_entry``, as the task cache); the entry keeps the cell's per-sample log. ``out_dir`` gets
   ``results.json`` and ``samples.jsonl`` (one line per scored document: its prompt, lm-eval's document,
-  the model's answer and its score).
+  the model's answer and its score). A cell records its seconds (``wall_s``, without loading the model) and
+  its generation budget (``max_gen_toks``); with ``progress`` each finished batch of documents is reported on
+  standard error as it finishes.
 - A cell lm-eval cannot build at a length (:func:`cannot_build`, or lm-eval's own error) is recorded as
   skipped with the reason and left out of the mean; a download that fails is a ``DataError`` naming the
   task and its source. ``ruler_cwe``'s module-level random generator, which no lm-eval seed resets, is
@@ -76,7 +91,11 @@ DOWNLOADS = {
 }  # what each downloading task fetches
 DEFAULT_LIMIT = 50  # documents scored per task and length (lm-eval builds 500)
 MAX_GEN_TOKENS = 128  # the longest generation budget of lm-eval's RULER tasks
-HARNESS_FORMAT_VERSION = 1  # bump when a cell's result or its cache key changes
+HARNESS_FORMAT_VERSION = 2  # bump when a cell's result or its cache key changes
+GENERATION = ("answer", "task")  # a cell's generation budget: its documents' answers, or lm-eval's per task
+BOUNDED_TASKS = tuple(t for t in RULER_TASKS if t.startswith("niah_"))  # decoded as far as their answers reach
+ANSWER_SLACK, ANSWER_ITEM_SLACK = 8, 4  # tokens beyond the answers: a cell's, and each answer's (separators)
+MAX_BATCH = 64  # documents per batch
 MODE = "lm-eval"  # the cache entries' mode (lm-eval's greedy generation, scored by lm-eval)
 SAMPLE_KEYS = ("task", "length", "doc_id", "prompt", "prompt_tokens", "answer", "target", "score", "doc", "doc_hash",
                "prompt_hash")  # fmt: skip  # a line of samples.jsonl
@@ -118,6 +137,33 @@ def _check_limit(limit: Any, field: str) -> None:
         raise ConfigError(field, f"documents per task and length: an integer from 1 to 500 (lm-eval builds 500), got {limit!r}")
 
 
+def _check_generation(generation: Any, batch_size: Any, prefix: str) -> None:
+    if generation not in GENERATION:
+        raise ConfigError(
+            f"{prefix}.generation",
+            f"{generation!r}: 'answer' (decode as far as the documents' answers reach) or 'task' (lm-eval's budgets)",
+        )
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise ConfigError(f"{prefix}.batch_size", f"documents per batch: an integer from 1 to {MAX_BATCH}, got {batch_size!r}")
+
+
+def answer_budget(task: str, outputs: Sequence[Sequence[str]], tokenizer: Any, task_budget: int) -> int:
+    """The generation budget of a cell of ``task`` whose documents' gold answers are ``outputs`` (one list per
+    document): for the needle tasks (:data:`BOUNDED_TASKS`) the most tokens a document's answers take, written
+    one after another, plus :data:`ANSWER_ITEM_SLACK` per answer and :data:`ANSWER_SLACK`, at most
+    ``task_budget`` (the task's own ``max_gen_toks``); for the other tasks ``task_budget``."""
+    if task not in BOUNDED_TASKS:
+        return int(task_budget)
+    need = 0
+    for answers in outputs:
+        answers = [answers] if isinstance(answers, str) else list(answers or [])
+        if not answers:
+            return int(task_budget)
+        sizes = [len(tokenizer(" " + str(a), add_special_tokens=False).input_ids) for a in answers]
+        need = max(need, sum(sizes) + ANSWER_ITEM_SLACK * len(sizes) + ANSWER_SLACK)
+    return max(1, min(int(task_budget), need))
+
+
 # ---------------------------------------------------------------------------------------------- pool section
 @dataclass(frozen=True)
 class RulerSettings(Config):
@@ -131,12 +177,15 @@ class RulerSettings(Config):
     lengths: list[int] | None = None  # tokens; default: the eval stage's lengths of the phase
     limit: int = DEFAULT_LIMIT  # documents per task and length
     allow_download: bool = False  # the downloading tasks (also needs `archpool run --allow-download`)
+    generation: str = "answer"  # the generation budget: as far as the answers reach, or lm-eval's ("task")
+    batch_size: int = 1  # documents per batch
 
     def validate(self) -> None:
         check_tasks(self.tasks, self.allow_download, f"{self.PATH}.tasks")
         if self.lengths is not None:
             check_lengths(self.lengths, f"{self.PATH}.lengths")
         _check_limit(self.limit, f"{self.PATH}.limit")
+        _check_generation(self.generation, self.batch_size, self.PATH)
 
 
 @dataclass(frozen=True)
@@ -172,7 +221,16 @@ def lm_eval_version() -> str:
         raise ConfigError(HARNESS_SUITE, "lm-evaluation-harness is not installed: pip install 'archpool[harness]'") from None
 
 
-def cell_key(model_hash: str, tokenizer_hash: str, task: str, length: int, limit: int, seed: int | None, version: str) -> str:
+def cell_key(
+    model_hash: str,
+    tokenizer_hash: str,
+    task: str,
+    length: int,
+    limit: int,
+    seed: int | None,
+    version: str,
+    generation: str = "answer",
+) -> str:
     from archpool.io import sha256_json
 
     return sha256_json(
@@ -185,6 +243,7 @@ def cell_key(model_hash: str, tokenizer_hash: str, task: str, length: int, limit
             "length": length,
             "limit": limit,
             "seed": seed,
+            "generation": generation,
             "lm_eval": version,
         }
     )[:24]
@@ -251,12 +310,14 @@ class HarnessRequest:
     out_dir: Path | None = None
     cache_dir: Path | None = None
     device: str | None = None  # None: cuda when available, else cpu
-    batch_size: int = 1
+    batch_size: int = 1  # documents per batch
+    generation: str = "answer"  # "answer": decode as far as the documents' answers reach; "task": lm-eval's budgets
 
     def __post_init__(self) -> None:
         self.tasks = tuple(check_tasks(self.tasks, self.allow_download))
         self.lengths = tuple(check_lengths(list(self.lengths)))
         _check_limit(self.limit, "harness.limit")
+        _check_generation(self.generation, self.batch_size, "harness")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ConfigError("harness.seed", f"an integer, got {self.seed!r}")
         self.out_dir = None if self.out_dir is None else Path(self.out_dir)
@@ -280,7 +341,7 @@ def run_ruler(
     total = len(request.lengths) * len(request.tasks)
     for length in request.lengths:
         for task in request.tasks:
-            key = cell_key(model_hash, tok_hash, task, length, request.limit, request.seed, version)
+            key = cell_key(model_hash, tok_hash, task, length, request.limit, request.seed, version, request.generation)
             path = request.cache_dir / f"harness_{key}.json" if request.cache_dir else None
             cells.append(
                 cached_cell(
@@ -305,6 +366,8 @@ def run_ruler(
         "lengths": list(request.lengths),
         "limit": request.limit,
         "seed": request.seed,
+        "generation": request.generation,
+        "batch_size": request.batch_size,
         "seeds": _seeds(request.seed),
         "offline": not request.allow_download,
         "max_length": max(request.lengths) + MAX_GEN_TOKENS,
@@ -389,6 +452,50 @@ def _cached(path: Path, key: str, task: str, length: int) -> dict[str, Any] | No
 GENERATION_ERRORS = (ValueError, ZeroDivisionError, AssertionError, IndexError, RuntimeError)
 
 
+def bounded_lm_class() -> type:
+    """lm-eval's ``HFLM`` with a generation budget per cell and a report per batch: ``budget`` (the cell's task and
+    its ``generation`` policy) sets every request's ``max_gen_toks`` by :func:`answer_budget` (``answer``) or
+    leaves lm-eval's (``task``); ``on_batch(done, total)`` hears each finished batch. Generation itself is
+    lm-eval's (``generate_until``, transformers' ``generate``)."""
+    from lm_eval.models.huggingface import HFLM
+
+    class BoundedHFLM(HFLM):
+        budget: tuple[str, str] | None = None  # (task, generation policy) of the cell being scored
+        last_budget: int | None = None  # the max_gen_toks of the last call
+        on_batch: Callable[[int, int], None] | None = None
+
+        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+            requests = self._bounded(list(requests))
+            size = int(self.batch_size) if isinstance(self.batch_size, int) else len(requests)
+            out: list[str] = []
+            for i in range(0, len(requests), max(1, size)):
+                out += super().generate_until(requests[i : i + size], disable_tqdm=True)
+                if self.on_batch is not None:
+                    self.on_batch(min(i + size, len(requests)), len(requests))
+            return out
+
+        def _bounded(self, requests: list[Any]) -> list[Any]:
+            if not requests:
+                return requests
+            first = requests[0].args[1] if len(requests[0].args) > 1 else {}
+            task_budget = int(first.get("max_gen_toks", self.max_gen_toks))
+            budget = task_budget
+            if self.budget is not None and self.budget[1] == "answer":
+                outputs = [r.doc.get("outputs") if isinstance(r.doc, dict) else None for r in requests]
+                budget = (
+                    task_budget
+                    if any(o is None for o in outputs)
+                    else answer_budget(self.budget[0], outputs, self.tokenizer, task_budget)
+                )
+            self.last_budget = budget
+            for r in requests:
+                context, kwargs = r.args[0], dict(r.args[1])
+                r.arguments = (context, {**kwargs, "max_gen_toks": budget})
+            return requests
+
+    return BoundedHFLM
+
+
 @dataclass
 class _Session:
     """The HFLM over ``model_dir`` (loaded on the first cell that is not cached) and the lm-eval calls."""
@@ -401,11 +508,10 @@ class _Session:
     def model(self) -> Any:
         if self.lm is None:
             import torch
-            from lm_eval.models.huggingface import HFLM
 
             device = self.request.device or ("cuda" if torch.cuda.is_available() else "cpu")
             with offline(not self.request.allow_download), self.quiet():
-                self.lm = HFLM(
+                self.lm = bounded_lm_class()(
                     pretrained=str(self.model_dir),
                     tokenizer=str(self.model_dir),
                     device=device,
@@ -413,6 +519,8 @@ class _Session:
                     max_length=max(self.request.lengths) + MAX_GEN_TOKENS,
                     dtype="float32" if device == "cpu" else "auto",
                 )
+                import lm_eval.evaluator  # noqa: F401 — imported with the model, so no cell's seconds count them
+                from lm_eval.tasks.ruler import common_utils, cwe_utils, fwe_utils, niah_utils, vt_utils  # noqa: F401
         return self.lm
 
     @contextlib.contextmanager
@@ -423,7 +531,6 @@ class _Session:
 
     def cell(self, task: str, length: int) -> dict[str, Any]:
         """One task at one length: lm-eval's score × 100 and its samples, or ``skipped`` with lm-eval's reason."""
-        t0 = time.perf_counter()
         base = {
             "suite": HARNESS_SUITE,
             "task": task,
@@ -431,8 +538,18 @@ class _Session:
             "mode": MODE,
             "limit": self.request.limit,
             "seed": self.request.seed,
+            "generation": self.request.generation,
         }
-        lm = self.model()
+        lm = self.model()  # loaded once, before the cell's clock starts
+        t0 = time.perf_counter()
+        lm.budget, lm.last_budget = (task, self.request.generation), None
+        lm.on_batch = None
+        if self.progress:  # each finished batch on standard error (a pool node's log gets one line per cell)
+            lm.on_batch = lambda done, n: print(
+                f"{HARNESS_SUITE}: {task}@{length}: document {done}/{n} ({time.perf_counter() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
         with offline(not self.request.allow_download), self.quiet():
             unfit = cannot_build(task, length, lm.tokenizer)
             if unfit:
@@ -459,6 +576,7 @@ class _Session:
             "score": score,
             "n": len(samples),
             "metric": "string_match (lm-eval ruler) x 100",
+            "max_gen_toks": lm.last_budget,
             "prompt_tokens_max": max((s["prompt_tokens"] for s in samples), default=0),
             "wall_s": time.perf_counter() - t0,
             "samples": samples,
@@ -511,8 +629,80 @@ def cannot_build(task: str, length: int, tokenizer: Any) -> str | None:
     return None
 
 
+# lm-eval's RULER generators of the local tasks, by module: each builds 500 documents per length
+GENERATORS = (
+    ("niah_utils", "generate_samples"),
+    ("vt_utils", "sys_vartrack_w_noise_random"),
+    ("cwe_utils", "sys_word_pair_random"),
+    ("fwe_utils", "sys_kwext"),
+)
+
+
+@contextlib.contextmanager
+def documents_up_to(limit: int) -> Iterator[None]:
+    """lm-eval's RULER generators (:data:`GENERATORS`) build at most ``limit`` documents per length while the
+    block runs, instead of 500 of which lm-eval scores the first ``limit``: every document draws from the
+    random generators after the documents before it, so the first ``limit`` are the same documents
+    (``tests/eval/test_harness_speed.py`` builds them both ways)."""
+    patched = []
+    for module_name, name in GENERATORS:
+        for module in _ruler_modules(module_name):
+            real = getattr(module, name)
+
+            def capped(*args: Any, _real: Callable[..., Any] = real, **kwargs: Any) -> Any:
+                kwargs["num_samples"] = min(int(kwargs.get("num_samples", 500)), limit)
+                return _real(*args, **kwargs)
+
+            setattr(module, name, capped)
+            patched.append((module, name, real))
+    try:
+        yield
+    finally:
+        for module, name, real in patched:
+            setattr(module, name, real)
+
+
+def _ruler_modules(module_name: str) -> list[Any]:
+    """Every loaded copy of ``lm_eval.tasks.ruler.<module_name>``: the one Python's import gives, and the one
+    lm-eval's YAML loader gives its task configs (it executes a task module's file again, once, into
+    ``sys.modules`` without updating the package's attribute); loaded here first, so the copy the tasks call
+    is the one patched."""
+    import importlib
+    import sys
+
+    full = f"lm_eval.tasks.ruler.{module_name}"
+    imported = importlib.import_module(full)
+    copies = [imported, getattr(importlib.import_module("lm_eval.tasks.ruler"), module_name, imported)]
+    try:
+        from lm_eval.tasks._yaml_loader import _load_module_with_cache
+    except ImportError:  # another lm-eval layout: its loader imports the module as Python does
+        pass
+    else:
+        copies.append(_load_module_with_cache(Path(str(imported.__file__))))
+    copies.append(sys.modules.get(full, imported))
+    return list({id(m): m for m in copies}.values())
+
+
+@contextlib.contextmanager
+def no_environment_report() -> Iterator[None]:
+    """``simple_evaluate`` without its environment report while the block runs: lm-eval runs ``git describe``
+    and torch's ``collect_env`` (``pip list`` and more, in subprocesses: about a second a cell) for fields of
+    its results that archpool does not read."""
+    from lm_eval import evaluator
+
+    saved = evaluator.add_env_info, evaluator.get_git_commit_hash
+    evaluator.add_env_info = lambda storage: None
+    evaluator.get_git_commit_hash = lambda: None
+    try:
+        yield
+    finally:
+        evaluator.add_env_info, evaluator.get_git_commit_hash = saved
+
+
 def run_lm_eval(lm: Any, task: str, length: int, limit: int, seed: int | None, model_dir: Path) -> dict[str, Any]:
-    """``lm_eval.simple_evaluate`` of one RULER task at one length (its own seeds set afresh)."""
+    """``lm_eval.simple_evaluate`` of one RULER task at one length (its own seeds set afresh), its documents
+    built up to ``limit`` (:func:`documents_up_to`), without lm-eval's environment report
+    (:func:`no_environment_report`)."""
     import lm_eval
     from lm_eval.tasks import TaskManager
     from lm_eval.tasks.ruler import common_utils
@@ -524,6 +714,11 @@ def run_lm_eval(lm: Any, task: str, length: int, limit: int, seed: int | None, m
     metadata = {"max_seq_lengths": [length], "tokenizer": str(model_dir)}
     manager = TaskManager(include_defaults=False, include_path=str(ruler_dir), metadata=metadata)
     seeds = _seeds(seed)
+    with documents_up_to(limit), no_environment_report():
+        return _simple_evaluate(lm_eval, lm, task, limit, manager, seeds)
+
+
+def _simple_evaluate(lm_eval: Any, lm: Any, task: str, limit: int, manager: Any, seeds: dict[str, int]) -> dict[str, Any]:
     return lm_eval.simple_evaluate(
         model=lm,
         tasks=[task],
@@ -584,10 +779,12 @@ def harness_request_from(
         allow_download=settings.allow_download and allow_download,
         out_dir=out_dir,
         cache_dir=cache_dir,
+        batch_size=settings.batch_size,
+        generation=settings.generation,
     )
 
 
 __all__ = [
-    "DOWNLOADS", "HARNESS_SUITE", "LOCAL_TASKS", "RULER_TASKS", "DownloadRefused", "HarnessRequest", "HarnessSettings",
-    "RulerSettings", "check_tasks", "harness_columns", "offline", "run_ruler",
+    "BOUNDED_TASKS", "DOWNLOADS", "GENERATION", "HARNESS_SUITE", "LOCAL_TASKS", "RULER_TASKS", "DownloadRefused", "HarnessRequest",
+    "HarnessSettings", "RulerSettings", "answer_budget", "check_tasks", "harness_columns", "offline", "run_ruler",
 ]  # fmt: skip

@@ -1,8 +1,10 @@
 """One scoring interface over archpool's ``Decoder`` or a transformers causal LM.
 
 A backend has three primitives: a fresh incremental state (KV cache), ``step`` (append tokens,
-return their logits) and ``expand`` (copy a state for n continuations). Everything the evaluator
-needs is written once on top: chunked prefill (attention is never larger than chunk × context),
+return their logits, or with ``last_only`` the last position's alone: the LM head is applied to that one
+row) and ``expand`` (copy a state for n continuations). Everything the evaluator
+needs is written once on top: chunked prefill (attention is never larger than chunk × context; each chunk
+runs the LM head on its last position only, the one whose logits a prefill returns),
 log-probabilities of K candidate continuations sharing one prefill, greedy decoding with a KV
 cache, and per-token NLL of long documents (batched, chunked).
 """
@@ -10,6 +12,7 @@ cache, and per-token NLL of long documents (batched, chunked).
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,7 +24,9 @@ class Backend(Protocol):
     vocab_size: int
 
     def new_state(self) -> Any: ...
-    def step(self, state: Any, ids: torch.Tensor) -> torch.Tensor: ...  # (B, T) -> (B, T, V), appends to state
+    def step(
+        self, state: Any, ids: torch.Tensor, last_only: bool = False
+    ) -> torch.Tensor: ...  # (B, T) -> (B, T or 1, V), appends to state
     def expand(self, state: Any, n: int) -> Any: ...  # batch-1 state -> n independent copies
 
 
@@ -37,8 +42,11 @@ class ArchpoolBackend:
         return self.model.new_cache()
 
     @torch.no_grad()
-    def step(self, state, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids.to(self.device), kv_cache=state).float()
+    def step(self, state, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        if not last_only:
+            return self.model(ids.to(self.device), kv_cache=state).float()
+        h, _ = self.model._trunk(ids.to(self.device), None, state, with_probs=False)
+        return self.model.lm_head(h[:, -1:]).float()
 
     def expand(self, state, n: int):
         new = self.model.new_cache()
@@ -55,8 +63,6 @@ class HFBackend:
         self.model = model.eval()
         self.vocab_size = model.config.vocab_size
         self.device = next(model.parameters()).device
-        import inspect
-
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
 
@@ -66,8 +72,9 @@ class HFBackend:
         return DynamicCache(config=self.model.config)
 
     @torch.no_grad()
-    def step(self, state, ids: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=ids.to(self.device), **{self._cache_arg: state}, use_cache=True)
+    def step(self, state, ids: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        keep = {"logits_to_keep": 1} if last_only else {}
+        out = self.model(input_ids=ids.to(self.device), **{self._cache_arg: state}, use_cache=True, **keep)
         return out.logits.float()
 
     def expand(self, state, n: int):
@@ -89,6 +96,13 @@ class LM:
     info: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ prefill
+    def _step_last(self, state, ids: torch.Tensor) -> torch.Tensor:
+        """The logits (B, V) of the last position of ``ids`` appended to ``state``: the LM head on that row
+        alone when the backend's ``step`` takes ``last_only`` (archpool's and transformers' backends do)."""
+        if "last_only" in inspect.signature(self.backend.step).parameters:
+            return self.backend.step(state, ids, last_only=True)[:, -1]
+        return self.backend.step(state, ids)[:, -1]
+
     def prefill(self, ids: Sequence[int] | torch.Tensor, state=None) -> tuple[Any, torch.Tensor]:
         """Feed ``ids`` (one sequence, or a (B, T) tensor) in chunks; return the state and the
         logits of the last position."""
@@ -98,7 +112,7 @@ class LM:
         state = self.backend.new_state() if state is None else state
         last = None
         for s in range(0, x.shape[1], self.prefill_chunk):
-            last = self.backend.step(state, x[:, s : s + self.prefill_chunk])[:, -1]
+            last = self._step_last(state, x[:, s : s + self.prefill_chunk])
         assert last is not None, "prefill of an empty sequence"
         return state, last
 
@@ -139,7 +153,7 @@ class LM:
                 break
             if len(out) == max_new_tokens:
                 break
-            last = self.backend.step(state, torch.tensor([[nxt]]))[:, -1]
+            last = self._step_last(state, torch.tensor([[nxt]]))
         return out
 
     # ------------------------------------------------------------------ perplexity
