@@ -335,7 +335,7 @@ def _job_pid(h: _Handle) -> int | None:
 
 def _job_alive(h: _Handle, wait: float = 0.0) -> bool:
     """Whether a local submitit job's controller still runs (reaping it once it has exited)."""
-    proc = getattr(h.job, "_process", None)  # submitit's LocalJob: the controller's Popen
+    proc = vars(h.job).get("_process")  # submitit's LocalJob: the controller's Popen (other jobs have none)
     if proc is None:
         pid = _job_pid(h)
         return bool(pid) and os.path.exists(f"/proc/{pid}")

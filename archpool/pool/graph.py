@@ -64,7 +64,7 @@ class Node:
         """The node as plan.json records it: identity, references, inputs, cost and key, no config (a
         checkpoint node's model ``content`` key too, which planning hashed from the model's bytes)."""
         refs = dict(recipe=self.recipe, milestone=self.milestone, rung=self.rung, phase=self.phase)
-        refs["content"] = getattr(self.config, "content", None)
+        refs["content"] = self.config.to_dict().get("content")  # to_dict omits an unset content
         return dict(
             id=self.id,
             stage=self.stage,

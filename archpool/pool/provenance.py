@@ -140,7 +140,7 @@ def report_context(out: Path, pool: PoolSpec, nodes: list[Node]) -> ReportContex
     budgets = [
         (what, b) for what, stage in (("pretraining", "pretrain"), ("extension", "extend")) if (b := _budget(nodes, stage))
     ]
-    seeds = sorted({s for r in pool.runs for s in [getattr(r, "seed", None)] if s is not None})
+    seeds = sorted({r.seed for r in pool.runs})
     if seeds:
         budgets.insert(0, ("seeds", ", ".join(map(str, seeds))))
     return ReportContext(
