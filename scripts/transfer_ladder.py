@@ -73,6 +73,11 @@ def main() -> None:
             m, n = rung_cost(p, w)
             if n:
                 costs[w] = (m, n)
+    widths_of = pd.to_numeric(df["d_model"], errors="coerce")
+    mastery = {
+        int(w): (float(g["mastery_acc"].min()), int((g["mastered"].astype(str).isin(["1", "1.0", "True"])).sum()), len(g))
+        for w, g in df.assign(_w=widths_of).groupby("_w")
+    }
     rows = []
     for s in scores:
         width = int(next(g.split("=")[1] for g in s.group if g.startswith("d_model=")))
@@ -95,8 +100,8 @@ def main() -> None:
                     "ci_lo": lo,
                     "ci_hi": hi,
                     "z": c["z"],
-                    "z_lo": lo / sd if sd else None,
-                    "z_hi": hi / sd if sd else None,
+                    "z_lo": lo / sd if sd and lo is not None else None,
+                    "z_hi": hi / sd if sd and hi is not None else None,
                     "paper_z": c["paper_z"],
                     "paper_sign_resolved": resolved,
                     "opposite_resolved": opposite,
@@ -112,18 +117,20 @@ def main() -> None:
     RECORD.mkdir(parents=True, exist_ok=True)
     table.to_csv(RECORD / "ladder.csv", index=False)
     widths = sorted(int(w) for w in table["d_model"].unique())
+    # the evidence: rungs whose every run masters its own length (a rung that cannot learn the task measures no extension)
+    measured = [w for w in widths if w in mastery and mastery[w][1] == mastery[w][2]]
     smallest = {}
     for f in CARRY_FEATURES:
         t = table[table.feature == f].set_index("d_model")
-        ok = [w for w in widths if w in t.index and bool(t.at[w, "paper_sign_resolved"])]
+        resolved = {w: w in t.index and bool(t.at[w, "paper_sign_resolved"]) for w in measured}
         # the smallest width from which every larger rung also resolves the paper's sign
-        first = next((w for w in ok if all(bool(t.at[v, "paper_sign_resolved"]) for v in widths if v >= w)), None)
+        first = next((w for w in measured if all(resolved[v] for v in measured if v >= w)), None)
         smallest[f] = None if first is None else int(first)
     evidence = {
         "design": args.design,
         "measure": args.measure,
         "lengths": lengths,
-        "widths": [int(w) for w in widths],
+        "widths": [int(w) for w in measured],
         "features": {
             f: {
                 "smallest_width": smallest[f],
@@ -137,6 +144,7 @@ def main() -> None:
                         "opposite_resolved": bool(r.opposite_resolved),
                     }
                     for r in table[table.feature == f].itertuples()
+                    if int(r.d_model) in measured
                 },
             }
             for f in CARRY_FEATURES
@@ -175,22 +183,36 @@ def main() -> None:
         "|---|---:|---|---|---|",
     ]
     for r in table.itertuples():
+        ci = "[—]" if pd.isna(r.ci_lo) or pd.isna(r.ci_hi) else f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]"
         lines.append(
-            f"| {FEATURE_NAMES[r.feature]} | {r.d_model} | {r.effect:+.3f} [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | "
+            f"| {FEATURE_NAMES[r.feature]} | {r.d_model} | {r.effect:+.3f} {ci} | "
             f"{r.z:+.2f} ({r.paper_z:+.2f}) | {'yes' if r.paper_sign_resolved else 'opposite, resolved' if r.opposite_resolved else 'no'} |"
         )
-    lines += ["", "| d_model | transfer score [95% CI] | runs | node-minutes (2 cores, 2 jobs) |", "|---:|---|---:|---:|"]
-    for w in widths:
-        r = table[table.d_model == w].iloc[0]
-        lines.append(f"| {w} | {r.transfer_score:+.2f} [{r.score_lo:+.2f}, {r.score_hi:+.2f}] | {r.runs} | {r.node_minutes} |")
     lines += [
         "",
-        "The smallest width from which a feature's effect has the paper's sign and is resolved at every larger rung:",
+        "| d_model | transfer score [95% CI] | runs | runs that master their own length (lowest accuracy) | node-minutes (2 cores, 2 jobs) |",
+        "|---:|---|---:|---|---:|",
+    ]
+    for w in widths:
+        r = table[table.d_model == w].iloc[0]
+        low, n_ok, n = mastery.get(w, (float("nan"), 0, 0))
+        ci = "[—]" if pd.isna(r.score_lo) or pd.isna(r.score_hi) else f"[{r.score_lo:+.2f}, {r.score_hi:+.2f}]"
+        score = "—" if pd.isna(r.transfer_score) else f"{r.transfer_score:+.2f} {ci}"
+        lines.append(f"| {w} | {score} | {r.runs} | {n_ok} of {n} ({low:.3f}) | {r.node_minutes} |")
+    lines += [
+        "",
+        "A rung whose arms do not master their own length (the pool's mastery rule: accuracy ≥ 0.90 at it, overall",
+        "and in every distance bucket) measures extension on models that never learned the task; the search's rule",
+        "makes such a setup ineligible, and its effects are shown here but are not evidence of transfer.",
+    ]
+    lines += [
+        "",
+        "The smallest width from which a feature's effect has the paper's sign and is resolved at every larger rung (rungs whose runs all master their own length):",
         "",
     ]
     for f in CARRY_FEATURES:
         lines.append(
-            f"- {FEATURE_NAMES[f]}: {('d_model ' + str(smallest[f])) if smallest[f] else 'none up to d_model ' + str(widths[-1])}"
+            f"- {FEATURE_NAMES[f]}: {('d_model ' + str(smallest[f])) if smallest[f] else 'none up to d_model ' + str(measured[-1])}"
         )
     (RECORD / "ladder.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
