@@ -300,6 +300,34 @@ mkdir -p pubrun/report docs_pub && printf '{"schema": 3, "pool": {"name": "p"}, 
 case_ '`publish_results.py` onto a page that is a link (exit 2 = link target untouched)' bash -c "$PY $REPO/scripts/publish_results.py pubrun p --docs docs_pub 2> pub.err; rc=\$?; cat pub.err >&2; if [ \$rc = 2 ] && [ \"\$(cat theirs.md)\" = theirs ]; then exit 2; fi; exit \$rc"
 rm -f pubrun/report/report.md && mkdir -p pubrun/report/report.md && rm -f docs_pub/p.md
 case_ '`publish_results.py` a half-written report (report.md a directory)' $PY $REPO/scripts/publish_results.py pubrun p --docs docs_pub
+# ---- harness backends: inputs checked before a model loads, in a pool before any stage
+$A export-hf run hfh --tokenizer tokenizer.json > /dev/null 2>&1
+$PY -c "
+import json, pathlib
+d = pathlib.Path('hd')
+def w(p, rows):
+    p = d / p; p.parent.mkdir(parents=True, exist_ok=True); p.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+for t in ('niah_multikey_2', 'niah_multikey_3', 'niah_multivalue'):
+    w(f'ruler/{t}/validation_4096.jsonl', [dict(index=i, context='the cat sat', query='cat', type_needle_v='numbers', outputs=['7']) for i in range(3)])
+w('json_kv/test_k50_dep6.jsonl', [dict(context='{\"a\": \"b\"}', question='\"a\"', answer='b', demos=[]) for _ in range(3)])
+"
+cp -r hd hd_utf && printf '{"context": "x", "question": "\xff\xfe", "answer": "b"}\n' >> hd_utf/json_kv/test_k50_dep6.jsonl
+case_ '`eval --suite helmet-data` whose JSON KV file ends in a non-UTF-8 line' $A eval hfh --suite helmet-data --helmet-data hd_utf --helmet-data-categories recall --lengths 256 --no-progress
+cp -r hd hd_gold && $PY -c "
+import json, pathlib
+p = pathlib.Path('hd_gold/ruler/niah_multivalue/validation_4096.jsonl')
+rows = [json.loads(x) for x in p.read_text().splitlines()]; rows[1]['outputs'] = ['7', '']
+p.write_text(''.join(json.dumps(r) + '\n' for r in rows))"
+case_ '`eval --suite helmet-data` with a blank gold among a record'"'"'s answers' $A eval hfh --suite helmet-data --helmet-data hd_gold --helmet-data-categories recall --lengths 256 --no-progress
+case_ '`eval --suite lm-eval:ruler,helmet-data` without --helmet-data (exit 2 = nothing written)' bash -c "$A eval hfh --suite lm-eval:ruler,helmet-data --lengths 256 --out ev_two --no-progress; rc=\$?; if [ \$rc = 2 ] && [ ! -e ev_two ]; then exit 2; fi; echo 'a suite ran before the refusal' >&2; exit \$rc"
+case_ '`eval --suite lm-eval:ruler,longpl` (a later suite misspelt; exit 2 = nothing written)' bash -c "$A eval hfh --suite lm-eval:ruler,longpl --lengths 256 --out ev_typo --no-progress; rc=\$?; if [ \$rc = 2 ] && [ ! -e ev_typo ]; then exit 2; fi; echo 'a suite ran before the refusal' >&2; exit \$rc"
+rm -rf hfh_tok && cp -r hfh hfh_tok && head -c 40 hfh/tokenizer_config.json > hfh_tok/tokenizer_config.json
+case_ '`eval --suite lm-eval:ruler` on a model whose tokenizer_config.json is cut short' $A eval hfh_tok --suite lm-eval:ruler --lengths 256 --no-progress
+touch hd_file
+pool "name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {helmet_data: {path: hd_file}}}\nruns: [{name: A}]\n"; case_ 'pool `eval.harness.helmet_data.path` a file (at validation)' $A pool show p.yaml
+pool "name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {helmet_data: {path: $PWD/hd_gold, categories: [recall], lengths: [4096]}}}\nruns: [{name: A}]\n"; case_ 'pool whose HELMET data has a blank gold (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {ruler: {tasks: [ruler_qa_squad], allow_download: true}}}\nruns: [{name: A}]\n'
+case_ '`run` a pool whose RULER task downloads, without --allow-download (exit 2 = nothing written)' bash -c "$A run p.yaml --out dl_pool --no-progress; rc=\$?; if [ \$rc = 2 ] && [ ! -e dl_pool ]; then exit 2; fi; echo 'the pool started' >&2; exit \$rc"
 # ---- end of cases
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

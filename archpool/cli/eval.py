@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from archpool.cli.args import finite_float, length, positive_int
 from archpool.eval.harness import DEFAULT_LIMIT, DOWNLOADS, HARNESS_SUITE, LOCAL_TASKS
@@ -146,17 +147,24 @@ def handler(args: argparse.Namespace) -> int:
 
         flag = "--helmet-data" if args.helmet_data else "--helmet-data-categories"
         raise ConfigError(flag, f"applies to --suite {HELMET_DATA_SUITE} only")
+    # every suite's request is built and its inputs read before any suite runs: a later suite's bad flag,
+    # data file or suite name is refused before the first one spends its time
+    runs = []
     if harness:
-        _harness(args, out / "harness", cache)
+        runs.append(_harness(args, out / "harness", cache))
     if helmet:
-        _helmet_data(args, out / "helmet_data", cache)
+        runs.append(_helmet_data(args, out / "helmet_data", cache))
     if suites:
-        _archpool_suites(args, suites, out, cache)
+        runs.append(_archpool_suites(args, suites, out, cache))
+    for run in runs:
+        run()
     return 0
 
 
-def _harness(args: argparse.Namespace, out, cache) -> None:
+def _harness(args: argparse.Namespace, out, cache) -> Callable[[], None]:
+    """lm-eval's RULER of ``args``, checked (tasks, lengths, the model directory and its tokenizer), as a call."""
     from archpool.eval.harness import HarnessRequest, format_table, run_ruler
+    from archpool.eval.hfdir import check_tokenizer_files
 
     model_dir = _hf_target(args, HARNESS_SUITE, "4096 8192")
     request = HarnessRequest(
@@ -168,15 +176,23 @@ def _harness(args: argparse.Namespace, out, cache) -> None:
         cache_dir=cache,
         device=args.device,
     )
-    res = run_ruler(model_dir, request, progress=not args.no_progress)
-    print(f"# lm-eval RULER ({res['lm_eval_version']}) of {res['target']}, {res['limit']} documents per task × length\n")
-    print(format_table(res) + "\n")
-    print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+    check_tokenizer_files(model_dir)
+
+    def run() -> None:
+        res = run_ruler(model_dir, request, progress=not args.no_progress)
+        print(f"# lm-eval RULER ({res['lm_eval_version']}) of {res['target']}, {res['limit']} documents per task × length\n")
+        print(format_table(res) + "\n")
+        print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+
+    return run
 
 
-def _helmet_data(args: argparse.Namespace, out, cache) -> None:
+def _helmet_data(args: argparse.Namespace, out, cache) -> Callable[[], None]:
+    """HELMET's data of ``args``, checked (every data file read whole, the model directory and its tokenizer),
+    as a call."""
     from archpool.errors import ConfigError
-    from archpool.eval.helmet_data import HelmetDataRequest, format_table, run_helmet_data
+    from archpool.eval.helmet_data import HelmetDataRequest, check_data, format_table, run_helmet_data
+    from archpool.eval.hfdir import check_tokenizer_files
 
     if not args.helmet_data:
         raise ConfigError("--helmet-data", f"--suite {HELMET_DATA_SUITE} reads HELMET's data from a directory: --helmet-data DIR")
@@ -191,16 +207,24 @@ def _helmet_data(args: argparse.Namespace, out, cache) -> None:
         cache_dir=cache,
         device=args.device,
     )
-    res = run_helmet_data(model_dir, request, progress=not args.no_progress)
-    print(f"# HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset\n")
-    print(format_table(res) + "\n")
-    print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+    check_tokenizer_files(model_dir)
+    check_data(request.data_dir, request.categories, request.lengths, request.limit, request.shots, request.seed)
+
+    def run() -> None:
+        res = run_helmet_data(model_dir, request, progress=not args.no_progress)
+        print(f"# HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset\n")
+        print(format_table(res) + "\n")
+        print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+
+    return run
 
 
-def _archpool_suites(args: argparse.Namespace, suites: list[str], out, cache) -> None:
+def _archpool_suites(args: argparse.Namespace, suites: list[str], out, cache) -> Callable[[], None]:
+    """archpool's own suites of ``args``, checked (the request, the texts), as a call; the model loads when it runs."""
     from archpool.eval.api import EvalRequest, evaluate
     from archpool.eval.short import open_store, read_texts
     from archpool.eval.target import load_target
+    from archpool.rundir import resolve_target
 
     request = EvalRequest(
         suites=suites,
@@ -215,15 +239,22 @@ def _archpool_suites(args: argparse.Namespace, suites: list[str], out, cache) ->
         out_dir=out,
         cache_dir=cache,
     )
-    target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
-    store = open_store(args.data, target.record)
     texts = read_texts(args.texts) if args.texts else None
-    evaluator = (
-        load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch) if args.evaluator else None
-    )
-    res = evaluate(target, request, store=store, texts=texts, evaluator=evaluator, progress=not args.no_progress)
-    print((out / "report.md").read_text())
-    print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
+    resolve_target(args.target)  # found (a run, checkpoint or HF directory) before any suite runs; loaded when this one does
+
+    def run() -> None:
+        target = load_target(args.target, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
+        store = open_store(args.data, target.record)
+        evaluator = (
+            load_target(args.evaluator, args.tokenizer, args.device, args.prefill_chunk, args.max_batch)
+            if args.evaluator
+            else None
+        )
+        res = evaluate(target, request, store=store, texts=texts, evaluator=evaluator, progress=not args.no_progress)
+        print((out / "report.md").read_text())
+        print(f"wrote {out / 'results.json'} ({res['wall_s']:.1f} s)")
+
+    return run
 
 
 def _hf_target(args: argparse.Namespace, suite: str, example: str):

@@ -195,9 +195,18 @@ def _allow_downloads(spec, allow: bool) -> None:
     """Refuse a pool that needs the Hub unless --allow-download; tell its workers when it may."""
     import os
 
-    from archpool.pool.checkpoints import ALLOW_DOWNLOAD_ENV, check_downloads
+    from archpool.errors import ConfigError
+    from archpool.pool.checkpoints import ALLOW_DOWNLOAD_ENV, ALLOW_DOWNLOAD_OPTION, check_downloads
+    from archpool.pool.spec import harness_downloads
 
     check_downloads(spec.runs, allow)
+    tasks = harness_downloads(spec.eval)
+    if tasks and not allow:  # refused before any stage, not when the first eval node reaches lm-eval
+        raise ConfigError(
+            ALLOW_DOWNLOAD_OPTION,
+            f"eval.harness.ruler runs {', '.join(tasks)}, whose data lm-eval downloads; "
+            f"pass {ALLOW_DOWNLOAD_OPTION} to fetch it (archpool never downloads otherwise)",
+        )
     if allow:
         os.environ[ALLOW_DOWNLOAD_ENV] = "1"
 
@@ -248,6 +257,7 @@ def _settings(section: Any) -> str:
 
 def cmd_pool_show(args) -> int:
     from archpool.pool.plan import build_plan
+    from archpool.pool.spec import harness_downloads
     from archpool.pool.stages import backend_module
     from archpool.study import PAPER_EXTENSION_SHARE
 
@@ -267,6 +277,9 @@ def cmd_pool_show(args) -> int:
     if not spec.extension:
         print("extension: none")
     print(f"eval: {_settings(spec.eval)}")
+    downloads = harness_downloads(spec.eval)
+    if downloads:
+        print(f"  runs only under `archpool run --allow-download`: lm-eval downloads the data of {', '.join(downloads)}")
     print(f"report: {_settings(spec.report)}")
     target_share = _target_share(spec)
     if target_share:

@@ -71,6 +71,7 @@ from archpool.eval.hfdir import (
     cached_cell,
     cell_logger,
     check_lengths,
+    check_tokenizer_files,
     hf_model_dir,
     model_sha256,
     report_cell,
@@ -333,6 +334,7 @@ def run_ruler(
     first unfinished cell; ``log`` (or standard error with ``progress``) gets one line per cell."""
     t0 = time.perf_counter()
     model_dir = hf_model_dir(model_dir)
+    check_tokenizer_files(model_dir)
     version = lm_eval_version()
     model_hash, tok_hash = model_sha256(model_dir), tokenizer_sha256(model_dir)
     session = _Session(model_dir, request, progress)

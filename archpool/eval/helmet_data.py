@@ -52,6 +52,7 @@ from archpool.eval.hfdir import (
     cached_cell,
     cell_logger,
     check_lengths,
+    check_tokenizer_files,
     hf_model_dir,
     model_sha256,
     report_cell,
@@ -302,15 +303,30 @@ def _golds(answers: Any) -> list[str]:
 
 
 def substring_exact_match(prediction: str, answers: Any) -> float:
-    """1.0 when a normalised gold answer is a substring of the normalised prediction (the best gold)."""
+    """1.0 when a normalised gold answer is a substring of the normalised prediction (the best gold); a gold
+    that normalises to nothing is a substring of every prediction, so it earns no credit."""
     pred = normalize_answer(prediction)
-    return float(any(normalize_answer(a) in pred for a in _golds(answers)))
+    return float(any(g and g in pred for g in (normalize_answer(a) for a in _golds(answers))))
 
 
 def ruler_recall(prediction: str, answers: Any) -> float:
-    """The share of gold strings found in the prediction, case-insensitive (HELMET's ``ruler_recall``)."""
-    golds = _golds(answers)
+    """The share of gold strings found in the prediction, case-insensitive (HELMET's ``ruler_recall``); blank
+    golds (found in every prediction) are not counted, and no gold at all scores 0."""
+    golds = [a for a in _golds(answers) if a.strip()]
     return sum(a.lower() in prediction.lower() for a in golds) / len(golds) if golds else 0.0
+
+
+def check_gold(ds: Dataset, answer: Any, path: Path, i: int) -> Any:
+    """``answer`` when every gold string in it can be told from an empty one by ``ds``'s metric (a
+    non-blank string for RULER's recall, one with a word left after normalisation for the exact match);
+    DataError naming the file and record otherwise: an empty gold is found in any output and would score
+    a model that answered nothing."""
+    golds = _golds(answer) if isinstance(answer, (str, list)) else []
+    empty = [g for g in golds if not (g.strip() if ds.kind == "ruler" else normalize_answer(g))]
+    if not golds or empty:
+        what = "no gold answer" if not golds else f"an empty gold answer {empty[0]!r}"
+        raise DataError(f"{path}: record {i} has {what}; it would give credit to any output")
+    return answer
 
 
 def parse_output(output: str, prefix: str = "Answer:") -> str:
@@ -419,6 +435,7 @@ def build_items(ds: Dataset, path: Path, demo_path: Path | None, limit: int, sho
             answer = r.get("answer", r.get("outputs"))
             if not isinstance(answer, (str, list)) or not answer:
                 raise DataError(f"{path}: record {i} has no 'answer' or 'outputs' of HELMET's layout")
+            check_gold(ds, answer, path, i)
             fields = {k: str(_need(r, k, path, i, (str, int))) for k in ("context", "query", "type_needle_v")}
             tpl = NIAH_ALL if ds.name == "ruler_niah_mv" else NIAH_ONE
             items.append({"template": tpl, "fields": fields, "answer": answer, "id": r.get("index", i)})
@@ -431,7 +448,8 @@ def build_items(ds: Dataset, path: Path, demo_path: Path | None, limit: int, sho
             demos = "\n\n".join(f"Key: {k}\nCorresponding value: {v}" for k, v in pairs[:shots]) + ("\n\n" if shots else "")
             fields = {"context": _need(r, "context", path, i, str), "question": str(_need(r, "question", path, i, (str, int))),
                       "demos": demos}  # fmt: skip
-            items.append({"template": JSON_KV, "fields": fields, "answer": _need(r, "answer", path, i, (str, list)), "id": i})
+            answer = check_gold(ds, _need(r, "answer", path, i, (str, list)), path, i)
+            items.append({"template": JSON_KV, "fields": fields, "answer": answer, "id": i})
     elif ds.kind == "kilt":
         demo_rows = read_jsonl(demo_path) if shots and demo_path is not None else []
         if ds.name.startswith("kilt_popqa"):
@@ -444,7 +462,8 @@ def build_items(ds: Dataset, path: Path, demo_path: Path | None, limit: int, sho
             fields = {"context": "\n\n".join(_passage(c, path, i) for c in ctxs),
                       "question": str(_need(r, "question", path, i, str)),
                       "demos": "\n\n".join(demos) + "\n\n" if demos else ""}  # fmt: skip
-            items.append({"template": QA, "fields": fields, "answer": _need(r, "answers", path, i, list), "id": r.get(key)})
+            answer = check_gold(ds, _need(r, "answers", path, i, list), path, i)
+            items.append({"template": QA, "fields": fields, "answer": answer, "id": r.get(key)})
     else:  # msmarco
         demo_rows = read_jsonl(demo_path) if shots and demo_path is not None else []
         key = "qid" if all("qid" in r for r in rows) else "query"
@@ -604,11 +623,9 @@ def run_helmet_data(
     t0 = time.perf_counter()
     log = cell_logger(log, progress)
     model_dir = hf_model_dir(model_dir)
-    if not request.data_dir.is_dir():
-        raise DataError(f"{request.data_dir}: no HELMET data directory (the data/ that HELMET's data.tar.gz unpacks)")
-    plan = [(L, ds) for L in request.lengths for c in request.categories for ds in datasets_of(c)]
-    files = {(L, ds.name): test_file(request.data_dir, ds, L) for L, ds in plan}  # every file named before any runs
-    demos = {ds.name: demo_file(request.data_dir, ds) for _, ds in plan if ds.demo and request.shots}
+    check_tokenizer_files(model_dir)
+    plan, files, demos = check_data(request.data_dir, request.categories, request.lengths, request.limit, request.shots,
+                                    request.seed)  # fmt: skip
     import transformers
 
     model_hash, tok_hash = model_sha256(model_dir), tokenizer_sha256(model_dir)
@@ -656,6 +673,24 @@ def run_helmet_data(
         atomic_write_text(request.out_dir / "samples.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         atomic_write_json(request.out_dir / "results.json", result)
     return result
+
+
+def check_data(
+    data_dir: Path, categories: Sequence[str], lengths: Sequence[int], limit: int, shots: int, seed: int
+) -> tuple[list[tuple[int, Dataset]], dict[tuple[int, str], Path], dict[str, Path]]:
+    """Every cell (length, dataset) of the categories at ``lengths`` with its test file and demo file, each
+    file found and its scored records read whole (JSON lines in UTF-8, HELMET's fields, gold answers that
+    are not empty: :func:`build_items`); DataError naming the file and record otherwise. Run before a model
+    loads, so bad data is refused before any cell generates."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"{data_dir}: no HELMET data directory (the data/ that HELMET's data.tar.gz unpacks)")
+    plan = [(L, ds) for L in lengths for c in categories for ds in datasets_of(c)]
+    files = {(L, ds.name): test_file(data_dir, ds, L) for L, ds in plan}
+    demos = {ds.name: demo_file(data_dir, ds) for _, ds in plan if ds.demo and shots}
+    for L, ds in plan:
+        build_items(ds, files[L, ds.name], demos.get(ds.name), limit, 0 if ds.kind == "ruler" else shots, seed)
+    return plan, files, demos
 
 
 def _key(model_hash: str, tok_hash: str, ds: Dataset, length: int, r: HelmetDataRequest, data: str, demo: str | None,

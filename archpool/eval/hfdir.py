@@ -25,6 +25,28 @@ def hf_model_dir(path: str | Path) -> Path:
     return model_dir
 
 
+JSON_TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # read as JSON objects by transformers
+
+
+def check_tokenizer_files(model_dir: Path) -> None:
+    """DataError naming the file when a tokenizer file of ``model_dir`` does not read whole: ``tokenizer.json``
+    as the ``tokenizers`` library loads it, the JSON files transformers reads beside it as JSON objects. Run
+    before a backend loads its model, so a damaged tokenizer is one line, not a traceback mid-evaluation."""
+    from archpool.errors import DataError
+    from archpool.safeload import read_json_object
+    from archpool.tokenizer import Tokenizer
+
+    for name in JSON_TOKENIZER_FILES:
+        path = model_dir / name
+        if path.is_file():
+            try:
+                read_json_object(path)
+            except ConfigError as e:
+                raise DataError(f"{path}: not a readable tokenizer file ({e.message})") from None
+    if (model_dir / "tokenizer.json").is_file():
+        Tokenizer.load(model_dir)
+
+
 def check_lengths(lengths: Sequence[int], field: str = "harness.lengths") -> list[int]:
     """The distinct lengths, ascending; ConfigError naming ``field`` unless each is an integer from 64 to
     ``MAX_SEQ_LEN`` (the longest context archpool accepts)."""

@@ -31,7 +31,7 @@ from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
 from archpool.config import check_keys
 from archpool.data.section import DataSection
-from archpool.errors import ConfigError
+from archpool.errors import ConfigError, DataError
 from archpool.io import read_config_file
 from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
@@ -345,6 +345,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         _check_packing(section, sections["train"], runs)
     check_before_work(runs, section, sections["train"], extension, report, eval_settings, long_ctx, backend)
     _check_extension_archs(extension, runs)
+    check_harness_inputs(eval_settings, base_dir, long_ctx)
 
     return PoolSpec(
         name=name,
@@ -752,6 +753,36 @@ def check_before_work(
         _check_report_target(report, eval_settings, long_ctx)
         _check_target_runs(report, eval_settings, runs, extension, long_ctx)
         _check_calibration(report, eval_settings)
+
+
+def check_harness_inputs(e: EvalSettings, base_dir: Path, long_ctx: int) -> None:
+    """HELMET's data files of ``eval.harness.helmet_data`` (its ``path`` relative to the pool file's directory),
+    read whole at every length an eval node will ask for: a missing directory or file, a line that is not
+    JSON in UTF-8, a record without HELMET's fields or with an empty gold answer is refused before any stage,
+    not after pretraining and extension."""
+    harness = e.harness
+    if not e.enabled or harness is None or harness.helmet_data is None:
+        return
+    from archpool.eval.helmet_data import check_data, request_from
+
+    settings = harness.helmet_data
+    phases = [True, False] if e.base else [False]
+    lengths = sorted({L for base in phases for L in (settings.lengths or e.lengths_at(base, long_ctx))})
+    r = request_from(settings, lengths, base_dir, None, None)
+    try:
+        check_data(r.data_dir, r.categories, r.lengths, r.limit, r.shots, r.seed)
+    except DataError as err:
+        raise ConfigError(f"{settings.PATH}.path", str(err)) from None
+
+
+def harness_downloads(e: EvalSettings) -> list[str]:
+    """The lm-eval RULER tasks of ``eval.harness.ruler`` that download their data (its ``allow_download``
+    lets them): a pool naming any runs only under ``archpool run --allow-download``."""
+    if not e.enabled or e.harness is None or e.harness.ruler is None:
+        return []
+    from archpool.eval.harness import DOWNLOADS
+
+    return [t for t in e.harness.ruler.tasks if t in DOWNLOADS]
 
 
 def _check_run_names(runs: list[Any]) -> None:
