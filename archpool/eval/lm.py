@@ -94,12 +94,16 @@ class LM:
     prefill_chunk: int = 512
     max_batch: int = 16
     info: dict[str, Any] = field(default_factory=dict)
+    last_only: bool = field(init=False)  # the backend's ``step`` takes ``last_only`` (read once, not per step)
+
+    def __post_init__(self) -> None:
+        self.last_only = "last_only" in inspect.signature(self.backend.step).parameters
 
     # ------------------------------------------------------------------ prefill
     def _step_last(self, state, ids: torch.Tensor) -> torch.Tensor:
         """The logits (B, V) of the last position of ``ids`` appended to ``state``: the LM head on that row
         alone when the backend's ``step`` takes ``last_only`` (archpool's and transformers' backends do)."""
-        if "last_only" in inspect.signature(self.backend.step).parameters:
+        if self.last_only:
             return self.backend.step(state, ids, last_only=True)[:, -1]
         return self.backend.step(state, ids)[:, -1]
 
