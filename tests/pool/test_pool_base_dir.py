@@ -11,14 +11,18 @@ from archpool.pool.plan import build_plan
 from archpool.pool.spec import PoolSpec, load_pool
 from tests.helpers.pool import toy_pool
 
-HELMET = {"harness": {"helmet_data": {"path": "helmet", "categories": ["recall"], "limit": 1}}}
+HELMET = {"harness": {"helmet_data": {"path": "data", "categories": ["recall"], "limit": 1, "lengths": [1024]}}}
 
 
 def _pool_elsewhere(tmp_path, monkeypatch):
-    """A toy pool whose file is in ``tmp_path/pools`` naming HELMET's data by a relative path, loaded from
-    ``tmp_path/elsewhere`` as the working directory; (the pool, the pool file's directory)."""
+    """A toy pool whose file is in ``tmp_path/pools`` naming HELMET's data (``pools/data``, read at parse) by a
+    relative path, loaded from ``tmp_path/elsewhere`` as the working directory; (the pool, the pool file's
+    directory)."""
+    from tests.eval.test_helmet_data import make_data
+
     pool_dir = tmp_path / "pools"
     pool_dir.mkdir()
+    make_data(pool_dir, length=1024)
     path = toy_pool(pool_dir, seeds=[0], eval=HELMET)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -60,4 +64,4 @@ def test_eval_stage_reads_helmet_data_from_the_pool_files_directory(tmp_path, mo
     )
     settings = pool.eval.harness.helmet_data
     stage.helmet_data(ctx, settings, tmp_path / "model", [512])
-    assert [r.data_dir for r in requests] == [pool_dir / "helmet"]
+    assert [r.data_dir for r in requests] == [pool_dir / "data"]
