@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from archpool.errors import CheckpointError, ConfigError
 from archpool.model.hf.card import model_card
 from archpool.model.hf.config import ARCHPOOL_CONFIG_NAME, hf_family_for, to_hf_config
-from archpool.model.hf.weights import name_map
+from archpool.model.hf.weights import name_map, save_safetensors
 from archpool.safeload import read_json_object, read_text_bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +47,6 @@ def export_hf(
     ``out_dir`` is absent or empty, or with ``replace`` an earlier export (:func:`replaceable_export`); the
     export is written to a directory beside it that then takes its place whole, so no file of an older
     export stays and no link in it is written through (``archpool.io.fresh_directory``)."""
-    from safetensors.torch import save_file
 
     from archpool.io import atomic_path, atomic_write_json, atomic_write_text, fresh_directory, require_distinct
     from archpool.model.checkpoint import load_checkpoint
@@ -91,7 +90,7 @@ def export_hf(
     meta = export_metadata(cfg, source_dir, provenance)
     with fresh_directory(out_dir, replace=replace, replaceable=replaceable_export) as new:
         with atomic_path(new / "model.safetensors") as tmp:
-            save_file(state, str(tmp), metadata=meta)
+            save_safetensors(state, tmp, meta)
         hf_config.save_pretrained(new)
         atomic_write_json(new / "generation_config.json", generation_config(special))
         atomic_write_json(new / ARCHPOOL_CONFIG_NAME, cfg.to_dict())

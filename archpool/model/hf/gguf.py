@@ -86,10 +86,10 @@ def import_gguf(gguf_file: str | Path, out_dir: str | Path, replace: bool = Fals
     CheckpointError naming the file when transformers cannot read it."""
     import torch
     import transformers
-    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from archpool.io import atomic_path, atomic_write_json, fresh_directory, sha256_file
+    from archpool.model.hf.weights import save_safetensors
 
     gguf_version = require_gguf()
     path = packaged_file(gguf_file) if is_packaged(gguf_file) else Path(gguf_file)
@@ -121,7 +121,7 @@ def import_gguf(gguf_file: str | Path, out_dir: str | Path, replace: bool = Fals
     }
     with fresh_directory(out_dir, replace=replace, replaceable=_replaceable) as tmp:
         with atomic_path(tmp / "model.safetensors") as t:
-            save_file(state, str(t), metadata={"format": "pt", "gguf_source_sha256": record["source_sha256"]})
+            save_safetensors(state, t, {"format": "pt", "gguf_source_sha256": record["source_sha256"]})
         config.save_pretrained(tmp)
         model.generation_config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)

@@ -197,3 +197,26 @@ def check_weight_values(state: dict[str, torch.Tensor], where: str) -> None:
         if t.numel() and not bool(torch.isfinite(t).all()):
             bad = int((~torch.isfinite(t)).sum())
             raise CheckpointError(f"{where}: tensor {name!r} holds {bad:,} NaN/infinite values of {t.numel():,}")
+
+
+def save_safetensors(state: dict[str, torch.Tensor], path: str | Path, metadata: dict[str, str]) -> None:
+    """``safetensors.torch.save_file`` with the header's metadata in sorted key order. The library writes the
+    metadata mapping in a random order, so two saves of the same tensors would differ in bytes, and every
+    cache keyed by a model's bytes would take them for two models; the header is rewritten in place (same
+    length: the same keys and values, reordered)."""
+    import json
+    import struct
+
+    from safetensors.torch import save_file
+
+    save_file(state, str(path), metadata=metadata)
+    with open(path, "r+b") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        if "__metadata__" in header:
+            header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(text) > size:  # never: the same keys and values; keep the library's header then
+            return
+        f.seek(8)
+        f.write(text + b" " * (size - len(text)))
