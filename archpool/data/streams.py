@@ -261,11 +261,16 @@ class MixedStream:
 
 # --------------------------------------------------------------------------------------- batches
 class _Batches:
+    """Global batches of ``seq_len``-token sequences cut from ``stream`` (the main documents with the extra
+    sources ``extra_names`` mixed in); ``state()`` records the store, the extras and the subclass's ``settings``."""
+
     kind = "stream"
 
     def __init__(
         self,
+        store: Store,
         stream,
+        extra_names: list,
         seq_len: int,
         batch_size: int,
         seed: int,
@@ -292,7 +297,7 @@ class _Batches:
         self.local_batch = self.batch_size // self.world_size
         self.doc_ids = doc_ids
         self.batch_index = start_tokens // per_batch
-        self.settings = settings
+        self.settings = {"store": store.key, "tokenizer_hash": store.tokenizer_hash, "extra": extra_names, **settings}
 
     def flush(self) -> None:
         """Write generated task documents to their cache (at the end of training; also done as they grow)."""
@@ -341,10 +346,12 @@ class _Batches:
         return b
 
 
-def _with_extras(main, main_share: float, extra, store: Store, seq_len: int, mix_unit: int | None, seed: int, first_id: int):
-    """``main`` alone, or a ``MixedStream`` of ``main`` and the extra sources at their shares. A source
-    with a ``cache_key`` caches its documents under the store (``archpool.data.generated``)."""
+def _with_extras(main, extra, store: Store, seq_len: int, mix_unit: int | None, seed: int, first_id: int):
+    """``main`` alone, or a ``MixedStream`` of ``main`` (at what the extra sources' shares leave) and the
+    extra sources at their shares, with the sources' ``[name, share]``. A source with a ``cache_key``
+    caches its documents under the store (``archpool.data.generated``)."""
     extra = list(extra or [])
+    main_share = 1.0 - sum(s for _, s in extra)
     if not extra:
         return main, []
     comps, shares, names = [main], [main_share], []
@@ -387,40 +394,13 @@ class PretrainStream(_Batches):
         mix_unit: int | None = None,
     ):
         main = DocStream(store, store.docs("train"), seed, stream_id=0)
-        share = 1.0 - sum(s for _, s in extra)
-        stream, names = _with_extras(main, share, extra, store, seq_len, mix_unit, seed, 1)
-        super().__init__(
-            stream,
-            seq_len,
-            batch_size,
-            seed,
-            rank,
-            world_size,
-            start_tokens,
-            doc_ids,
-            {
-                "store": store.key,
-                "tokenizer_hash": store.tokenizer_hash,
-                "extra": names,
-                "mix_unit": mix_unit or (seq_len if extra else None),
-            },
-        )
+        stream, names = _with_extras(main, extra, store, seq_len, mix_unit, seed, 1)
+        settings = {"mix_unit": mix_unit or (seq_len if extra else None)}
+        super().__init__(store, stream, names, seq_len, batch_size, seed, rank, world_size, start_tokens, doc_ids, settings)
 
     @classmethod
     def resume(cls, store: Store, state: dict, *, rank: int = 0, world_size: int = 1, extra=(), doc_ids: bool = False):
-        start = _check_state(store, state, cls.kind)
-        return cls(
-            store,
-            state["seq_len"],
-            state["batch_size"],
-            state["seed"],
-            rank=rank,
-            world_size=world_size,
-            start_tokens=start,
-            doc_ids=doc_ids,
-            extra=extra,
-            mix_unit=state.get("mix_unit"),
-        )
+        return cls(store, **_resumed(store, state, cls.kind, rank, world_size, extra, doc_ids))
 
 
 class ExtensionStream(_Batches):
@@ -468,53 +448,36 @@ class ExtensionStream(_Batches):
             comps.append(DocStream(store, store.docs("train"), seed + 1, stream_id=1))
             shares.append(short_share)
         main = MixedStream(comps, shares, mix_unit or seq_len, seed) if len(comps) > 1 else comps[0]
-        extra_share = sum(s for _, s in extra)
-        stream, names = _with_extras(main, 1.0 - extra_share, extra, store, seq_len, mix_unit, seed + 7, 2)
-        super().__init__(
-            stream,
-            seq_len,
-            batch_size,
-            seed,
-            rank,
-            world_size,
-            start_tokens,
-            doc_ids,
-            {
-                "store": store.key,
-                "tokenizer_hash": store.tokenizer_hash,
-                "extra": names,
-                "short_share": short_share,
-                "long_min_tokens": long_min_tokens,
-                "mix_unit": mix_unit,
-            },
-        )
+        stream, names = _with_extras(main, extra, store, seq_len, mix_unit, seed + 7, 2)
+        settings = {"short_share": short_share, "long_min_tokens": long_min_tokens, "mix_unit": mix_unit}
+        super().__init__(store, stream, names, seq_len, batch_size, seed, rank, world_size, start_tokens, doc_ids, settings)
 
     @classmethod
     def resume(cls, store: Store, state: dict, *, rank: int = 0, world_size: int = 1, extra=(), doc_ids: bool = False):
-        start = _check_state(store, state, cls.kind)
-        return cls(
-            store,
-            state["seq_len"],
-            state["batch_size"],
-            state["seed"],
-            short_share=state["short_share"],
-            long_min_tokens=state.get("long_min_tokens"),
-            rank=rank,
-            world_size=world_size,
-            start_tokens=start,
-            doc_ids=doc_ids,
-            extra=extra,
-            mix_unit=state.get("mix_unit"),
-        )
+        resumed = _resumed(store, state, cls.kind, rank, world_size, extra, doc_ids)
+        return cls(store, **resumed, short_share=state["short_share"], long_min_tokens=state.get("long_min_tokens"))
 
 
-def _check_state(store: Store, state: dict, kind: str) -> int:
+def _resumed(store: Store, state: dict, kind: str, rank: int, world_size: int, extra, doc_ids: bool) -> dict[str, Any]:
+    """The arguments (after the store) that continue a ``kind`` stream from its ``state()`` on ``rank`` of
+    ``world_size``: its sequence length, batch, seed and mix unit, from the batch it had reached."""
     if state.get("kind") != kind:
         raise DataError(f"resume: state is for a {state.get('kind')!r} stream, not {kind!r}")
     store.require_tokenizer(state.get("tokenizer_hash"), where="resume")
     if state.get("store") not in (None, store.key):
         raise DataError(f"resume: state was written for store {state.get('store')}, this is {store.key}")
-    return int(state["tokens"])
+    start = int(state["tokens"])
+    return dict(
+        seq_len=state["seq_len"],
+        batch_size=state["batch_size"],
+        seed=state["seed"],
+        rank=rank,
+        world_size=world_size,
+        start_tokens=start,
+        doc_ids=doc_ids,
+        extra=extra,
+        mix_unit=state.get("mix_unit"),
+    )
 
 
 # ------------------------------------------------------------------------------------ validation

@@ -208,24 +208,33 @@ def is_running(out: Path, node: Node | dict[str, Any]) -> bool:
         return not got
 
 
-def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and the run settings its stage context carries
-    out: Path,
-    node: Node,
-    nodes_by_id: dict[str, Node],
-    fn: StageFn,
-    pool: PoolSpec,
-    run: RunSpec | CheckpointRunSpec | None,
-    threads: int,
-    log: Callable[[str], None],
-    label: str | None = None,
+@dataclass(frozen=True)
+class Execution:
+    """What running a pool's nodes takes besides the node: the pool directory ``out``, its graph
+    (``nodes_by_id``, to find a node's inputs), the pool, and the threads and log its stages get."""
+
+    out: Path
+    nodes_by_id: dict[str, Node]
+    pool: PoolSpec
+    threads: int
+    log: Callable[[str], None]
+
+    def execute(self, node: Node, fn: StageFn, run: RunSpec | CheckpointRunSpec | None, label: str | None = None) -> StageResult:
+        """Run ``node`` with ``fn`` (:func:`execute_node`)."""
+        return execute_node(self, node, fn, run, label)
+
+
+def execute_node(
+    execution: Execution, node: Node, fn: StageFn, run: RunSpec | CheckpointRunSpec | None, label: str | None = None
 ) -> StageResult:
-    """Run ``node`` unless its output is already complete; return its result dict."""
-    out = Path(out)
+    """Run ``node`` unless its output is already complete; return its result dict. ``run`` is the run spec
+    its stage context carries; ``label`` names the run in the event log (default: the node's run, or ``pool``)."""
+    out, log = execution.out, execution.log
     d = node_dir(out, node)
     label = label or node.run or "pool"
     rank = process_rank()
     if rank != 0:
-        return _execute_on_secondary_rank(out, node, nodes_by_id, fn, pool, run, threads, log)
+        return _execute_on_secondary_rank(execution, node, fn, run)
     if is_done(out, node):
         log_event(out, kind="skip", node=node.id, stage=node.stage, key=node.key, run=label)
         return read_result(out, node)
@@ -241,7 +250,7 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
         log(f"[{node.stage}] {'resume' if resumed else 'start'} {node.id} -> {d}")
         t0 = time.time()
         rss0 = reset_peak_rss()  # the node's own peak RSS (the process's, where the peak cannot be reset)
-        ctx = _context(out, node, nodes_by_id, run, pool, threads, log)
+        ctx = _context(execution, node, run)
         try:
             result = fn(ctx) or {}
         except BaseException as e:
@@ -259,17 +268,10 @@ def execute_node(  # noqa: PLR0913 — a node, its graph and stage function, and
         return result
 
 
-def _context(
-    out: Path,
-    node: Node,
-    nodes_by_id: dict[str, Node],
-    run: RunSpec | CheckpointRunSpec | None,
-    pool: PoolSpec,
-    threads: int,
-    log: Callable[[str], None],
-) -> StageContext:
+def _context(execution: Execution, node: Node, run: RunSpec | CheckpointRunSpec | None) -> StageContext:
     """What the stage function of ``node`` gets: its directory, config and its finished inputs."""
-    deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
+    out = execution.out
+    deps = {name: execution.nodes_by_id[i] for name, i in node.deps.items()}
     return StageContext(
         out_dir=node_dir(out, node),
         config=node.config,
@@ -277,9 +279,9 @@ def _context(
         input_results={name: read_result(out, dn) for name, dn in deps.items()},
         input_configs={name: dn.config for name, dn in deps.items()},
         run=run,
-        pool=pool,
-        threads=threads,
-        log=log,
+        pool=execution.pool,
+        threads=execution.threads,
+        log=execution.log,
     )
 
 
@@ -287,22 +289,16 @@ DISTRIBUTED_STAGES = {"pretrain", "extend"}  # stages whose functions run on eve
 
 
 def _execute_on_secondary_rank(
-    out: Path,
-    node: Node,
-    nodes_by_id: dict[str, Node],
-    fn: StageFn,
-    pool: PoolSpec,
-    run: RunSpec | CheckpointRunSpec | None,
-    threads: int,
-    log: Callable[[str], None],
+    execution: Execution, node: Node, fn: StageFn, run: RunSpec | CheckpointRunSpec | None
 ) -> StageResult:
     """Under torchrun (``--gpus-per-run N``): ranks > 0 join the training stages' collectives and
     wait for rank 0 to finish the others; only rank 0 writes markers, events and statuses."""
-    deps = {name: nodes_by_id[i] for name, i in node.deps.items()}
-    while not all(is_done(out, dn) for dn in deps.values()):  # rank 0 writes its inputs' markers
+    out = execution.out
+    deps = [execution.nodes_by_id[i] for i in node.deps.values()]
+    while not all(is_done(out, dn) for dn in deps):  # rank 0 writes its inputs' markers
         time.sleep(0.5)
     if node.stage in DISTRIBUTED_STAGES and not is_done(out, node):
-        return fn(_context(out, node, nodes_by_id, run, pool, threads, log)) or {}
+        return fn(_context(execution, node, run)) or {}
     while not is_done(out, node):  # rank 0 recomputes a damaged marker
         time.sleep(1.0)
     return read_result(out, node)

@@ -13,7 +13,7 @@ from typing import Any
 
 from archpool.errors import StateError
 from archpool.io import atomic_write_json, open_append_text
-from archpool.pool.graph import Node, execute_node, format_exception, is_done, log_event
+from archpool.pool.graph import Execution, Node, format_exception, is_done, log_event
 from archpool.pool.plan import read_plan
 from archpool.rundir import pool_run_dir, pool_run_log, pool_run_status
 from archpool.runtime import process_rank
@@ -82,7 +82,7 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(max(1, threads))
-    by_id = {n.id: n for n in nodes}
+    execution = Execution(out, {n.id: n for n in nodes}, pool, threads, log)
     t0 = time.time()
     current = None
     try:
@@ -90,17 +90,7 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
             current = node
             if node.run is not None and not is_done(out, node):
                 record(dict(state="running", stage=node.stage, node=node.id, since=t0))
-            execute_node(
-                out,
-                node,
-                by_id,
-                stage_function(pool.backend, node.stage),
-                pool,
-                spec,
-                threads,
-                log,
-                label=run,
-            )
+            execution.execute(node, stage_function(pool.backend, node.stage), spec, label=run)
     except BaseException as e:  # isolate: record it, let the other runs go on
         interrupted = isinstance(e, KeyboardInterrupt)  # stopped (Ctrl-C, a cancelled job), not broken
         status = dict(

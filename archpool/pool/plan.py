@@ -32,6 +32,7 @@ rebuilt from whatever finished, so a failed run shows up in it instead of blocki
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,6 @@ from archpool.pool.nodes import (
     EvalConfig,
     ExtendConfig,
     PretrainConfig,
-    StageConfig,
 )
 from archpool.pool.sections import PoolRecipe, milestone_key
 from archpool.pool.spec import PoolSpec, RunSpec
@@ -123,10 +123,12 @@ def trained_run_nodes(pool: PoolSpec, run: RunSpec) -> list[Node]:
     )
     nodes = [pre]
     evaluate = pool.eval.enabled
+    base, tag = _reads(pre, None), f"{run.name}:base"
     if evaluate and pool.eval.base:
-        nodes.append(_eval_node(pool, run, f"{run.name}:base", pre, None, None, max(0.1, 0.05 * pre_cost)))
+        nodes.append(_eval_node(pool, run, tag, base, max(0.1, 0.05 * pre_cost)))
     if evaluate and pool.eval.base and pool.attention_enabled and pool.extension:
-        nodes.append(_attention_node(pool, run, f"{run.name}:base", pre, None, pool.extension[0], max(0.1, 0.03 * pre_cost)))
+        analysis_len = pool.extension[0].length(pool.long_ctx)
+        nodes.append(_attention_node(pool, run, tag, base, max(0.1, 0.03 * pre_cost), analysis_len))
     for milestone in [*pool.milestones, 1.0]:
         for r_i, recipe in enumerate(pool.extension):
             if recipe.applies(run.arch):
@@ -157,58 +159,70 @@ def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe
         milestone=milestone,
     )
     nodes = [ext]
+    model = _reads(pre, ext)
     rungs: list[int | None] = [*recipe.budgets] or [None]
     for rung in rungs if pool.eval.enabled else []:
-        cost = max(0.1, 0.1 * pre_cost / len(rungs))
-        nodes.append(_eval_node(pool, run, tag, pre, ext, rung, cost))
+        nodes.append(_eval_node(pool, run, tag, model, max(0.1, 0.1 * pre_cost / len(rungs)), rung))
     if primary and pool.attention_enabled:
-        nodes.append(_attention_node(pool, run, tag, pre, ext, recipe, max(0.1, 0.03 * pre_cost)))
+        nodes.append(_attention_node(pool, run, tag, model, max(0.1, 0.03 * pre_cost), recipe.length(pool.long_ctx)))
     return nodes
 
 
-def _reads(pre: Node, ext: Node | None) -> tuple[str, dict[str, str]]:
-    """(phase, inputs) of a node measuring ``ext``'s model, or the pretrained one when ``ext`` is None."""
+@dataclass(frozen=True)
+class _Measured:
+    """The model an eval or attention node measures: before extension (``phase`` base) or after, read
+    through ``deps``; ``ext`` is the extend node that made it (the node's recipe and milestone), and a
+    checkpoint run's model is named by ``checkpoint`` and keyed by its ``content`` key."""
+
+    phase: str
+    deps: dict[str, str]
+    ext: Node | None = None
+    checkpoint: str | None = None
+    content: str | None = None
+
+    def refs(self) -> dict[str, Any]:
+        """A measuring node's references to the model: its inputs, phase, and its extension's recipe and milestone."""
+        recipe, milestone = (None, None) if self.ext is None else (self.ext.recipe, self.ext.milestone)
+        return dict(deps=dict(self.deps), phase=self.phase, recipe=recipe, milestone=milestone)
+
+    def config_fields(self, pool: PoolSpec, run: RunSpec | CheckpointRunSpec) -> dict[str, Any]:
+        """The fields an eval's and an attention analysis's config share: the run's pretraining context, the
+        pool's long context, and a checkpoint run's model."""
+        return dict(seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx, checkpoint=self.checkpoint, content=self.content)
+
+
+def _reads(pre: Node, ext: Node | None) -> _Measured:
+    """A trained run's model: ``ext``'s, or the pretrained one when ``ext`` is None."""
     if ext is None:
-        return BASE, {"model": pre.id, "data": "data"}
-    return EXTENDED, {"model": ext.id, "base": pre.id, "data": "data"}
+        return _Measured(BASE, {"model": pre.id, "data": "data"})
+    return _Measured(EXTENDED, {"model": ext.id, "base": pre.id, "data": "data"}, ext)
 
 
-def _eval_node(pool: PoolSpec, run: RunSpec, tag: str, pre: Node, ext: Node | None, rung: int | None, cost: float) -> Node:
-    """The eval of ``ext``'s model (at ``rung`` of its ladder), or of the pretrained one (``ext`` None)."""
-    phase, deps = _reads(pre, ext)
-    return Node(
-        id=f"eval:{tag}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
-        stage="eval",
-        config=EvalConfig(eval=pool.eval, phase=phase, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx, rung=rung),
-        deps=deps,
-        run=run.name,
-        cost=cost,
-        recipe=None if ext is None else ext.recipe,
-        milestone=None if ext is None else ext.milestone,
-        rung=rung,
-        phase=phase,
+def _eval_node(
+    pool: PoolSpec, run: RunSpec | CheckpointRunSpec, tag: str, model: _Measured, cost: float, rung: int | None = None
+) -> Node:
+    """``eval:<tag>``: the eval of ``model`` (at ``rung`` of its extension's ladder, which the id then names)."""
+    config = EvalConfig(eval=pool.eval, phase=model.phase, rung=rung, **model.config_fields(pool, run))
+    node_id = f"eval:{tag}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}")
+    return Node(id=node_id, stage="eval", config=config, run=run.name, cost=cost, rung=rung, **model.refs())
+
+
+def _attention_node(
+    pool: PoolSpec,
+    run: RunSpec | CheckpointRunSpec,
+    tag: str,
+    model: _Measured,
+    cost: float,
+    analysis_len: int,
+    texts: dict[str, str] | None = None,
+) -> Node:
+    """``attention:<tag>``: the attention analysis of ``model`` at ``analysis_len``; a checkpoint run's reads
+    the pool's ``texts`` (name -> sha256; filler text when there are none)."""
+    text = None if texts is None else "texts" if texts else "filler"
+    config = AttentionConfig(
+        attention=pool.attention, analysis_len=analysis_len, texts=texts, text=text, **model.config_fields(pool, run)
     )
-
-
-def _attention_node(pool: PoolSpec, run: RunSpec, tag: str, pre: Node, ext: Node | None, recipe: PoolRecipe, cost: float) -> Node:
-    """The attention analysis of ``ext``'s model, or of the pretrained one (``ext`` None), at ``recipe``'s length."""
-    phase, deps = _reads(pre, ext)
-    return Node(
-        id=f"attention:{tag}",
-        stage="attention",
-        config=AttentionConfig(
-            attention=pool.attention,
-            seq_len=run.pretrain_ctx,
-            long_ctx=pool.long_ctx,
-            analysis_len=recipe.length(pool.long_ctx),
-        ),
-        deps=deps,
-        run=run.name,
-        cost=cost,
-        recipe=None if ext is None else ext.recipe,
-        milestone=None if ext is None else ext.milestone,
-        phase=phase,
-    )
+    return Node(id=f"attention:{tag}", stage="attention", config=config, run=run.name, cost=cost, **model.refs())
 
 
 def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str, str] | None = None) -> list[Node]:
@@ -221,29 +235,34 @@ def checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: dict[str,
     if run.extend is not None:
         return extended_checkpoint_nodes(pool, run, contents)
     nodes: list[Node] = []
-    evaluate = pool.eval.enabled
-    attend = pool.attention_enabled
-    long_lengths = pool.eval.lengths_at(False, pool.long_ctx)
-    texts = {Path(t).name: sha256_file(t) for t in pool.texts}
+    texts = _checkpoint_texts(pool)
     for which, ref in run.refs.items():
         phase = BASE if which == "pretrained" else EXTENDED
-        suffix = ":base" if phase == BASE else ""
-        eval_id, attention_id = f"eval:{run.name}{suffix}", f"attention:{run.name}{suffix}"
-        content = contents.get(eval_id) or contents.get(attention_id) or content_key(ref)
-        common: dict[str, Any] = dict(checkpoint=which, content=content, seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
-        config: StageConfig
-        if evaluate:
-            config = EvalConfig(eval=pool.eval, phase=phase, **common)
-            nodes.append(Node(id=eval_id, stage="eval", config=config, run=run.name, cost=1.0, phase=phase))
-        if attend:
-            config = AttentionConfig(
-                attention=pool.attention,
-                analysis_len=max(long_lengths),
-                texts=texts,
-                text="texts" if texts else "filler",
-                **common,
-            )
-            nodes.append(Node(id=attention_id, stage="attention", config=config, run=run.name, cost=0.5, phase=phase))
+        tag = f"{run.name}{':base' if phase == BASE else ''}"
+        content = contents.get(f"eval:{tag}") or contents.get(f"attention:{tag}") or content_key(ref)
+        nodes.extend(_checkpoint_measures(pool, run, tag, _Measured(phase, {}, checkpoint=which, content=content), texts))
+    return nodes
+
+
+def _checkpoint_texts(pool: PoolSpec) -> dict[str, str]:
+    """The pool's ``texts`` that a checkpoint run's attention analysis reads: file name -> sha256."""
+    return {Path(t).name: sha256_file(t) for t in pool.texts}
+
+
+def _checkpoint_measures(
+    pool: PoolSpec,
+    run: CheckpointRunSpec,
+    tag: str,
+    model: _Measured,
+    texts: dict[str, str],
+    rungs: list[int | None] | None = None,
+    attend: bool = True,
+) -> list[Node]:
+    """A checkpoint run's measures of ``model``: its eval (one per rung of a ladder) and, with ``attend``, its
+    attention analysis over ``texts`` at the longest evaluated length (``<stage>:<tag>``)."""
+    nodes = [_eval_node(pool, run, tag, model, 1.0, rung) for rung in rungs or [None]] if pool.eval.enabled else []
+    if attend and pool.attention_enabled:
+        nodes.append(_attention_node(pool, run, tag, model, 0.5, max(pool.eval.lengths_at(False, pool.long_ctx)), texts))
     return nodes
 
 
@@ -257,23 +276,11 @@ def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: 
     recipes = _checkpoint_recipes(pool, run)
     ids = [f"eval:{run.name}:base", f"attention:{run.name}:base", *(f"extend:{run.name}:{r.name}" for r in recipes)]
     content = next((contents[i] for i in ids if i in contents), None) or content_key(run.refs["final"])
-    texts = {Path(t).name: sha256_file(t) for t in pool.texts}
-    common: dict[str, Any] = dict(seq_len=run.pretrain_ctx, long_ctx=pool.long_ctx)
-    analysis: dict[str, Any] = dict(
-        attention=pool.attention,
-        analysis_len=max(pool.eval.lengths_at(False, pool.long_ctx)),
-        texts=texts,
-        text="texts" if texts else "filler",
-        **common,
-    )
+    texts = _checkpoint_texts(pool)
     nodes: list[Node] = []
-    config: StageConfig
     if pool.eval.enabled and pool.eval.base:
-        config = EvalConfig(eval=pool.eval, phase=BASE, checkpoint="final", content=content, **common)
-        nodes.append(Node(id=ids[0], stage="eval", config=config, run=run.name, cost=1.0, phase=BASE))
-        if pool.attention_enabled:
-            config = AttentionConfig(checkpoint="final", content=content, **analysis)
-            nodes.append(Node(id=ids[1], stage="attention", config=config, run=run.name, cost=0.5, phase=BASE))
+        checkpoint = _Measured(BASE, {}, checkpoint="final", content=content)
+        nodes.extend(_checkpoint_measures(pool, run, f"{run.name}:base", checkpoint, texts))
     data = _extension_data_key(ext)
     for i, recipe in enumerate(recipes):
         config = CheckpointExtendConfig(
@@ -289,37 +296,8 @@ def extended_checkpoint_nodes(pool: PoolSpec, run: CheckpointRunSpec, contents: 
             id=f"extend:{run.name}:{recipe.name}", stage="extend", config=config, run=run.name, cost=1.0, recipe=recipe.name
         )
         nodes.append(extend)
-        deps = {"model": extend.id}
-        rungs: list[int | None] = [*recipe.budgets] or [None]
-        for rung in rungs if pool.eval.enabled else []:
-            nodes.append(
-                Node(
-                    id=f"eval:{run.name}:{recipe.name}" + ("" if rung is None else f"{RUNG_SEP}{rung_label(rung)}"),
-                    stage="eval",
-                    config=EvalConfig(eval=pool.eval, phase=EXTENDED, rung=rung, **common),
-                    deps=deps,
-                    run=run.name,
-                    cost=1.0,
-                    recipe=recipe.name,
-                    rung=rung,
-                    phase=EXTENDED,
-                )
-            )
-        if i == 0 and pool.attention_enabled:
-            config = AttentionConfig(**analysis)
-            node_id = f"attention:{run.name}:{recipe.name}"
-            nodes.append(
-                Node(
-                    id=node_id,
-                    stage="attention",
-                    config=config,
-                    deps=deps,
-                    run=run.name,
-                    cost=0.5,
-                    recipe=recipe.name,
-                    phase=EXTENDED,
-                )
-            )
+        extended = _Measured(EXTENDED, {"model": extend.id}, extend)
+        nodes.extend(_checkpoint_measures(pool, run, f"{run.name}:{recipe.name}", extended, texts, [*recipe.budgets], i == 0))
     return nodes
 
 

@@ -26,7 +26,7 @@ from archpool.io import atomic_write_text, directory_lock, remove_stale_temporar
 from archpool.pool.answers import write_answers
 from archpool.pool.calibrate import calibration_path, run_calibration
 from archpool.pool.executor import LocalExecutor, SubmititExecutor, split_threads
-from archpool.pool.graph import Node, execute_node, format_exception, log_event
+from archpool.pool.graph import Execution, Node, format_exception, log_event
 from archpool.pool.job import read_status, run_complete, run_nodes, write_status
 from archpool.pool.plan import build_plan, write_plan
 from archpool.pool.progress import Progress
@@ -140,20 +140,10 @@ def _run_shared_nodes(
 ) -> bool:
     """The pool-level inputs (the data) first, once, here: every run needs them. On failure every
     selected run is marked failed with the shared stage's error; returns whether all succeeded."""
-    by_id = {n.id: n for n in nodes}
+    execution = Execution(out, {n.id: n for n in nodes}, pool, threads, lambda m: None)
     for node in [n for n in chosen if n.run is None]:
         try:
-            execute_node(
-                out,
-                node,
-                by_id,
-                stage_function(pool.backend, node.stage),
-                pool,
-                None,
-                threads,
-                lambda m: None,
-                label="pool",
-            )
+            execution.execute(node, stage_function(pool.backend, node.stage), None, label="pool")
         except Exception as e:
             error = f"stage {node.id} failed: {type(e).__name__}: {e}"
             for r in selected:

@@ -12,7 +12,7 @@ import pytest
 from archpool.data.config import DataConfig
 from archpool.errors import ConfigError, LockError, StateError
 from archpool.io import directory_lock
-from archpool.pool.graph import DONE, Node, assign_keys, execute_node, is_done, node_dir, read_events, read_result
+from archpool.pool.graph import DONE, Execution, Node, assign_keys, is_done, node_dir, read_events, read_result
 from archpool.pool.job import read_status, status_path, write_status
 from archpool.pool.plan import read_plan
 from archpool.pool.run import run_pool
@@ -35,7 +35,7 @@ def _execute(out: Path, node: Node, calls: list[int]) -> dict:
         calls.append(1)
         return {"metrics": {"n": len(calls)}}
 
-    return execute_node(out, node, {node.id: node}, fn, {}, None, 1, lambda m: None)
+    return Execution(out, {node.id: node}, {}, 1, lambda m: None).execute(node, fn, None)
 
 
 @pytest.mark.parametrize(
