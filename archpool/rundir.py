@@ -9,8 +9,10 @@ A training run directory (``archpool train``, ``archpool extend``, a pool's pret
     RUN/extend/<name>/           an extension run of RUN's model (a run directory itself)
 
 A pool keeps one directory per run, ``OUT/runs/<run>/``, beside ``OUT/plan.json``; the pool's plan says
-which stage directory holds that run's model. A checkpoint directory holds ``config.json`` with an
-``archpool_format`` key; a Hugging Face model directory holds a ``config.json`` without one.
+which stage directory holds that run's model. Its eval nodes share their finished cells in ``OUT/cells/``
+and the Hugging Face exports of its archpool models in ``OUT/hf/``. A checkpoint directory holds
+``config.json`` with an ``archpool_format`` key; a Hugging Face model directory holds a ``config.json``
+without one.
 
 :func:`resolve_target` says what a path is and where its checkpoint, run record, tokenizer and data
 config are. It reads directories and JSON only (no torch, no stage): checking a checkpoint's weights
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from archpool.errors import CheckpointError, ConfigError
-from archpool.io import owned_path
+from archpool.io import owned_dir, owned_path
 
 RUN_RECORD = "run_config.json"
 CHECKPOINTS = "ckpt"
@@ -37,6 +39,8 @@ POOL_PLAN = "plan.json"
 POOL_STAGES = "stages"
 POOL_EVENTS = "events.jsonl"
 POOL_REPORT = "report"
+POOL_CELLS = "cells"  # the pool's finished eval cells, shared by its eval nodes
+POOL_EXPORTS = "hf"  # the Hugging Face exports its eval nodes run the external benchmarks on, one per model
 RUN_STATUS = "status.json"
 RUN_LOG = "log.txt"
 RUN_METRICS = "metrics.jsonl"  # one JSON row per logged training step
@@ -114,6 +118,23 @@ def pool_report_dir(out: str | Path) -> Path:
 def stage_dir(out: str | Path, stage: str, key: str) -> Path:
     """One stage output of a pool: ``OUT/stages/<stage>/<key>/``."""
     return owned_path(out, POOL_STAGES, stage, key)
+
+
+def stage_pool_dir(directory: str | Path) -> Path | None:
+    """The pool directory ``OUT`` of a stage output ``OUT/stages/<stage>/<key>/``; None for a directory
+    outside that layout."""
+    d = Path(directory)
+    return d.parents[2] if len(d.parents) > 2 and d.parent.parent.name == POOL_STAGES else None
+
+
+def pool_cells_dir(out: str | Path) -> Path:
+    """The pool's finished eval cells, one file per cell named by its cache key: ``OUT/cells/`` (made here)."""
+    return owned_dir(out, POOL_CELLS)
+
+
+def pool_exports_dir(out: str | Path) -> Path:
+    """The pool's Hugging Face exports of its archpool models, one ``<key>/`` per model: ``OUT/hf/`` (made here)."""
+    return owned_dir(out, POOL_EXPORTS)
 
 
 def checkpoint_candidates(run_dir: str | Path, source: str) -> list[Path]:

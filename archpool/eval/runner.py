@@ -2,8 +2,9 @@
 
 Results carry the sample count, seed, scoring mode and (likelihood mode) chance; each is cached by
 (the whole model's hash: weights, config and the files beside them, ``archpool.eval.hfdir.model_sha256``;
-tokenizer hash, task config), so a re-run or a pool re-using a model costs nothing, and a config-only change
-(RoPE, context) is scored afresh.
+tokenizer hash, task, length, mode, sample count, seed, the task's parameters as written and the hash of
+its haystack texts), everything its score depends on, so a re-run or a pool re-using a model costs nothing,
+a config-only change (RoPE, context) is scored afresh, and one cache can serve every request.
 Aggregates: RULER = mean of task scores per length; HELMET = mean over the chosen categories of
 each category's mean task score.
 """
@@ -154,11 +155,13 @@ def run_tasks(
             if haystack_texts and "haystack_texts" not in params and not dense:
                 config = config.replace(haystack_texts=haystack_texts)
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
+            # the task's own haystack texts (by their hash, as the store's), else the store's
+            texts_hash = sha256_json(params["haystack_texts"])[:16] if "haystack_texts" in params else haystack_hash
             modes = [DENSE_MODE] if dense else list(request.modes)
             todo, got = [], {}
             for mode in modes:
                 key = task_result_key(
-                    model_hash, tokenizer_hash, task, length, mode, request.n_samples, request.seed, shown, haystack_hash
+                    model_hash, tokenizer_hash, task, length, mode, request.n_samples, request.seed, shown, texts_hash
                 )
                 path = cache_dir / f"{key}.json" if cache_dir else None
                 cached = _cached_result(path, key, task, length, mode) if path is not None else None

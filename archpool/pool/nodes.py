@@ -92,7 +92,8 @@ class CheckpointExtendConfig(_StageConfig):
 @dataclass(frozen=True)
 class EvalConfig(_StageConfig):
     """An evaluation of one model: before extension (``phase`` base) or after, at one ``rung`` of a
-    ladder; a checkpoint run's names its model (``checkpoint``) and that model's ``content`` key."""
+    ladder; a checkpoint run's names its model (``checkpoint``) and that model's ``content`` key.
+    ``to_dict`` holds of ``eval`` only what this node's scores depend on (:func:`scored_eval_settings`)."""
 
     eval: EvalSettings
     phase: str
@@ -105,6 +106,26 @@ class EvalConfig(_StageConfig):
     @property
     def base(self) -> bool:
         return self.phase == BASE
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config with ``eval`` as :func:`scored_eval_settings` gives it: what the node's scores depend on."""
+        out = super().to_dict()
+        out["eval"] = scored_eval_settings(self.eval, self.base, self.long_ctx)
+        return out
+
+
+PHASE_FIELDS = ("lengths", "length_ratios", "base_lengths", "base_length_ratios")  # resolved per phase
+PLAN_FIELDS = ("enabled", "base")  # which eval nodes a pool has, not what one scores
+
+
+def scored_eval_settings(settings: EvalSettings, base: bool, long_ctx: int) -> dict[str, Any]:
+    """The ``eval:`` section as one phase's eval node scores it: its lengths resolved
+    (:meth:`EvalSettings.lengths_at`, so another phase's lengths do not reach it), without the fields that
+    only say which eval nodes the pool has. Each task's cells are keyed by their own settings
+    (:mod:`archpool.pool.stages.eval`), so a node re-keyed by one task's settings scores only that task."""
+    out = {k: v for k, v in settings.to_dict().items() if k not in PHASE_FIELDS + PLAN_FIELDS}
+    out["lengths"] = settings.lengths_at(base, long_ctx)
+    return out
 
 
 @dataclass(frozen=True)
