@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from archpool.axes import N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SWA
 from archpool.names import SCORED_SUITES
 
 RESULTS_FILE = "results.csv"  # one row per run, in a pool directory
 ANSWERS_FILE = "items.parquet"  # one row per scored answer, beside results.csv (archpool.analysis.answers)
 # the design columns a pool writes first, in this order (what a run is, not what it measured)
 DESIGN_COLUMNS = (
-    "run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8",
+    "run", "arch", SWA, QK_NORM, NORM, N_KV_HEADS, "n_heads", PRETRAIN_CTX, "seed", "init", "fp8",
     "window", "d_ff", "n_layers", "d_model", "short_ctx", "feature_count", "state", "error",
 )  # fmt: skip
 BASE_PREFIX = "base_"

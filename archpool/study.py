@@ -5,8 +5,10 @@
 - what "short" context means: half the pool's long context (the paper's 4K of 8K); 4096 for a
   single model or a table that says nothing else;
 - Olmo 3's layer pattern (3 of every 4 layers sliding, every 4th full);
-- QK-norm spellings, extension recipes, the SwiGLU width rule;
+- extension recipes, the SwiGLU width rule;
 - a run's final loss (the mean of the last 10% of its steps) and the evaluation defaults.
+
+The axes themselves (names, values, spellings, the feature each switches) are :mod:`archpool.axes`.
 
 Pure Python on plain values: no torch, no pandas, nothing from the pipeline's stages.
 """
@@ -17,27 +19,13 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args
 
+from archpool.axes import NORM, canonical_qk_norm
 from archpool.errors import ConfigError
 
-# ---------------------------------------------------------------------------------------------- axes
-Norm = Literal["pre", "post"]
-QkNorm = Literal["none", "layerwise", "headwise"]
-NORMS: tuple[str, ...] = get_args(Norm)
-QK_NORMS: tuple[str, ...] = get_args(QkNorm)
-# the paper's and the families' spellings of the QK-norm axis
-QK_NORM_ALIASES = {"hw": "headwise", "hqk": "headwise", "lqk": "layerwise", "lw": "layerwise", "off": "none"}
+# ---------------------------------------------------------------------------------------------- layers
 SWA_PATTERNS = ("none", "olmo3", "all")
 FULL, SLIDING = "full_attention", "sliding_attention"
 LAYER_TYPES = (FULL, SLIDING)
-FEATURES = ("qk_norm", "gqa", "swa", "short_ctx")
-
-
-def canonical_qk_norm(value: object) -> str:
-    """``none`` / ``layerwise`` / ``headwise`` from any accepted spelling (``False``/``None`` → none)."""
-    if value is None or value is False:
-        return "none"
-    text = str(value).strip().lower()
-    return QK_NORM_ALIASES.get(text, text)
 
 
 def olmo3_layer_types(n_layers: int) -> list[str]:
@@ -90,7 +78,7 @@ def table_short_ctx(contexts: Iterable[int]) -> int:
 def feature_flags(
     *, qk_norm: str, n_kv_heads: int, n_heads: int, swa: bool | int, pretrain_ctx: int, short_ctx: int
 ) -> dict[str, int]:
-    """The four binary features of one model (docs/paper.md §1)."""
+    """The four binary features of one model (docs/paper.md §1), keyed as :data:`archpool.axes.FEATURES`."""
     return dict(
         qk_norm=int(canonical_qk_norm(qk_norm) != "none"),
         gqa=int(int(n_kv_heads) < int(n_heads)),
@@ -190,15 +178,9 @@ class DesignAxes:
 
     def feature_count(self, short_ctx: int) -> int:
         """How many of the paper's four features this run has (:func:`feature_count`)."""
-        a = self.axes
-        return feature_count(
-            qk_norm=a["qk_norm"],
-            n_kv_heads=a["n_kv_heads"],
-            n_heads=a["n_heads"],
-            swa=a["swa"],
-            pretrain_ctx=a["pretrain_ctx"],
-            short_ctx=short_ctx,
-        )
+        features = self.axes
+        del features[NORM]  # the one axis that is not a feature
+        return feature_count(**features, short_ctx=short_ctx)
 
     def row(self) -> dict[str, Any]:
         """The run's design columns of ``results.csv`` (docs/paper.md)."""

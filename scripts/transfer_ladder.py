@@ -26,8 +26,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from archpool.analysis.carry import CARRY_FEATURES, transfer_scores
-from archpool.analysis.results import FEATURE_NAMES
 from archpool.analysis.table import default_short_ctx, load_results
+from archpool.axes import FEATURE_NAMES
 from archpool.columns import lower_is_better
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from archpool.analysis.carry import CARRY_FEATURES, carry_summary
-from archpool.analysis.results import FEATURE_NAMES
 from archpool.analysis.table import default_short_ctx, load_results
+from archpool.axes import FEATURE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "results" / "transfer"

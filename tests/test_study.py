@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from archpool import study
+from archpool import axes, study
 from archpool.analysis.table import features, validate
 from archpool.model.features import features_from_config
 from archpool.pool.results import results_rows
@@ -52,5 +52,5 @@ def test_layer_patterns_round_trip():
 def test_qk_norm_spellings_are_one_map():
     from archpool.model.config import ModelConfig
 
-    for alias, canonical in study.QK_NORM_ALIASES.items():
-        assert ModelConfig(qk_norm=alias).qk_norm == canonical == study.canonical_qk_norm(alias.upper())
+    for alias, canonical in axes.QK_NORM_ALIASES.items():
+        assert ModelConfig(qk_norm=alias).qk_norm == canonical == axes.canonical_qk_norm(alias.upper())

@@ -39,10 +39,11 @@ from scipy import stats as sps
 
 from archpool.analysis.effects import arch_labels
 from archpool.analysis.table import features
+from archpool.axes import FEATURES, N_KV_HEADS, NORM, POST_NORM, QK_NORM
 from archpool.columns import ColumnKey
 from archpool.paper.table import HELMET_COLUMNS, PaperRun, paper_runs
 
-CARRY_FEATURES = ("qk_norm", "gqa", "swa", "short_ctx", "post_norm")
+CARRY_FEATURES = (*FEATURES, POST_NORM)
 PAPER_MULTIPLES = (1, 2, 4, 8)  # HELMET 8K, 16K, 32K, 64K of the paper's 8K pretraining context
 BOOTSTRAP = 2000
 ALPHA = 0.05
@@ -56,7 +57,7 @@ GROUP_COLUMNS = ("d_model", "n_layers", "n_heads", "d_ff_ratio", "init", "fp8")
 
 def paper_flags(run: PaperRun) -> dict[str, int]:
     """The five features of a published run: the paper's four flags and post-sublayer norm."""
-    return {**run.flags, "post_norm": int(run.design["norm"] == "post")}
+    return {**run.flags, POST_NORM: int(run.design[NORM] == "post")}
 
 
 def _differ_in_one(a: dict[str, int], b: dict[str, int], feature: str) -> bool:
@@ -81,7 +82,7 @@ def replicate_pairs() -> list[tuple[PaperRun, PaperRun]]:
     """Published runs that share every feature, QK-norm kind and KV-head count: they differ only in init
     group, d_ff or fp8, so their differences measure the paper's run-to-run noise."""
     runs = paper_runs()
-    key = [(paper_flags(r), r.design["qk_norm"], r.design["n_kv_heads"]) for r in runs]
+    key = [(paper_flags(r), r.design[QK_NORM], r.design[N_KV_HEADS]) for r in runs]
     return [(runs[i], runs[j]) for i in range(len(runs)) for j in range(i + 1, len(runs)) if key[i] == key[j]]
 
 
@@ -177,9 +178,9 @@ def arm_flags(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
     """Per run: its architecture, the five features and the group (the design columns pairs must share)."""
     f = features(df, short_ctx)
     out = pd.DataFrame({"arch": arch_labels(df), "seed": pd.to_numeric(df["seed"], errors="coerce")}, index=df.index)
-    for name in CARRY_FEATURES[:4]:
+    for name in FEATURES:
         out[name] = f[name].astype(int)
-    out["post_norm"] = (df["norm"].astype(str) == "post").astype(int)
+    out[POST_NORM] = (df[NORM].astype(str) == "post").astype(int)
     cols = [c for c in GROUP_COLUMNS if c in df.columns]
     out["group"] = [tuple(f"{c}={_plain(v)}" for c, v in zip(cols, row)) for row in df[cols].itertuples(index=False)]
     return out
@@ -302,7 +303,7 @@ class TransferScore:
         out = []
         for c in self.cells:
             lo, hi = c["ci95"]
-            if c["multiple"] != multiple or c["feature"] not in CARRY_FEATURES[:4] or lo is None or hi is None:
+            if c["multiple"] != multiple or c["feature"] not in FEATURES or lo is None or hi is None:
                 continue
             if (c["paper_effect"] < 0 and hi < 0) or (c["paper_effect"] > 0 and lo > 0):
                 out.append(c["feature"])

@@ -28,7 +28,7 @@ from archpool.analysis.answers import Answers
 from archpool.analysis.extension import by_seed, effect, seed_key, seeds_of
 from archpool.analysis.mastery import MASTERY_THRESHOLD, mastery_frame, mastery_metric
 from archpool.analysis.table import MATCH_CONFOUNDS
-from archpool.study import FEATURES
+from archpool.axes import FEATURES
 
 SUPER, SUB, ADDITIVE, UNRESOLVED = "super-additive", "sub-additive", "additive", "not resolved"
 

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archpool.analysis.table import AXES, MATCH_CONFOUNDS, features
-from archpool.study import FEATURES
+from archpool.analysis.table import MATCH_CONFOUNDS, features
+from archpool.axes import AXES, AXIS, FEATURES, GQA, NORM, QK_NORM, SWA
 
-QK_ORDER = {"none": 0, "layerwise": 1, "headwise": 2}
-STRESSED = ("swa", "gqa")  # the paper's compounding: SWA costs little without GQA, much with it
+QK_NORM_AND_NORM = f"{QK_NORM}+{NORM}"  # the two axes of the "remove QK-norm from Olmo" lever, as one
+STRESSED = (SWA, GQA)  # the paper's compounding: SWA costs little without GQA, much with it
 
 
 def _f(x: Any) -> float | None:
@@ -78,20 +78,15 @@ def spread(df: pd.DataFrame, target: str, c: pd.DataFrame) -> dict[str, Any]:
 
 
 def _orient(axis: str, a: pd.Series, b: pd.Series) -> bool:
-    """True when ``a`` is the feature-off ("from") side of the pair."""
-    if axis == "swa":
-        return bool(a["swa"] < b["swa"])
-    if axis in ("qk_norm", "qk_norm+norm"):
-        return QK_ORDER[a["qk_norm"]] < QK_ORDER[b["qk_norm"]]
-    if axis == "norm":
-        return bool(a["norm"] == "pre")
-    return bool(a[axis] > b[axis])  # n_kv_heads, pretrain_ctx: more / longer is the baseline
+    """True when ``a`` is the feature-off ("from") side of the pair (the lever: by its QK-norm)."""
+    spec = AXIS[QK_NORM if axis == QK_NORM_AND_NORM else axis]
+    return bool(spec.rank(a[spec.name]) < spec.rank(b[spec.name]))
 
 
 def _label(axis: str, r: pd.Series) -> str:
-    if axis == "qk_norm+norm":
-        return f"{r['qk_norm']}/{r['norm']}"
-    return str(int(r[axis]) if axis != "qk_norm" and axis != "norm" else r[axis])
+    if axis == QK_NORM_AND_NORM:
+        return f"{r[QK_NORM]}/{r[NORM]}"
+    return str(r[axis] if AXIS[axis].categorical else int(r[axis]))
 
 
 def pairs(c: pd.DataFrame, seed_sd: float | None) -> list[dict[str, Any]]:
@@ -105,8 +100,8 @@ def pairs(c: pd.DataFrame, seed_sd: float | None) -> list[dict[str, Any]]:
         diff = [k for k in AXES if a[k] != b[k]]
         if len(diff) == 1:
             axis = diff[0]
-        elif set(diff) == {"qk_norm", "norm"}:
-            axis = "qk_norm+norm"
+        elif set(diff) == {QK_NORM, NORM}:
+            axis = QK_NORM_AND_NORM
         else:
             continue
         if not _orient(axis, a, b):

@@ -43,13 +43,11 @@ from archpool.analysis import effects as fx
 from archpool.analysis.answers import Answers, clipped, from_seeds
 from archpool.analysis.mastery import MASTERY_METRIC, MASTERY_THRESHOLD, finite, mastery_frame, mastery_metric
 from archpool.analysis.table import features
+from archpool.axes import FEATURE_AXIS, FEATURES
 from archpool.columns import BASE_PREFIX, LADDER_MEAN, RUNG_SEP, ColumnKey, keyed_columns, rung_budget, split_rung
-from archpool.study import FEATURES
 
 NOT_MASTERED = "did not master before extension: its long-context numbers measure pretraining, not extension"
 NOT_FACTORIAL = "not factorial: pairwise effects only"
-FEATURE_AXIS = {"qk_norm": "qk_norm", "gqa": "n_kv_heads", "swa": "swa", "short_ctx": "pretrain_ctx"}
-"""The axis that changes a feature alone: an arm on it is the feature's main arm (listed first)."""
 
 
 def summarise(per_seed: dict[Any, float]) -> dict[str, Any]:

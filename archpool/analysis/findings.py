@@ -37,10 +37,9 @@ from archpool.analysis import effects as fx
 from archpool.analysis import inference, stats
 from archpool.analysis.answers import Answers
 from archpool.analysis.extension import NOT_FACTORIAL, is_factorial, summarise
-from archpool.analysis.results import FEATURE_NAMES
 from archpool.analysis.table import features, metric_columns
+from archpool.axes import FEATURE_NAMES, FEATURES
 from archpool.columns import lower_is_better
-from archpool.study import FEATURES
 
 RUNS_PER_PREDICTOR = 10  # rule of thumb below which regression R² and CIs are unreliable
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from functools import cache
 
+from archpool.axes import GQA, QK_NORM, SHORT_CTX, SWA
 from archpool.paper.table import paper_run
 
 BASELINE = "G_pre_8kv_8k_14k"  # the Llama 3 replica
 WITH_FEATURE = {  # the replica with one feature added
-    "qk_norm": "G_pre_LQK_8kv_8k_14k",  # layerwise QK-norm
-    "swa": "G_pre_8kv_8k_14k_SWA",  # sliding windows on 3 of 4 layers
-    "short_ctx": "G_pre_8kv_4k_14k",  # 4K instead of 8K pretraining
-    "gqa": "G_pre_4kv_8k_14k",  # 4 instead of 8 KV heads
+    QK_NORM: "G_pre_LQK_8kv_8k_14k",  # layerwise QK-norm
+    SWA: "G_pre_8kv_8k_14k_SWA",  # sliding windows on 3 of 4 layers
+    SHORT_CTX: "G_pre_8kv_4k_14k",  # 4K instead of 8K pretraining
+    GQA: "G_pre_4kv_8k_14k",  # 4 instead of 8 KV heads
 }
 BY_MULTIPLE = {1: "helmet_8k", 2: "helmet_16k", 4: "helmet_32k", 8: "helmet_64k"}
 

@@ -29,14 +29,6 @@ CEILING = "at the ceiling"
 NO_LARGER = "no effect larger than the smallest of interest"
 BELOW = "beyond noise, below the smallest of interest"
 
-FEATURE_NAMES = {
-    "qk_norm": "QK-norm",
-    "gqa": "GQA",
-    "swa": "SWA",
-    "short_ctx": "short pretraining context",
-    "post_norm": "post-sublayer norm",
-}
-
 Interval = tuple[float | None, float | None]
 
 

@@ -46,8 +46,9 @@ from archpool.analysis.table import (
     is_design,
     metric_columns,
 )
+from archpool.axes import FEATURES, GQA, N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SHORT_CTX, SWA
 from archpool.columns import LENGTH_RE, ColumnKey, is_pre_extension, lower_is_better, rung_budget, split_rung
-from archpool.study import FEATURES, HEADROOM
+from archpool.study import HEADROOM
 
 DEFAULT_TARGETS = ("helmet@32768", "helmet_32k", "helmet", "long_score", "ruler@32768", "ruler")
 MIN_RUNS = 3
@@ -178,7 +179,7 @@ def analyze(
     groups = fx.arch_labels(d)
     predictors, skipped = _predictors(d, f, y, target, covariates, groups)
 
-    inter_X = f[list(FEATURES)].assign(swa_x_gqa=f["swa"] * f["gqa"])
+    inter_X = f[list(FEATURES)].assign(swa_x_gqa=f[SWA] * f[GQA])
     interaction_fit = stats.fit_multi(inter_X, y, groups)
 
     factorial = ext.is_factorial(d, short)
@@ -279,7 +280,7 @@ def _predictors(
     predictors: dict[str, dict[str, Any]] = {
         "feature_count": {"kind": "count", **stats.fit_single(f["feature_count"], y, "feature_count", groups)},
         "four_axes": {"kind": "axes", **stats.fit_multi(f[list(FEATURES)], y, groups)},
-        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[["qk_norm", "kv_ratio", "swa", "short_ctx"]], y, groups)},
+        "four_axes_kv_ratio": {"kind": "axes", **stats.fit_multi(f[[QK_NORM, "kv_ratio", SWA, SHORT_CTX]], y, groups)},
     }
     skipped = []
     stem = split_rung(target)[0]
@@ -395,7 +396,7 @@ def _run_rows(
     )
     cols = [
         c
-        for c in ("run", "arch", "swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx", "seed", "init", "fp8")
+        for c in ("run", "arch", SWA, QK_NORM, NORM, N_KV_HEADS, "n_heads", PRETRAIN_CTX, "seed", "init", "fp8")
         if c in d.columns
     ]
     rows = []
@@ -429,10 +430,10 @@ def _attention(d: pd.DataFrame, f: pd.DataFrame, y: pd.Series, target: str) -> d
     out: dict[str, Any] = {"sink_column": sink, "entropy_column": ent}
     if sink:
         out["sink_vs_target"] = stats.fit_single(d[sink].astype(float), y, sink)
-        out["sink_by_qk_norm"] = {k: float(v) for k, v in d.groupby("qk_norm")[sink].mean().items()}
+        out["sink_by_qk_norm"] = {k: float(v) for k, v in d.groupby(QK_NORM)[sink].mean().items()}
     if ent:
         out["entropy_vs_target"] = stats.fit_single(d[ent].astype(float), y, ent)
-        out["entropy_by_qk_norm"] = {k: float(v) for k, v in d.groupby("qk_norm")[ent].mean().items()}
+        out["entropy_by_qk_norm"] = {k: float(v) for k, v in d.groupby(QK_NORM)[ent].mean().items()}
     if sink and ent:
         ok = d[sink].notna() & d[ent].notna()
         out["sink_entropy_corr"] = float(np.corrcoef(d[sink][ok], d[ent][ok])[0, 1]) if ok.sum() > 2 else None

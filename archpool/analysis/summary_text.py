@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from archpool.analysis.extension import NOT_FACTORIAL
-from archpool.analysis.results import FEATURE_NAMES, target_label
+from archpool.analysis.results import target_label
+from archpool.axes import FEATURE_NAMES, FEATURES
 from archpool.columns import RUNG_SEP, split_rung
-from archpool.study import FEATURES
 
 
 def _n(v: Any, fmt: str = "{:+.3f}") -> str:

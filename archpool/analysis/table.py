@@ -42,19 +42,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from archpool.axes import AXES, AXIS, FEATURES, N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SWA, Axis
 from archpool.columns import DESIGN_COLUMNS, RESULTS_FILE
 from archpool.csvsafe import restore_cell
 from archpool.errors import ConfigError, DataError
 from archpool.rundir import pool_plan_path, pool_runs_dir
 from archpool.safeload import read_record, read_run_status
-from archpool.study import FEATURES, QK_NORM_ALIASES, QK_NORMS, feature_flags, table_short_ctx
+from archpool.study import feature_flags, table_short_ctx
 
-REQUIRED = ("run", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
-AXES = ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx")
-NORMS = ("pre", "post")
+REQUIRED = ("run", *AXES)
 # Columns that describe a run rather than measure it; never used as single predictors.
 DESIGN = {*DESIGN_COLUMNS, "name", "params_b", "d_ff_ratio", "stage", "node"}
-TEXT_OK = {"run", "name", "arch", "qk_norm", "norm", "init", "state", "error", "stage", "node"}
+TEXT_OK = {"run", "name", "arch", *(a for a in AXES if AXIS[a].categorical), "init", "state", "error", "stage", "node"}
 # Confounds that must match for two runs to count as a matched pair (docs/paper.md §5: init, fp8, depth).
 MATCH_CONFOUNDS = ("init", "fp8", "n_layers")
 SINK_COLUMNS = ("attn_sink_rate", "attn_first_token_mass", "sink_strength", "sink_rate", "first_token_mass")
@@ -142,12 +141,12 @@ def validate(raw: pd.DataFrame, label: str = "table") -> pd.DataFrame:
     raw = _columns(raw, label)
     runs = _run_names(raw, label)
     df = pd.DataFrame({"run": runs})
-    df["swa"] = [_flag(v, "swa", i, runs[i], label) for i, v in enumerate(raw["swa"])]
-    df["qk_norm"] = [_choice(v, "qk_norm", QK_NORMS, QK_NORM_ALIASES, i, runs[i], label) for i, v in enumerate(raw["qk_norm"])]
-    df["norm"] = [_choice(v, "norm", NORMS, {}, i, runs[i], label) for i, v in enumerate(raw["norm"])]
-    df["n_kv_heads"] = _ints(raw["n_kv_heads"], "n_kv_heads", runs, label)
+    df[SWA] = [_flag(v, SWA, i, runs[i], label) for i, v in enumerate(raw[SWA])]
+    for axis in (AXIS[QK_NORM], AXIS[NORM]):
+        df[axis.name] = [_choice(v, axis, i, runs[i], label) for i, v in enumerate(raw[axis.name])]
+    df[N_KV_HEADS] = _ints(raw[N_KV_HEADS], N_KV_HEADS, runs, label)
     df["n_heads"] = _ints(raw["n_heads"], "n_heads", runs, label) if "n_heads" in raw.columns else 32
-    df["pretrain_ctx"] = _ints(raw["pretrain_ctx"], "pretrain_ctx", runs, label)
+    df[PRETRAIN_CTX] = _ints(raw[PRETRAIN_CTX], PRETRAIN_CTX, runs, label)
     _check_kv_heads(df, runs, label)
     more = _other_columns(raw, df.columns, runs, label)
     if more:
@@ -208,12 +207,12 @@ def _check_seeds(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
 
 def _check_kv_heads(df: pd.DataFrame, runs: pd.Series, label: str) -> None:
     """Every row's KV heads in [1, query heads] and evenly sharing them."""
-    kv, heads = df["n_kv_heads"], df["n_heads"]
+    kv, heads = df[N_KV_HEADS], df["n_heads"]
     for i in np.flatnonzero((kv < 1) | (kv > heads) | (heads % kv.clip(lower=1) != 0)):
         rule = ">" if kv[i] > heads[i] else "do not evenly share"
         raise TableError(
-            f"{label}: {_where('n_kv_heads', int(i), runs[i])}: {kv[i]} KV heads {rule} {heads[i]} query heads",
-            column="n_kv_heads",
+            f"{label}: {_where(N_KV_HEADS, int(i), runs[i])}: {kv[i]} KV heads {rule} {heads[i]} query heads",
+            column=N_KV_HEADS,
             row=int(i) + 1,
         )
 
@@ -246,14 +245,15 @@ def _flag(v: str, column: str, i: int, run: str, label: str) -> int:
     raise TableError(f"{label}: {_where(column, i, run)}: {v!r} is not 0/1", column=column, row=i + 1)
 
 
-def _choice(v: str, column: str, allowed: tuple[str, ...], aliases: dict[str, str], i: int, run: str, label: str) -> str:
+def _choice(v: str, axis: Axis, i: int, run: str, label: str) -> str:
+    """A categorical axis's value in its canonical spelling."""
     s = str(v).strip().lower()
-    s = aliases.get(s, s)
-    if s not in allowed:
-        alias = f" (aliases: {', '.join(aliases)})" if aliases else ""
+    s = axis.aliases.get(s, s)
+    if s not in axis.values:
+        alias = f" (aliases: {', '.join(axis.aliases)})" if axis.aliases else ""
         raise TableError(
-            f"{label}: {_where(column, i, run)}: unknown value {v!r}; allowed: {', '.join(allowed)}{alias}",
-            column=column,
+            f"{label}: {_where(axis.name, i, run)}: unknown value {v!r}; allowed: {', '.join(axis.values)}{alias}",
+            column=axis.name,
             row=i + 1,
         )
     return s
@@ -344,18 +344,18 @@ def default_short_ctx(df: pd.DataFrame) -> int:
             )
         if values:
             return values[0]
-    return table_short_ctx(df["pretrain_ctx"])
+    return table_short_ctx(df[PRETRAIN_CTX])
 
 
 def features(df: pd.DataFrame, short_ctx: int) -> pd.DataFrame:
     """The four binary features (docs/paper.md §1), their count, and the underlying KV-head ratio."""
     flags = [
         feature_flags(qk_norm=q, n_kv_heads=kv, n_heads=h, swa=s, pretrain_ctx=c, short_ctx=short_ctx)
-        for q, kv, h, s, c in zip(df["qk_norm"], df["n_kv_heads"], df["n_heads"], df["swa"], df["pretrain_ctx"])
+        for q, kv, h, s, c in zip(df[QK_NORM], df[N_KV_HEADS], df["n_heads"], df[SWA], df[PRETRAIN_CTX])
     ]
     out = pd.DataFrame(flags, index=df.index, columns=list(FEATURES)).astype(int)
     out["feature_count"] = out[list(FEATURES)].sum(axis=1)
-    out["kv_ratio"] = df["n_kv_heads"] / df["n_heads"]
+    out["kv_ratio"] = df[N_KV_HEADS] / df["n_heads"]
     return out
 
 

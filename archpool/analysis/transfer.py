@@ -33,6 +33,7 @@ from archpool.analysis.results import (
     SMALLER,
     TransferCell,
 )
+from archpool.axes import FEATURES
 from archpool.columns import ColumnKey, lower_is_better, rung_label, split_rung
 
 MULTIPLES = (1, 2, 4, 8)
@@ -52,7 +53,7 @@ def transfer_cells(r: Mapping[str, Any], long_ctx: int | None) -> list[TransferC
     rung = split_rung(r["target"])[1]
     sign = -1.0 if lower_is_better(r["target"]) else 1.0
     rows: list[tuple[str, int, dict[str, Any]]] = []
-    for feature in ("qk_norm", "gqa", "swa", "short_ctx"):
+    for feature in FEATURES:
         for a in (x for x in ext.get("axes", []) if x["feature"] == feature):
             for x in a["effects"]:
                 multiple = x["length"] / long_ctx

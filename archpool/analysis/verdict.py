@@ -12,11 +12,10 @@ from typing import Any
 
 from archpool.analysis import carry, inference, paper
 from archpool.analysis.extension import summarise
-from archpool.analysis.results import FEATURE_NAMES, AxisVerdict, fmt
+from archpool.analysis.results import AxisVerdict, fmt
 from archpool.analysis.transfer import at_ceiling, min_effect_of
+from archpool.axes import FEATURE_NAMES, FEATURES
 from archpool.columns import ColumnKey, lower_is_better
-
-AXIS_ORDER = ("qk_norm", "gqa", "swa", "short_ctx")
 
 
 def _excludes_zero(ci: tuple[float | None, float | None]) -> bool:
@@ -123,7 +122,7 @@ def axis_verdicts(r: dict[str, Any], found: dict[str, Any] | None) -> list[AxisV
     co = _co_target(r, min_effect)
     evidence, width = carry.ladder_evidence(), carry.pool_width(r.get("carry"))
     out = []
-    for feature in AXIS_ORDER:
+    for feature in FEATURES:
         a = by_feature.get(feature)
         if a is None and feature not in found_axes:
             continue
@@ -216,7 +215,7 @@ def _tested(by_feature: dict[str, Any], found_axes: dict[str, Any], min_effect: 
     post: dict[str, dict[str, Any]] = {}
     did: dict[str, dict[str, Any]] = {}
     pre: dict[str, dict[str, Any]] = {}
-    for feature in AXIS_ORDER:
+    for feature in FEATURES:
         a = by_feature.get(feature)
         x = next((x for x in a["effects"] if x["is_target"]), None) if a is not None else None
         if x is not None and x["post"]["mean"] is not None:

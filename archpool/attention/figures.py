@@ -21,6 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from archpool.axes import AXIS, QK_NORM
+
 QK_COLORS = {"none": "#d62728", "layerwise": "#1f77b4", "headwise": "#2ca02c"}
 
 
@@ -29,13 +31,13 @@ def _norm(s: Mapping[str, Any]) -> dict[str, Any]:
         name = s.get("name") or Path(str(s.get("target", "?"))).name
         return {
             "name": name,
-            "qk_norm": s.get("model", {}).get("qk_norm", s.get("qk_norm", "none")),
+            QK_NORM: s.get("model", {}).get(QK_NORM, s.get(QK_NORM, "none")),
             "metrics": dict(s["metrics"]),
             "per_layer": s.get("per_layer", {}),
         }
     return {
         "name": str(s.get("run", s.get("name", "?"))),
-        "qk_norm": str(s.get("qk_norm", "none")),
+        QK_NORM: str(s.get(QK_NORM, "none")),
         "metrics": {k: v for k, v in s.items() if isinstance(v, (int, float))},
         "per_layer": s.get("per_layer", {}),
     }
@@ -79,7 +81,7 @@ def sink_vs_score(
     pts = [(s["metrics"].get(sink), y, s) for s, y in zip(sums, ys) if _ok(s["metrics"].get(sink), y)]
     fig, ax = plt.subplots(figsize=(5, 4))
     for x, y, s in pts:
-        ax.scatter(x, y, color=QK_COLORS.get(s["qk_norm"], "gray"), edgecolor="k", linewidth=0.5, zorder=3)
+        ax.scatter(x, y, color=QK_COLORS.get(s[QK_NORM], "gray"), edgecolor="k", linewidth=0.5, zorder=3)
         ax.annotate(s["name"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     fit = linear_fit([p[0] for p in pts], [p[1] for p in pts])
     title = "sink strength vs score"
@@ -90,7 +92,7 @@ def sink_vs_score(
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(sink)
     ax.set_ylabel(score_label)
-    _legend(ax, {s["qk_norm"] for _, _, s in pts})
+    _legend(ax, {s[QK_NORM] for _, _, s in pts})
     fig.tight_layout()
     return fig
 
@@ -105,12 +107,12 @@ def entropy_vs_sink(
         x, y = s["metrics"].get(sink), s["metrics"].get(entropy)
         if not _ok(x, y):
             continue
-        seen.add(s["qk_norm"])
-        ax.scatter(x, y, color=QK_COLORS.get(s["qk_norm"], "gray"), edgecolor="k", linewidth=0.5, zorder=3)
+        seen.add(s[QK_NORM])
+        ax.scatter(x, y, color=QK_COLORS.get(s[QK_NORM], "gray"), edgecolor="k", linewidth=0.5, zorder=3)
         ax.annotate(s["name"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel(sink)
     ax.set_ylabel(entropy)
-    ax.set_title("attention entropy vs sink strength, by QK-norm", fontsize=9)
+    ax.set_title(f"attention entropy vs sink strength, by {AXIS[QK_NORM].label}", fontsize=9)
     _legend(ax, seen)
     fig.tight_layout()
     return fig
@@ -126,7 +128,7 @@ def per_layer_profiles(
             vals = s["per_layer"].get(m)
             if not vals:
                 continue
-            ax.plot(range(len(vals)), vals, marker="o", ms=3, label=s["name"], color=QK_COLORS.get(s["qk_norm"]))
+            ax.plot(range(len(vals)), vals, marker="o", ms=3, label=s["name"], color=QK_COLORS.get(s[QK_NORM]))
             types = s["per_layer"].get("layer_types") or []
             for i, t in enumerate(types):  # hollow markers: sliding-window layers
                 if t == "sliding_attention":
@@ -141,7 +143,10 @@ def per_layer_profiles(
 def _legend(ax, qk_norms) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], marker="o", ls="", color=QK_COLORS.get(q, "gray"), label=f"QK-norm: {q}") for q in sorted(qk_norms)]
+    handles = [
+        Line2D([], [], marker="o", ls="", color=QK_COLORS.get(q, "gray"), label=f"{AXIS[QK_NORM].label}: {q}")
+        for q in sorted(qk_norms)
+    ]
     if handles:
         ax.legend(handles=handles, fontsize=7)
 

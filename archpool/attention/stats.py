@@ -31,6 +31,7 @@ from archpool.attention.corpus import Corpus
 from archpool.attention.metrics import RowStats, sink_rate
 from archpool.attention.rows import attention_rows
 from archpool.attention.settings import SINK_EPS, Settings
+from archpool.axes import NORM, QK_NORM
 from archpool.errors import ConfigError, DataError
 
 SCHEMA = "archpool.attention/1"
@@ -166,8 +167,8 @@ def _model_axes(probe: Probe) -> dict[str, Any]:
     cfg = getattr(probe.model, "cfg", None)
     if cfg is not None:
         return {
-            "qk_norm": cfg.qk_norm,
-            "norm": cfg.norm,
+            QK_NORM: cfg.qk_norm,
+            NORM: cfg.norm,
             "window": cfg.window,
             "max_seq_len": cfg.max_seq_len,
             "family": cfg.family,
@@ -177,8 +178,8 @@ def _model_axes(probe: Probe) -> dict[str, Any]:
 
     fam = FAMILIES.get(getattr(c, "model_type", ""))
     return {
-        "qk_norm": fam.qk_norm if fam else "unknown",
-        "norm": fam.norm if fam else "unknown",
+        QK_NORM: fam.qk_norm if fam else "unknown",
+        NORM: fam.norm if fam else "unknown",
         "window": getattr(c, "sliding_window", None),
         "max_seq_len": getattr(c, "max_position_embeddings", None),
         "family": getattr(c, "model_type", None),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.attention.stats import VARIANTS
+from archpool.axes import NORM, QK_NORM
 
 ROWS = [
     ("sink rate, T=64, no BOS (%)", ("sink", "no_bos", "rate")),
@@ -18,8 +19,8 @@ def summaries_table(results: Sequence[dict[str, Any]]) -> str:
     """A side-by-side text table of several results (one column per target)."""
     names = [r.get("name") or Path(str(r.get("target", "?"))).name for r in results]
     rows: list[tuple[str, list[str]]] = [
-        ("qk_norm", [str(r["model"].get("qk_norm")) for r in results]),
-        ("norm", [str(r["model"].get("norm")) for r in results]),
+        (QK_NORM, [str(r["model"].get(QK_NORM)) for r in results]),
+        (NORM, [str(r["model"].get(NORM)) for r in results]),
     ]
     for label, path in ROWS:
         rows.append((label, [_fmt(_get(r, path)) for r in results]))

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from archpool.axes import Norm, QkNorm, canonical_qk_norm
 from archpool.config import Config
 from archpool.errors import ConfigError
 from archpool.io import read_config_file
-from archpool.study import LAYER_TYPES, SWA_PATTERNS, Norm, QkNorm, canonical_qk_norm, default_d_ff, layer_types
+from archpool.study import LAYER_TYPES, SWA_PATTERNS, default_d_ff, layer_types
 from archpool.typecheck import check_types
 
 RopeType = Literal["default", "linear", "ntk", "yarn"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from archpool.axes import NORM, QK_NORM
 from archpool.errors import CheckpointError, ConfigError
 from archpool.io import read_config_file
 from archpool.model.config import MAX_DIM, MAX_SEQ_LEN, bounded_int
@@ -351,8 +352,8 @@ def _features_from_hf_config(hf: dict[str, Any], short_ctx: int, source: str, pr
     return _result(
         source=source,
         model_type=model_type,
-        qk_norm=fam["qk_norm"],
-        norm=fam["norm"],
+        qk_norm=fam[QK_NORM],
+        norm=fam[NORM],
         norm_placement=fam["placement"],
         n_heads=n_heads,
         n_kv_heads=n_kv_heads,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from archpool.axes import GQA, NORM, QK_NORM, SHORT_CTX, SWA
 from archpool.errors import ConfigError
 from archpool.study import scaled_d_ff
 
@@ -23,7 +24,8 @@ SIZES: dict[str, dict[str, Any]] = {
     "7b": dict(d_model=4096, n_layers=32, n_heads=32, vocab_size=100352, ctx=8192, d_ff=11008),
 }
 
-# family -> axes. ``short_ctx``: pretrained at half the long context; ``gqa``: 1 KV head per 4 heads.
+# family -> its axes and features (the names of archpool.axes). ``short_ctx``: pretrained at half the long
+# context; ``gqa``: 1 KV head per 4 heads.
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama2": dict(norm="pre", qk_norm="none", gqa=False, swa=False, short_ctx=True, theta=10_000.0, ff_ratio=1.0, eps=1e-5),
     "llama3": dict(
@@ -61,20 +63,20 @@ def preset_dict(family: str, size: str = "tiny") -> dict[str, Any]:
     n_layers = shp["n_layers"]
     if size == "7b" and "layers_ratio" in fam:
         n_layers = round(n_layers * fam["layers_ratio"])
-    ctx = shp["ctx"] // 2 if fam["short_ctx"] else shp["ctx"]
+    ctx = shp["ctx"] // 2 if fam[SHORT_CTX] else shp["ctx"]
     return dict(
         family=family,
         vocab_size=shp["vocab_size"],
         d_model=shp["d_model"],
         n_layers=n_layers,
         n_heads=n_heads,
-        n_kv_heads=max(1, n_heads // 4) if fam["gqa"] else n_heads,
+        n_kv_heads=max(1, n_heads // 4) if fam[GQA] else n_heads,
         d_ff=d_ff,
         norm_eps=fam["eps"],
         max_seq_len=ctx,
-        norm=fam["norm"],
-        qk_norm=fam["qk_norm"],
-        window=shp["ctx"] // 2 if fam["swa"] else None,
-        swa_pattern="olmo3" if fam["swa"] else "none",
+        norm=fam[NORM],
+        qk_norm=fam[QK_NORM],
+        window=shp["ctx"] // 2 if fam[SWA] else None,
+        swa_pattern="olmo3" if fam[SWA] else "none",
         rope=dict(theta=fam["theta"]),
     )

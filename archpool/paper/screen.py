@@ -18,7 +18,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from archpool.paper.table import FLAGS, HELMET_COLUMNS, KNOWN_ERROR_NOTE, KNOWN_ERRORS, PaperRun, paper_runs
+from archpool.axes import FEATURES, GQA, NORM, QK_NORM, SHORT_CTX, SWA
+from archpool.paper.table import HELMET_COLUMNS, KNOWN_ERROR_NOTE, KNOWN_ERRORS, PaperRun, paper_runs
 
 TARGET = "helmet_32k"
 LABEL = (
@@ -30,10 +31,10 @@ LABEL = (
 def model_flags(features: dict[str, Any]) -> dict[str, int]:
     """The four flags of a :func:`archpool.model.features.features` result."""
     return dict(
-        qk_norm=int(features["qk_norm"] != "none"),
-        gqa=int(bool(features["gqa"])),
-        swa=int(bool(features["swa"])),
-        short_ctx=int(bool(features["short_ctx"])),
+        qk_norm=int(features[QK_NORM] != "none"),
+        gqa=int(bool(features[GQA])),
+        swa=int(bool(features[SWA])),
+        short_ctx=int(bool(features[SHORT_CTX])),
     )
 
 
@@ -60,7 +61,7 @@ def count_regression(count: int, alpha: float = 0.05) -> dict[str, Any]:
 
 
 def _distance(a: dict[str, int], b: dict[str, int]) -> int:
-    return sum(a[f] != b[f] for f in FLAGS)
+    return sum(a[f] != b[f] for f in FEATURES)
 
 
 def nearest_runs(flags: dict[str, int]) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def nearest_runs(flags: dict[str, int]) -> dict[str, Any]:
             dict(
                 name=r.name,
                 flags=r.flags,
-                norm=r.design["norm"],
+                norm=r.design[NORM],
                 scores=r.scores,
                 note=KNOWN_ERROR_NOTE if r.name in KNOWN_ERRORS else "",
             )
@@ -89,8 +90,8 @@ def _matched(a: PaperRun, b: PaperRun, feature: str) -> bool:
     return (
         fa[feature] == 1
         and fb[feature] == 0
-        and all(fa[f] == fb[f] for f in FLAGS if f != feature)
-        and a.design["norm"] == b.design["norm"]
+        and all(fa[f] == fb[f] for f in FEATURES if f != feature)
+        and a.design[NORM] == b.design[NORM]
         and a.design["fp8"] == b.design["fp8"]
     )
 
@@ -99,7 +100,7 @@ def single_feature_deltas() -> dict[str, dict[str, Any]]:
     """Per feature: the matched pairs and the mean HELMET difference (with − without) at each length."""
     runs = paper_runs()
     out = {}
-    for feature in FLAGS:
+    for feature in FEATURES:
         pairs = [(a, b) for a in runs for b in runs if _matched(a, b, feature)]
         deltas = {  # the paper publishes every run's HELMET scores
             col: (float(np.mean([cast(float, a.scores[col]) - cast(float, b.scores[col]) for a, b in pairs])) if pairs else None)
@@ -136,7 +137,7 @@ def format_screen(s: dict[str, Any]) -> str:
     lines = [
         f"{s['source']}: the paper's estimate for this feature set",
         f"  ({s['label']})",
-        "  flags        " + "  ".join(f"{f}={flags[f]}" for f in FLAGS) + f"  count={s['count']}",
+        "  flags        " + "  ".join(f"{f}={flags[f]}" for f in FEATURES) + f"  count={s['count']}",
         f"  HELMET@32K   {reg['prediction']:.1f}  ({reg['level']:.0%} prediction interval {lo:.1f} to {hi:.1f}; "
         f"OLS over the paper's {reg['n']} runs: {reg['intercept']:.2f} {reg['slope']:+.2f} x count, R² {reg['r2']:.3f})",
     ]

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from archpool.axes import N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SWA
 from archpool.study import PAPER_SHORT_CTX, feature_flags
 
 TABLE_PATH = Path(__file__).resolve().parent / "olmpool_results.csv"
@@ -23,8 +24,7 @@ HELMET_LENGTHS = (8192, 16384, 32768, 65536)
 HELMET_COLUMNS = ("helmet_8k", "helmet_16k", "helmet_32k", "helmet_64k")
 RULER_COLUMNS = ("ruler_4k", "ruler_8k", "ruler_16k", "ruler_32k", "ruler_64k")
 SCORE_COLUMNS = (*HELMET_COLUMNS, *RULER_COLUMNS, "longppl")
-DESIGN_COLUMNS = ("swa", "qk_norm", "norm", "fp8", "init", "n_kv_heads", "pretrain_ctx", "d_ff", "params_b", "n_layers")
-FLAGS = ("qk_norm", "gqa", "swa", "short_ctx")
+DESIGN_COLUMNS = (SWA, QK_NORM, NORM, "fp8", "init", N_KV_HEADS, PRETRAIN_CTX, "d_ff", "params_b", "n_layers")
 # (run, columns): cells known to be wrong in the transcription (docs/paper-results.md)
 KNOWN_ERRORS: dict[str, tuple[str, ...]] = {"G_pre_8kv_4k_14k": RULER_COLUMNS}
 KNOWN_ERROR_NOTE = "its RULER row duplicates B_post_LQK_32kv_4k_11k_SWA's (a transcription error)"
@@ -42,11 +42,11 @@ class PaperRun:
     def flags(self) -> dict[str, int]:
         d = self.design
         return feature_flags(
-            qk_norm=d["qk_norm"],
-            n_kv_heads=d["n_kv_heads"],
+            qk_norm=d[QK_NORM],
+            n_kv_heads=d[N_KV_HEADS],
             n_heads=PAPER_N_HEADS,
-            swa=d["swa"],
-            pretrain_ctx=d["pretrain_ctx"],
+            swa=d[SWA],
+            pretrain_ctx=d[PRETRAIN_CTX],
             short_ctx=PAPER_SHORT_CTX,
         )
 
@@ -60,9 +60,9 @@ class PaperRun:
 
 
 def _value(column: str, text: str) -> Any:
-    if column in ("qk_norm", "norm", "init"):
+    if column in (QK_NORM, NORM, "init"):
         return text
-    if column in ("swa", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers"):
+    if column in (SWA, "fp8", N_KV_HEADS, PRETRAIN_CTX, "d_ff", "n_layers"):
         return int(text)
     return float(text)
 

@@ -3,6 +3,8 @@
 - ``axis_code``: the short name part of a factorial cell (``lqk``, ``swa``, ``2kv``);
 - ``kv_heads`` / ``context`` / ``swa``: one axis value (``"8/32"``, ``"short"``, ``true``) at a pool's size;
 - ``scale_paper_row``: one row of olmpool-architectures.csv (7B units) mapped onto a pool size, every ratio kept.
+
+The axes' names and values are the registry's (:mod:`archpool.axes`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,13 @@ import math
 from typing import Any
 
 from archpool import study
+from archpool.axes import AXES, N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SWA, canonical_qk_norm
 from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.model.presets import SIZES
 
-PAPER_ROW_KEYS = ("swa", "qk_norm", "norm", "fp8", "n_kv_heads", "pretrain_ctx", "d_ff", "n_layers", "params_b", "name")
+PAPER_ROW_KEYS = (*AXES, "fp8", "d_ff", "n_layers", "params_b", "name")
 """The columns of one row of the paper's architecture table a ``paper:`` run may give."""
-
-AXES = ("norm", "qk_norm", "n_kv_heads", "swa", "pretrain_ctx")
 
 # The paper's 7B reference shapes that ``paper:`` rows are expressed in (docs/paper.md §2).
 PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
@@ -26,14 +27,14 @@ PAPER = dict(n_heads=32, long_ctx=8192, d_ff=11008, n_layers=32)
 
 def axis_code(axis: str, value: Any) -> str:
     """Short, readable name part for an axis value (``lqk``, ``swa``, ``2kv``, ``short``)."""
-    if axis == "qk_norm":
-        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk"}.get(study.canonical_qk_norm(value))
+    if axis == QK_NORM:
+        v = {"none": "noqk", "layerwise": "lqk", "headwise": "hqk"}.get(canonical_qk_norm(value))
         return v or f"qk{value}"
-    if axis == "swa":
+    if axis == SWA:
         return "swa" if value not in (False, 0, "none", "off", None) else "full"
-    if axis == "n_kv_heads":
+    if axis == N_KV_HEADS:
         return f"{str(value).replace('/', 'of')}kv"
-    if axis == "pretrain_ctx":
+    if axis == PRETRAIN_CTX:
         return f"ctx{value}" if isinstance(value, int) else str(value)
     return str(value)
 
@@ -125,7 +126,7 @@ def scale_paper_row(
     if not isinstance(paper, dict):
         raise ConfigError(fld, "a mapping of the paper's columns (swa, qk_norm, norm, n_kv_heads, pretrain_ctx, d_ff, ...)")
     check_keys(paper, sorted(PAPER_ROW_KEYS), fld, "paper column")
-    for key in ("swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx"):
+    for key in AXES:
         if key not in paper:
             raise ConfigError(f"{fld}.{key}", "required in a paper row")
     geometry = geometry or {}
@@ -136,22 +137,22 @@ def scale_paper_row(
     if d_model % n_heads or (d_model // n_heads) % 2:
         raise ConfigError(f"{fld}.n_kv_heads", f"size {size!r} (d_model={d_model}) cannot hold {n_heads} heads of even width")
     model = dict(model, n_heads=n_heads, head_dim=d_model // n_heads)
-    kv = paper["n_kv_heads"]
+    kv = paper[N_KV_HEADS]
     if not isinstance(kv, int) or PAPER["n_heads"] % kv:
         raise ConfigError(f"{fld}.n_kv_heads", f"KV heads of the paper's 32 query heads, got {kv!r}")
     if geometry.get("n_heads"):
-        model["n_kv_heads"] = paper_kv_heads(kv, n_heads)
+        model[N_KV_HEADS] = paper_kv_heads(kv, n_heads)
     else:
-        model["n_kv_heads"] = kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
-    p_ctx = paper["pretrain_ctx"]
+        model[N_KV_HEADS] = kv_heads(f"{kv}/{PAPER['n_heads']}", n_heads, f"{fld}.n_kv_heads")
+    p_ctx = paper[PRETRAIN_CTX]
     if p_ctx not in (4096, 8192):
         raise ConfigError(f"{fld}.pretrain_ctx", f"the paper pretrains at 4096 or 8192, got {p_ctx!r}")
     pretrain_ctx = long_ctx * p_ctx // PAPER["long_ctx"]
-    has_swa = bool(int(paper["swa"]))
+    has_swa = bool(int(paper[SWA]))
     pattern = geometry.get("swa_pattern")
     model.update(swa({"pattern": pattern} if has_swa and pattern else has_swa, long_ctx, f"{fld}.swa"))
-    model["qk_norm"] = study.canonical_qk_norm(paper["qk_norm"])
-    model["norm"] = paper["norm"]
+    model[QK_NORM] = canonical_qk_norm(paper[QK_NORM])
+    model[NORM] = paper[NORM]
     d_ff = paper.get("d_ff", PAPER["d_ff"])
     model["d_ff"] = study.scaled_d_ff(d_model, d_ff / PAPER["d_ff"])
     layers = paper.get("n_layers", PAPER["n_layers"])

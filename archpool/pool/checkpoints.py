@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool import study
+from archpool.axes import N_KV_HEADS, NORM, NORMS, PRETRAIN_CTX, QK_NORM, SWA, canonical_qk_norm
 from archpool.config import check_keys
 from archpool.errors import ConfigError
 from archpool.io import read_config_file, sha256_json
@@ -41,19 +42,7 @@ CHECKPOINT_KEYS = {
     "name", "checkpoint", "pretrained", "pretrain_ctx", "extend", "design", "published", "columns", "init", "fp8", "hub",
 }  # fmt: skip
 EXTEND_KEYS = ("recipes", "steps", "data", "text")  # of a checkpoint run's ``extend:``
-DESIGN_KEYS = (
-    "swa",
-    "qk_norm",
-    "norm",
-    "n_kv_heads",
-    "n_heads",
-    "window",
-    "d_ff",
-    "n_layers",
-    "d_model",
-    "pretrain_ctx",
-    "params_b",
-)
+DESIGN_KEYS = (SWA, QK_NORM, NORM, N_KV_HEADS, "n_heads", "window", "d_ff", "n_layers", "d_model", PRETRAIN_CTX, "params_b")
 ALLOW_DOWNLOAD_ENV = "ARCHPOOL_ALLOW_DOWNLOAD"  # set by `archpool run --allow-download` for its workers
 ALLOW_DOWNLOAD_OPTION = "--allow-download"
 _HUB = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)(?:@(?P<rev>[\w./-]+))?$")
@@ -193,14 +182,14 @@ def local_design(path: str | Path) -> dict[str, Any]:
         extra = dict(d_ff=int(data.get("intermediate_size") or 0), d_model=int(data.get("hidden_size") or 0))
         extra["params"] = _safetensors_params(d)
     return dict(
-        swa=int(f["swa"]),
-        qk_norm=f["qk_norm"],
-        norm=f["norm"],
-        n_kv_heads=int(f["n_kv_heads"]),
+        swa=int(f[SWA]),
+        qk_norm=f[QK_NORM],
+        norm=f[NORM],
+        n_kv_heads=int(f[N_KV_HEADS]),
         n_heads=int(f["n_heads"]),
         window=int(f["window"] or 0),
         n_layers=int(f["n_layers"]),
-        pretrain_ctx=int(f["pretrain_ctx"]),
+        pretrain_ctx=int(f[PRETRAIN_CTX]),
         pretrain_ctx_from=str(f["pretrain_ctx_from"]),
         **extra,
     )
@@ -318,14 +307,14 @@ def parse_checkpoint_run(entry: dict[str, Any], label: str, base_dir: Path) -> C
         )
     if "params_b" in design:
         design["params"] = int(round(float(design.pop("params_b")) * 1e9))
-    missing = [k for k in ("swa", "qk_norm", "norm", "n_kv_heads", "n_heads", "pretrain_ctx") if k not in design]
+    missing = [k for k in (SWA, QK_NORM, NORM, N_KV_HEADS, "n_heads", PRETRAIN_CTX) if k not in design]
     if missing:
         raise ConfigError(
             f"{label}.design.{missing[0]}",
             f"a Hub checkpoint's config is read only after download, a packaged GGUF file's after its import: "
             f"give `design:` (or `published:`) with {', '.join(missing)}",
         )
-    design["qk_norm"] = study.canonical_qk_norm(design["qk_norm"])
+    design[QK_NORM] = canonical_qk_norm(design[QK_NORM])
     _check_design(design, label)
     extra = entry.get("columns") or {}
     if not isinstance(extra, dict):
@@ -417,7 +406,7 @@ def _check_design(d: dict[str, Any], label: str) -> None:
             raise ConfigError(f"{label}.design.{k}", f"a positive integer, got {d[k]!r}")
     if d["n_heads"] % d["n_kv_heads"]:
         raise ConfigError(f"{label}.design.n_kv_heads", f"{d['n_kv_heads']} does not divide n_heads={d['n_heads']}")
-    if d["norm"] not in ("pre", "post"):
+    if d[NORM] not in NORMS:
         raise ConfigError(f"{label}.design.norm", f"'pre' or 'post', got {d['norm']!r}")
     if d["swa"] not in (0, 1, True, False):
         raise ConfigError(f"{label}.design.swa", f"0 or 1, got {d['swa']!r}")
@@ -433,16 +422,16 @@ def _published_design(name: Any, where: str) -> dict[str, Any]:
         raise ConfigError(where, f"no run {name!r} in the paper's table") from None
     d = r.design
     return dict(
-        swa=d["swa"],
-        qk_norm=d["qk_norm"],
-        norm=d["norm"],
-        n_kv_heads=d["n_kv_heads"],
+        swa=d[SWA],
+        qk_norm=d[QK_NORM],
+        norm=d[NORM],
+        n_kv_heads=d[N_KV_HEADS],
         n_heads=PAPER_N_HEADS,
         window=parse_released_name(r.name)["window"],  # the name says it slides (some configs ship no window)
         d_ff=d["d_ff"],
         n_layers=d["n_layers"],
         d_model=4096,  # every run of the pool: 32 heads of 128
-        pretrain_ctx=d["pretrain_ctx"],
+        pretrain_ctx=d[PRETRAIN_CTX],
         params_b=d["params_b"],
         fp8=d["fp8"],
         init=d["init"],

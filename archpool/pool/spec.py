@@ -29,6 +29,7 @@ from typing import Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
+from archpool.axes import AXES, N_KV_HEADS, NORM, PRETRAIN_CTX, QK_NORM, SWA, canonical_qk_norm
 from archpool.config import check_keys
 from archpool.data.section import DataSection
 from archpool.errors import ConfigError, DataError
@@ -36,7 +37,7 @@ from archpool.io import read_config_file
 from archpool.model.config import ModelConfig
 from archpool.model.presets import SIZES, preset_dict
 from archpool.names import check_name
-from archpool.pool.axes import AXES, axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
+from archpool.pool.axes import axis_code, context, kv_heads, model_ctx, plain_size, scale_paper_row, swa
 from archpool.pool.checkpoints import CheckpointRunSpec, is_checkpoint_entry, parse_checkpoint_run, run_from_dict
 from archpool.pool.sections import (
     EvalSettings,
@@ -661,16 +662,16 @@ def _apply_axes(axes: Any, model: dict[str, Any], pretrain_ctx: int, long_ctx: i
     for k in axes:
         if k not in AXES:
             raise ConfigError(f"{label}.axes.{k}", f"unknown axis; allowed: {', '.join(AXES)}")
-    if "norm" in axes:
-        model["norm"] = axes["norm"]
-    if "qk_norm" in axes:
-        model["qk_norm"] = study.canonical_qk_norm(axes["qk_norm"])
-    if "n_kv_heads" in axes:
-        model["n_kv_heads"] = kv_heads(axes["n_kv_heads"], model["n_heads"], f"{label}.axes.n_kv_heads")
-    if "pretrain_ctx" in axes:
-        pretrain_ctx = context(axes["pretrain_ctx"], long_ctx, f"{label}.axes.pretrain_ctx")
-    if "swa" in axes:
-        model.update(swa(axes["swa"], long_ctx, f"{label}.axes.swa"))
+    if NORM in axes:
+        model[NORM] = axes[NORM]
+    if QK_NORM in axes:
+        model[QK_NORM] = canonical_qk_norm(axes[QK_NORM])
+    if N_KV_HEADS in axes:
+        model[N_KV_HEADS] = kv_heads(axes[N_KV_HEADS], model["n_heads"], f"{label}.axes.n_kv_heads")
+    if PRETRAIN_CTX in axes:
+        pretrain_ctx = context(axes[PRETRAIN_CTX], long_ctx, f"{label}.axes.pretrain_ctx")
+    if SWA in axes:
+        model.update(swa(axes[SWA], long_ctx, f"{label}.axes.swa"))
     return pretrain_ctx
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from archpool.analysis.report_data import ConstantTargetError, analysis_text, load
+from archpool.axes import AXES
 from archpool.io import atomic_write_text
 from archpool.report.context import ReportContext
 from archpool.report.html import REPORT_FILES, write_report
@@ -100,7 +101,7 @@ def _plain_report(out: Path, settings: PoolReport, rows: list[dict[str, Any]]) -
     """Every run with its axes, state and headline metrics (results.csv has them all)."""
     target = settings.target
     metrics = [m for m in (target, *HEADLINE) if m and any(m in r for r in rows)]
-    cols = ["run", "feature_count", "swa", "qk_norm", "norm", "n_kv_heads", "pretrain_ctx", "state", *metrics]
+    cols = ["run", "feature_count", *AXES, "state", *metrics]
     lines = [
         f"# Pool `{settings.name}` ({settings.size}, {len(rows)} runs)",
         "",

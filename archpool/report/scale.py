@@ -18,7 +18,6 @@ from archpool.analysis.results import (
     CANNOT_RESOLVE,
     CEILING,
     CONTRADICTS,
-    FEATURE_NAMES,
     NO_LARGER,
     REPRODUCES,
     SMALLER,
@@ -29,6 +28,7 @@ from archpool.analysis.results import (
     fmt_ci,
     target_label,
 )
+from archpool.axes import FEATURE_NAMES, GQA, SWA
 from archpool.report import transfer
 from archpool.report.tables import mean_ci_text
 
@@ -86,7 +86,7 @@ def resolves_table(data: ReportData) -> pd.DataFrame:
         rows.append(
             {
                 "feature": f"{names}: pair − sum of its parts",
-                "paper, 7B": PAPER_COMPOUND if set(comp["features"]) == {"gqa", "swa"} else "—",
+                "paper, 7B": PAPER_COMPOUND if set(comp["features"]) == {GQA, SWA} else "—",
                 "this pool": f"{fmt(i['mean'])} {fmt_ci(i['ci95'])}".strip(),
                 "what this scale resolves": COMPOUND_WORDS[comp["verdict"]].replace("X", f"{x:g}"),
             }

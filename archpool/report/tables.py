@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from archpool.analysis.results import FEATURE_NAMES, TransferCell, fmt, fmt_ci
+from archpool.analysis.results import TransferCell, fmt, fmt_ci
+from archpool.axes import FEATURE_NAMES
 
 
 def _is_number(v: Any) -> bool:

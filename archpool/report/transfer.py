@@ -10,12 +10,12 @@ from archpool.analysis.results import (
     CANNOT_RESOLVE,
     CEILING,
     CONTRADICTS,
-    FEATURE_NAMES,
     NO_LARGER,
     REPRODUCES,
     SMALLER,
     TransferCell,
 )
+from archpool.axes import FEATURE_NAMES
 
 
 def unresolved_note(cells: list[TransferCell]) -> str:

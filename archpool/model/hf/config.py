@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archpool.axes import Norm, QkNorm
 from archpool.errors import CheckpointError, ConfigError
 from archpool.model.config import MAX_DIM, MAX_ROPE_FACTOR, MAX_ROPE_THETA, MAX_SEQ_LEN, bounded_int
 from archpool.model.geometry import type_theta
 from archpool.safeload import read_json_file
-from archpool.study import SLIDING, Norm, QkNorm, swa_pattern_name
+from archpool.study import SLIDING, swa_pattern_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedConfig
