@@ -10,6 +10,10 @@ checked. Without the ``base_<metric>@L`` value (or a pretraining length) nothing
 ``mastery_acc`` is ``base_<metric>@L``, ``mastery_min_bucket`` the lowest bucket/tail accuracy at ``L``
 (None without buckets), ``mastered`` 1 | 0 | None. A run that did not master its own length is no
 evidence about extension: its long-context numbers measure pretraining.
+
+The metric is the accuracy of the pool's scored task, the task of its ``report.target`` column
+(:func:`mastery_metric`: ``mqar_rebind_acc`` for ``mqar_rebind_acc@1024[d>128]#ext12``,
+``dense_kv_acc`` for ``remedy_dense_kv_lp@512``); :data:`MASTERY_METRIC` only where no target names one.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import pandas as pd
 
 from archpool.columns import BASE_PREFIX, ColumnKey
 
-MASTERY_METRIC = "mqar_acc"
+MASTERY_METRIC = "mqar_acc"  # the metric of a pool whose report names no target task
 MASTERY_THRESHOLD = 0.9
 MASTERY_COLUMNS = ("mastery_acc", "mastery_min_bucket", "mastered")
 
@@ -59,14 +63,20 @@ def mastery(row: Mapping[str, Any], metric: str = MASTERY_METRIC, threshold: flo
 
 
 def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | None:
-    """The accuracy metric whose mastery a target's numbers rest on: ``mqar_acc`` for
-    ``mqar_acc@1024[d>128]#ladder_mean`` (also for ``mqar_lp@…``: mastery is judged on accuracy).
+    """The accuracy metric whose mastery a target's numbers rest on: that of the target's task,
+    ``mqar_acc`` for ``mqar_acc@1024[d>128]#ladder_mean`` (also for ``mqar_lp@…`` and
+    ``mqar_chain_hop2_acc@…``: mastery is judged on the task's accuracy).
 
-    A recipe prefix (``remedy_mqar_acc@…``) is dropped when ``columns`` are given and hold
+    A dense task (``archpool.tasks.dense``) is found by its name and one of its family's statistics,
+    behind any recipe prefix (``remedy_mqar_rebind_acc@…`` → ``mqar_rebind_acc``). For another
+    task, ``<task>_acc``, its recipe prefix dropped when ``columns`` are given and hold
     ``base_<metric>@…`` columns for the shorter name. None for a target that is not a score at a length."""
     key = ColumnKey.parse(target)
     if key is None:
         return None
+    task = dense_task(key.metric)
+    if task is not None:
+        return f"{task}_acc"
     metric = key.metric
     if not metric.endswith("_acc"):
         task, sep, _mode = metric.rpartition("_")
@@ -79,6 +89,20 @@ def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | N
             if BASE_PREFIX + candidate in have:
                 return candidate
     return metric
+
+
+def dense_task(metric: str) -> str | None:
+    """The dense task a score metric is of: ``<task>_<stat>`` or ``<recipe>_<task>_<stat>``, ``stat`` one
+    of the task's family's statistics (the longest task name that fits); None for any other metric."""
+    from archpool.tasks import TASKS
+
+    found = [
+        name
+        for name, t in TASKS.items()
+        if t.family is not None
+        and any(metric == f"{name}_{stat}" or metric.endswith(f"_{name}_{stat}") for stat in t.family.stats)
+    ]
+    return max(found, key=len, default=None)
 
 
 def mastery_frame(df: pd.DataFrame, metric: str = MASTERY_METRIC, threshold: float = MASTERY_THRESHOLD) -> pd.DataFrame:

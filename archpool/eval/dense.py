@@ -1,12 +1,14 @@
-"""Scoring dense tasks (MQAR): every answer of every document from one forward pass.
+"""Scoring dense tasks (any dense family: ``archpool.tasks.dense``): every answer of every document from
+one forward pass.
 
 Each document is fed whole (teacher forcing, as Zoology scores MQAR); at each answer position the
 answer is *correct* when the gold token is the model's argmax over the whole vocabulary (what
 greedy decoding would emit) and its log-probability is recorded. Answers are then binned by their
 key–query distance: ``buckets`` are upper edges, so ``[32, 128]`` gives ``d<=32``,
-``32<d<=128`` and ``d>128``. Chains (``mqar_chain``) also get chain accuracy (both hops right).
-Accuracies carry Wilson 95% intervals over answers (answers of one document are not independent;
-the interval is a floor on the uncertainty, seed spread is the other part).
+``32<d<=128`` and ``d>128`` (:func:`bucket_labels` lists a score's buckets and tails without scoring).
+Chains (``mqar_chain``) also get chain accuracy (both hops right). Accuracies carry Wilson 95%
+intervals over answers (answers of one document are not independent; the interval is a floor on the
+uncertainty, seed spread is the other part). Torch is imported only to score.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from archpool.errors import ConfigError
-from archpool.tasks import MqarConfig, dense_documents, get_task
+from archpool.tasks import TaskConfig, dense_documents, dense_family, get_task
 
 
 def default_buckets(length: int) -> list[int]:
@@ -39,6 +39,24 @@ def bucket_label(lo: int | None, hi: int | None) -> str:
     return f"{lo}<d<={hi}"
 
 
+def _edges(buckets: Sequence[int], length: int) -> list[int]:
+    """The bucket edges a score at ``length`` uses: distinct, ascending, strictly inside (0, length)."""
+    return sorted({int(b) for b in buckets if 0 < int(b) < length})
+
+
+def _bounds(edges: list[int]) -> list[tuple[int | None, int | None]]:
+    """``(lo, hi)`` of each bucket between consecutive edges (none without edges)."""
+    return list(zip([None, *edges], [*edges, None])) if edges else []
+
+
+def bucket_labels(buckets: Sequence[int] | None, length: int) -> list[str]:
+    """Every distance filter a dense score at ``length`` has (:func:`score_rows`): its buckets, then
+    the tails beyond each edge that are not buckets already; ``buckets`` ``None``: :func:`default_buckets`."""
+    edges = _edges(buckets or default_buckets(length), length)
+    labels = [bucket_label(lo, hi) for lo, hi in _bounds(edges)]
+    return labels + [t for t in (bucket_label(e, None) for e in edges) if t not in labels]
+
+
 def wilson(k: int, n: int) -> list[float] | None:
     """Wilson score 95% interval of k successes in n (statsmodels' ``proportion_confint``)."""
     if n == 0:
@@ -57,6 +75,8 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def answer_rows(lm, docs) -> list[dict[str, Any]]:
     """One row per answer: document, distance, hop, chain, correct (argmax == gold), gold log-prob."""
+    import torch
+
     rows: list[dict[str, Any]] = []
     for g in range(0, len(docs), lm.max_batch):
         group = docs[g : g + lm.max_batch]
@@ -87,10 +107,9 @@ def answer_rows(lm, docs) -> list[dict[str, Any]]:
 def score_rows(rows: Sequence[dict[str, Any]], length: int, buckets: Sequence[int]) -> dict[str, Any]:
     """Overall, per-bucket, per-hop and chain accuracy / log-prob of answer rows."""
     out = _summary(rows)
-    edges = sorted({int(b) for b in buckets if 0 < int(b) < length})
-    bounds = list(zip([None, *edges], [*edges, None])) if edges else []
+    edges = _edges(buckets, length)
     out["buckets"] = {}
-    for lo, hi in bounds:
+    for lo, hi in _bounds(edges):
         sel = [r for r in rows if (lo is None or r["distance"] > lo) and (hi is None or r["distance"] <= hi)]
         out["buckets"][bucket_label(lo, hi)] = _summary(sel)
     out["tails"] = {bucket_label(e, None): _summary([r for r in rows if r["distance"] > e]) for e in edges}
@@ -105,12 +124,13 @@ def score_rows(rows: Sequence[dict[str, Any]], length: int, buckets: Sequence[in
     return out
 
 
-def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, config: MqarConfig | None = None) -> dict[str, Any]:
+def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, config: TaskConfig | None = None) -> dict[str, Any]:
     """Score ``n`` documents of dense task ``task`` at ``length`` (one result, mode ``dense``); ``config``:
     the task's typed config (default: its defaults), its ``buckets`` the distance bins of the scores."""
     t0 = time.perf_counter()
+    family = dense_family(task)
     config = get_task(task).config_or_default(config)
-    buckets = config.buckets or default_buckets(length)
+    buckets = family.buckets(config) or default_buckets(length)
     try:
         docs = dense_documents(task, tokenizer, length, n, seed, config)
     except ConfigError as e:
@@ -130,7 +150,7 @@ def run_dense_task(lm, tokenizer, task: str, length: int, n: int, seed: int, con
         "params": config.generator_params(),
         "bucket_edges": sorted(set(buckets)),
         "result": res,
-        "chance": 100.0 / config.n_values,
+        "chance": 100.0 / family.choices(config),
         "wall_s": time.perf_counter() - t0,
         "samples": rows,
     }

@@ -1013,19 +1013,11 @@ def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, lo
     if suffix not in allowed:
         raise ConfigError("report.target", f"{target!r}: {name} is scored as {', '.join(f'{name}_{a}' for a in allowed)}")
     if key.filter:
-        labels = _bucket_labels(e.task_params.get(task, {}).get("buckets"), key.length) if dense and task is not None else []
+        from archpool.eval.dense import bucket_labels
+
+        labels = bucket_labels(e.task_params.get(task, {}).get("buckets"), key.length) if dense and task is not None else []
         if key.filter not in labels:
             raise ConfigError(
                 "report.target",
                 f"{target!r}: no distance bucket [{key.filter}] at length {key.length} (buckets: {', '.join(labels) or 'none'})",
             )
-
-
-def _bucket_labels(buckets: list[int] | None, length: int) -> list[str]:
-    """The distance buckets and tails a dense task's score at ``length`` has (``archpool.eval.dense.score_rows``):
-    edges ``buckets`` (default: powers of two from 16 below the length) below the length."""
-    edges = buckets or [1 << k for k in range(4, max(4, length.bit_length())) if 1 << k < length]
-    edges = sorted({b for b in edges if 0 < b < length})
-    bounds = list(zip([None, *edges], [*edges, None])) if edges else []
-    labels = [f"d<={hi}" if lo is None else f"d>{lo}" if hi is None else f"{lo}<d<={hi}" for lo, hi in bounds]
-    return labels + [f"d>{b}" for b in edges if f"d>{b}" not in labels]

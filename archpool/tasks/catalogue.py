@@ -1,18 +1,21 @@
 """The registered tasks and the suites that group them.
 
 ``ruler``: RULER's 13 tasks (QA as one synthetic task); ``helmet``: four base-model categories;
-``tiny``: formats tiny models learn (docs/evaluation.md §6, docs/tiny-scale.md); ``mqar``: dense
-multi-query associative recall, single-hop and chained, scored by key–query distance.
+``tiny``: formats tiny models learn (docs/evaluation.md §6, docs/tiny-scale.md); ``mqar``: the dense
+tasks, multi-query associative recall (single-hop, rebound and chained) and key–value recall at
+distances from a chosen law, scored by key–query distance. A dense task is one line here:
+``register_dense_task(<family module>.FAMILY, name, config, description)``.
 """
 
 from __future__ import annotations
 
-from archpool.tasks import helmet, mqar, recall, ruler
+from archpool.tasks import dense_kv, helmet, mqar, recall, ruler
+from archpool.tasks.dense_kv import DenseKvConfig
 from archpool.tasks.helmet import IclConfig, ShotsConfig
 from archpool.tasks.mqar import MqarConfig
 from archpool.tasks.params import SampleConfig
 from archpool.tasks.recall import KvRecallConfig
-from archpool.tasks.registry import TaskDef, register_suite, register_task
+from archpool.tasks.registry import TaskDef, register_dense_task, register_suite, register_task
 from archpool.tasks.ruler import CweConfig, FweConfig, NiahConfig, VtConfig
 
 
@@ -89,36 +92,26 @@ register_task(
     )
 )
 
-register_task(
-    TaskDef(
-        "mqar",
-        mqar.make_document,
-        "dense",
-        1,
-        MqarConfig(),
-        description="MQAR: many key-value bindings, each queried once at a uniform distance; every answer scored",
-    )
+register_dense_task(
+    mqar.FAMILY,
+    "mqar",
+    MqarConfig(),
+    "MQAR: many key-value bindings, each queried once at a uniform distance; every answer scored",
 )
-register_task(
-    TaskDef(
-        "mqar_rebind",
-        mqar.make_document,
-        "dense",
-        1,
-        MqarConfig(rebind=True),
-        description="MQAR whose keys are bound again after each query: answers grow with length, earlier bindings are hard distractors",
-    )
+register_dense_task(
+    mqar.FAMILY,
+    "mqar_rebind",
+    MqarConfig(rebind=True),
+    "MQAR whose keys are bound again after each query: answers grow with length, earlier bindings are hard distractors",
 )
-register_task(
-    TaskDef(
-        "mqar_chain",
-        mqar.make_document,
-        "dense",
-        2,
-        MqarConfig(chains=1.0),
-        description="two-hop MQAR chains (> k v w): both hops retrieved, min_distance forces them beyond a window",
-    )
+register_dense_task(
+    mqar.FAMILY,
+    "mqar_chain",
+    MqarConfig(chains=1.0),
+    "two-hop MQAR chains (> k v w): both hops retrieved, min_distance forces them beyond a window",
+    max_new_tokens=2,
 )
+register_dense_task(dense_kv.FAMILY, "dense_kv", DenseKvConfig(), "key-value recall, query distances from a chosen law")
 
 RULER_TASKS = [
     "niah_single_1",
@@ -143,4 +136,4 @@ HELMET_CATEGORIES: dict[str, list[str]] = {
 register_suite("ruler", RULER_TASKS)
 register_suite("helmet", sorted({t for ts in HELMET_CATEGORIES.values() for t in ts}))
 register_suite("tiny", ["kv_recall", "niah_single_1", "icl"])
-register_suite("mqar", ["mqar", "mqar_rebind", "mqar_chain"])
+register_suite("mqar", ["mqar", "mqar_rebind", "mqar_chain", "dense_kv"])

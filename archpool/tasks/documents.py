@@ -11,14 +11,25 @@ from typing import Any, cast
 
 from archpool.config import check_keys
 from archpool.errors import ConfigError
-from archpool.tasks import mqar
 from archpool.tasks.base import TokenizerLike, sample_seed
+from archpool.tasks.dense import DenseFamily, Document
 from archpool.tasks.params import SampleConfig, TaskConfig
-from archpool.tasks.registry import TaskDef, get_task, is_dense, task_config, task_names
-from archpool.tasks.samples import build_sample, task_vocab
+from archpool.tasks.registry import config_family, dense_family, get_task, task_config, task_names
+from archpool.tasks.samples import build_sample
 
-# the metrics of a dense task's score columns: ``<task>_<suffix>@<length>`` (archpool.columns.dense_columns)
-DENSE_SUFFIXES = ("acc", "lp", "chain", "hop2_acc")
+_VOCABS: dict[tuple[Any, ...], Any] = {}
+
+
+def task_vocab(tokenizer: TokenizerLike, config: TaskConfig) -> Any:
+    """The tokenizer's vocabulary for dense config ``config`` (its family's ``vocab``), cached by the
+    tokenizer's content hash (by the object for tokenizers without one, which the cache then keeps
+    alive so its id is never reused) and the family's ``vocab_key``."""
+    family = config_family(config)
+    ident = getattr(tokenizer, "hash", None) or tokenizer
+    key = (ident, family.vocab, *family.vocab_key(config))
+    if key not in _VOCABS:
+        _VOCABS[key] = family.vocab(tokenizer, config)
+    return _VOCABS[key]
 
 
 def task_configs(
@@ -44,16 +55,10 @@ def task_configs(
     return configs
 
 
-def _dense_task(name: str) -> TaskDef:
-    if not is_dense(name):
-        raise ConfigError("task", f"{name} is not a dense task: its samples come from build_sample")
-    return get_task(name)
-
-
 def dense_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
     """A dense task's generator parameters as a mapping (its typed config's, scoring settings left
     out: what a dense result records), from the mapping ``params`` (:func:`task_config`)."""
-    _dense_task(name)
+    dense_family(name)
     return task_config(name, params).generator_params()
 
 
@@ -70,14 +75,15 @@ def dense_documents(
     length: int,
     n: int,
     seed: int = 42,
-    config: mqar.MqarConfig | None = None,
+    config: TaskConfig | None = None,
     space: str = "eval",
-) -> list[mqar.Document]:
+) -> list[Document]:
     """``n`` documents of dense task ``name`` (``config``: its typed config, default its defaults), each
     exactly ``length`` tokens (document i is reproducible on its own, from the ``space`` seed namespace)."""
-    p = cast(mqar.MqarConfig, _dense_task(name).config_or_default(config))  # a dense task's config
+    family = dense_family(name)
+    p = get_task(name).config_or_default(config)
     vocab = task_vocab(tokenizer, p)
-    return [mqar.make_document(random.Random(sample_seed(space, name, seed, i, length)), length, vocab, p) for i in range(n)]
+    return [family.make_document(random.Random(sample_seed(space, name, seed, i, length)), length, vocab, p) for i in range(n)]
 
 
 def training_documents(
@@ -88,14 +94,15 @@ def training_documents(
     tokenizer: TokenizerLike,
     configs: Mapping[str, TaskConfig] | None = None,
     start: int = 0,
-) -> Iterator[str | mqar.Document]:
+) -> Iterator[str | Document]:
     """Documents in the tasks' formats (prompt + gold answer) for the training mixes; dense tasks
     yield token documents (``ids`` + per-token ``scored`` flags: only their answers are targets).
     ``configs``: typed configs by task name (a task not named: its defaults).
 
     Seeds come from the ``train`` space (``sample_seed``), disjoint from evaluation's. Each document's
     length is drawn uniformly in ``length_range`` tokens; ``n=None`` yields forever. Lengths too short
-    for a task are skipped (not an error) so one range serves a mix of tasks. ``start`` skips the
+    for a prompt task are skipped (not an error) so one range serves a mix of tasks; a dense document is
+    made at least its family's ``min_length`` long. ``start`` skips the
     first ``start`` documents (documents ``start`` … ``n - 1`` follow); when every task is dense that
     costs only the length draws (each dense document has its own seed), else they are built and dropped.
     """
@@ -105,7 +112,9 @@ def training_documents(
     if not 0 < lo <= hi:
         raise ConfigError("length_range", f"need 0 < lo <= hi, got {length_range}")
     resolved = {t: get_task(t).config_or_default((configs or {}).get(t)) for t in task_names}
-    dense = {t: cast(mqar.MqarConfig, p) for t, p in resolved.items() if is_dense(t)}
+    dense: dict[str, tuple[DenseFamily[Any, Any], TaskConfig]] = {
+        t: (family, p) for t, p in resolved.items() if (family := get_task(t).family) is not None
+    }
     rng = random.Random(sample_seed("train", "|".join(task_names), seed, -1))
     made, i, misses = 0, 0, 0
     all_dense = len(dense) == len(task_names)
@@ -117,11 +126,11 @@ def training_documents(
             made += 1
             continue
         if name in dense:
-            p = dense[name]
+            family, p = dense[name]
             doc_rng = random.Random(sample_seed("train", name, seed, i, 0))
             i += 1
             made += 1
-            doc = mqar.make_document(doc_rng, max(length, 8), task_vocab(tokenizer, p), p)
+            doc = family.make_document(doc_rng, max(length, family.min_length(p)), task_vocab(tokenizer, p), p)
             if made > start:
                 yield doc
             continue

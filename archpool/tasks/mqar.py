@@ -37,11 +37,12 @@ import bisect
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 from archpool.errors import ConfigError
 from archpool.tasks.base import TokenizerLike
+from archpool.tasks.dense import Answer, DenseFamily, Document
 from archpool.tasks.params import MAX_LENGTH, Param, TaskConfig, count, param
 
 DISTANCES = ("uniform", "powerlaw")
@@ -219,36 +220,6 @@ def _vocab_len(tokenizer: object) -> int:
         if v is not None:
             return int(v() if callable(v) else v)
     raise ConfigError("tokenizer", "needs vocab_size to pick MQAR task tokens")
-
-
-@dataclass
-class Answer:
-    """One scored position: at input ``pos`` the next token must be ``gold``."""
-
-    pos: int
-    gold: int
-    distance: int  # tokens from the binding's key (or hop key) to the query token
-    hop: int  # 1 = single query or a chain's first hop, 2 = a chain's second hop
-    chain: int  # index of the chain this answer belongs to, -1 for plain queries
-
-
-@dataclass
-class Document:
-    ids: list[int]
-    answers: list[Answer] = field(default_factory=list)
-
-    @property
-    def n_chains(self) -> int:
-        return len({a.chain for a in self.answers if a.chain >= 0})
-
-    @property
-    def scored(self) -> list[bool]:
-        """Per token: is it a training target (an answer)? Keys, first-seen values and filler are
-        random, so only answers carry a learnable signal (dense supervision, as in Zoology)."""
-        flags = [False] * len(self.ids)
-        for a in self.answers:
-            flags[a.pos + 1] = True
-        return flags
 
 
 def answer_errors(doc: Document, vocab: TaskVocab) -> list[str]:
@@ -584,3 +555,34 @@ def make_document(rng: random.Random, length: int, vocab: TaskVocab, config: Mqa
     if len(ids) < length:
         ids.append(rng.choice(vocab.filler))
     return Document(ids, [Answer(*a) for a in sorted(layout.answers)])
+
+
+class KeyValueSizes(Protocol):
+    """A config with key and value vocabularies (what :func:`config_vocab` reads)."""
+
+    @property
+    def n_keys(self) -> int: ...
+    @property
+    def n_values(self) -> int: ...
+
+
+def config_vocab(tokenizer: TokenizerLike, config: KeyValueSizes) -> TaskVocab:
+    """The tokenizer's task vocabulary for ``config`` (:func:`tokenizer_vocab`)."""
+    return tokenizer_vocab(tokenizer, config.n_keys, config.n_values)
+
+
+def vocab_key(config: KeyValueSizes) -> tuple[int, int]:
+    """What :func:`config_vocab` reads of a config: the sizes of its key and value vocabularies."""
+    return config.n_keys, config.n_values
+
+
+FAMILY: DenseFamily[MqarConfig, TaskVocab] = DenseFamily(
+    "mqar",
+    MqarConfig,
+    make_document,
+    vocab=config_vocab,
+    vocab_key=vocab_key,
+    min_length=lambda config: 8,
+    choices=lambda config: config.n_values,
+    stats=("acc", "lp", "chain", "hop2_acc"),
+)

@@ -7,22 +7,9 @@ import random
 from typing import Any, cast
 
 from archpool.errors import ConfigError
-from archpool.tasks import mqar
 from archpool.tasks.base import Draw, Sample, TokenizerLike, fit_size, sample_seed
 from archpool.tasks.params import SampleConfig
 from archpool.tasks.registry import get_task
-
-_VOCABS: dict[tuple[Any, int, int], mqar.TaskVocab] = {}
-
-
-def task_vocab(tokenizer: TokenizerLike, config: mqar.MqarConfig) -> mqar.TaskVocab:
-    """The tokenizer's MQAR vocabularies for ``config``, cached by the tokenizer's content hash (by the
-    object for tokenizers without one, which the cache then keeps alive so its id is never reused)."""
-    ident = getattr(tokenizer, "hash", None) or tokenizer
-    key = (ident, config.n_keys, config.n_values)
-    if key not in _VOCABS:
-        _VOCABS[key] = mqar.tokenizer_vocab(tokenizer, key[1], key[2])
-    return _VOCABS[key]
 
 
 def build_sample(

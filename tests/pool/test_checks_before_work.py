@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from archpool.errors import ConfigError
-from archpool.pool.spec import _bucket_labels, parse_pool, shipped_pools
+from archpool.pool.spec import parse_pool, shipped_pools
 from archpool.tasks import TASKS, task_config
 from archpool.tasks.params import MAX_LENGTH
 from archpool.train.config import RunConfig
@@ -177,11 +177,11 @@ def test_every_task_declares_its_parameters_and_its_defaults_pass_them():
 
 
 def test_bucket_labels_match_the_dense_scorer():
-    from archpool.eval.dense import bucket_label, default_buckets, score_rows
+    from archpool.eval.dense import bucket_label, bucket_labels, default_buckets, score_rows
 
     for length, buckets in ((256, None), (1024, [64, 128, 512]), (100, [200])):
         scored = score_rows([], length, buckets or default_buckets(length))
-        assert sorted(_bucket_labels(buckets, length)) == sorted({*scored["buckets"], *scored["tails"]}), (length, buckets)
+        assert sorted(bucket_labels(buckets, length)) == sorted({*scored["buckets"], *scored["tails"]}), (length, buckets)
     assert bucket_label(128, None) == "d>128"
 
 

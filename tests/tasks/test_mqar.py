@@ -171,6 +171,7 @@ def test_documents_are_byte_identical_to_the_recorded_generator():
 
 @pytest.mark.parametrize("names", [["mqar"], ["mqar", "kv_recall"]])
 def test_training_documents_from_start_are_the_tail_of_the_whole_sequence(names, tiny_tokenizer, monkeypatch):
+    import dataclasses
     import itertools
 
     import archpool.tasks as tasks
@@ -188,6 +189,7 @@ def test_training_documents_from_start_are_the_tail_of_the_whole_sequence(names,
     # all dense: the skipped documents are never built
     built = []
     real = tasks.mqar.make_document
-    monkeypatch.setattr(tasks.mqar, "make_document", lambda *a, **k: built.append(1) or real(*a, **k))
+    family = dataclasses.replace(tasks.mqar.FAMILY, make_document=lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setitem(tasks.TASKS, "mqar", dataclasses.replace(tasks.TASKS["mqar"], family=family))
     list(itertools.islice(training_documents(["mqar"], None, 3, (64, 96), tiny_tokenizer, params, start=100), 2))
     assert len(built) == 2
