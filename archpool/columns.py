@@ -117,11 +117,12 @@ def keyed_columns(columns: Any) -> dict[str, ColumnKey]:
 ACCURACY_STATS = ("acc", "chain")  # a dense task's accuracy and its chains' accuracy: shares of right answers
 
 
-def is_accuracy(column: str) -> bool:
-    """True for a column that is a share of right answers in [0, 1] (``mqar_acc@1024[d>128]#ext12``,
-    ``mqar_chain_chain@512``, ``mastery_acc``); False for log-probabilities, perplexities and 0–100 scores."""
-    key = ColumnKey.parse(column)
-    metric = key.metric if key is not None else split_rung(column)[0]
+def is_accuracy(column: str | ColumnKey) -> bool:
+    """True for a column (its name, or its parsed key) that is a share of right answers in [0, 1]
+    (``mqar_acc@1024[d>128]#ext12``, ``mqar_chain_chain@512``, ``mastery_acc``); False for log-probabilities,
+    perplexities and 0–100 scores."""
+    key = column if isinstance(column, ColumnKey) else ColumnKey.parse(column)
+    metric = key.metric if key is not None else split_rung(str(column))[0]
     return metric.rpartition("_")[2] in ACCURACY_STATS
 
 

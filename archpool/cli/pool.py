@@ -311,10 +311,9 @@ def _shares(spec, ext) -> str:
 
 def _target_share(spec) -> str:
     """The report target's rung as a share of the pretraining tokens, beside the paper's."""
-    from archpool.columns import ColumnKey
     from archpool.study import PAPER_EXTENSION_SHARE
 
-    key = ColumnKey.parse(spec.report.target or "")
+    key = spec.report.target_key
     if key is None or key.budget is None or not spec.extension:
         return ""
     recipe = spec.extension[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -90,8 +90,9 @@ class EvalRequest:
     """Where ``results.json``, ``report.md`` and ``tasks/<task>/<length>_<mode>.json`` go; None: nowhere."""
     cache_dir: Path | None = None
     """Task and LongPPL result cache; None: no cache."""
-    configs: dict[str, TaskConfig] = field(init=False, repr=False, compare=False)
-    """The typed config of every task in ``task_params`` (built once, with the request)."""
+    configs: Mapping[str, TaskConfig] | None = field(default=None, repr=False, compare=False)
+    """The typed config of every task in ``task_params``: given by a caller that holds them already (a
+    pool's ``eval:`` section, typed when the pool was parsed), else built once, with the request."""
 
     def __post_init__(self) -> None:
         norm = {
@@ -106,7 +107,10 @@ class EvalRequest:
         }
         for name, value in norm.items():
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "configs", task_configs(self.task_params, "task_params"))
+        if self.configs is None:
+            object.__setattr__(self, "configs", task_configs(self.task_params, "task_params"))
+        elif set(self.configs) != set(self.task_params):
+            raise ConfigError("task_params", "the typed task configs given name other tasks than task_params")
         self.validate()
 
     def validate(self) -> None:
@@ -126,7 +130,7 @@ class EvalRequest:
 
     def task_config(self, name: str) -> TaskConfig:
         """Task ``name``'s typed config: its ``task_params`` over its defaults."""
-        return self.configs.get(name) or get_task(name).config
+        return (self.configs or {}).get(name) or get_task(name).config
 
     def suite_tasks(self) -> list[str]:
         """The tasks of the task suites asked for, each once, in suite order."""

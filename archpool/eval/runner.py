@@ -20,7 +20,7 @@ from typing import Any
 from archpool.errors import ConfigError
 from archpool.io import atomic_write_json, owned_path, read_cache_entry, sha256_json, write_cache_entry
 from archpool.names import SCORED_SUITES
-from archpool.tasks import HELMET_CATEGORIES, SUITES, SampleConfig, build_sample, is_dense
+from archpool.tasks import HELMET_CATEGORIES, SUITES, SampleConfig, TaskConfig, build_sample, is_dense
 
 TASK_FORMAT_VERSION = 3  # bump when a generator or scoring rule changes (invalidates the cache)
 # 3: model hashes are the verified sha256 of the weights on disk, never a manifest's claim (which could be poisoned)
@@ -147,13 +147,16 @@ def run_tasks(
 
         bar = tqdm(total=len(jobs), unit="task", desc=f"eval {lm.name}", dynamic_ncols=True)
     results: list[dict[str, Any]] = []
+    with_haystack: dict[str, TaskConfig] = {}  # a text task's config with the store's haystack, built once per task
     try:
         for task, length in jobs:
             params = request.task_params.get(task, {})
             config = request.task_config(task)
             dense = is_dense(task)  # token documents: no haystack, scored once whatever the modes
             if haystack_texts and "haystack_texts" not in params and not dense:
-                config = config.replace(haystack_texts=haystack_texts)
+                if task not in with_haystack:
+                    with_haystack[task] = config.replace(haystack_texts=haystack_texts)
+                config = with_haystack[task]
             shown = {k: v for k, v in params.items() if k != "haystack_texts"}
             # the task's own haystack texts (by their hash, as the store's), else the store's
             texts_hash = sha256_json(params["haystack_texts"])[:16] if "haystack_texts" in params else haystack_hash

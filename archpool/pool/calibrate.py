@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from archpool.analysis import headroom
 from archpool.analysis.mastery import mastery
-from archpool.columns import BASE_PREFIX, ColumnKey, dense_columns
+from archpool.columns import BASE_PREFIX, dense_columns
 from archpool.io import atomic_write_text
 from archpool.pool.graph import Node, is_done, node_dir, read_result
 from archpool.pool.nodes import DataResult
@@ -68,7 +68,7 @@ def run_calibration(out: Path, pool: PoolSpec, nodes: list[Node], log: Callable[
     """Measure the calibration curve of ``pool.report.calibrate`` and write ``calibration.json``; None
     when the pool asks for none or its baseline has no finished run to measure."""
     cal = pool.report.calibrate
-    key = ColumnKey.parse(pool.report.target or "")
+    key = pool.report.target_key
     if cal is None or key is None:
         return None
     from archpool.train.extend import rung_dir

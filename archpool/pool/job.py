@@ -64,7 +64,7 @@ def run_job(out: str | Path, run: str, threads: int = 1) -> dict[str, Any]:
     from archpool.pool.stages import stage_function
 
     out = Path(out)
-    pool, nodes = read_plan(out)
+    pool, nodes = read_plan(out, run)  # this run's nodes and the data node they read
     spec = pool.run(run)
     run_dir = pool_run_dir(out, run)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -81,11 +81,15 @@ def _extension_cost(run: RunSpec, recipe: PoolRecipe, train: TrainConfig | dict[
 
 
 def build_plan(
-    pool: PoolSpec, runs: list[RunSpec | CheckpointRunSpec] | None = None, contents: dict[str, str] | None = None
+    pool: PoolSpec,
+    runs: list[RunSpec | CheckpointRunSpec] | None = None,
+    contents: dict[str, str] | None = None,
+    costs: dict[str, float] | None = None,
 ) -> list[Node]:
     """All nodes of ``runs`` (default: every run), in dependency order, with content keys. ``contents``
     (node id -> content key) gives checkpoint nodes the model keys a plan recorded, instead of hashing
-    the models' bytes again."""
+    the models' bytes again; ``costs`` (node id -> cost) gives extend nodes the costs a plan recorded,
+    instead of planning each extension again to weigh it."""
     runs = pool.runs if runs is None else runs
     data_cost = 0.5 if pool.backend != "real" or pool.data.synthetic is not None else 20.0
     trained = [r for r in runs if not isinstance(r, CheckpointRunSpec)]
@@ -96,12 +100,12 @@ def build_plan(
         if isinstance(run, CheckpointRunSpec):
             nodes.extend(checkpoint_nodes(pool, run, contents or {}))
         else:
-            nodes.extend(trained_run_nodes(pool, run))
+            nodes.extend(trained_run_nodes(pool, run, costs or {}))
     assign_keys(nodes)
     return nodes
 
 
-def trained_run_nodes(pool: PoolSpec, run: RunSpec) -> list[Node]:
+def trained_run_nodes(pool: PoolSpec, run: RunSpec, costs: dict[str, float] | None = None) -> list[Node]:
     """A trained run's nodes: pretraining, its evaluation and attention before extension, and every
     recipe's extension (from the end and from each milestone) with its evaluations and attention."""
     train = pool.pretrain_config(run.pretrain_ctx, run.seed) if pool.backend == "real" else pool.train
@@ -132,18 +136,23 @@ def trained_run_nodes(pool: PoolSpec, run: RunSpec) -> list[Node]:
     for milestone in [*pool.milestones, 1.0]:
         for r_i, recipe in enumerate(pool.extension):
             if recipe.applies(run.arch):
-                nodes.extend(_extension_nodes(pool, run, pre, recipe, milestone, primary=milestone == 1.0 and r_i == 0))
+                primary = milestone == 1.0 and r_i == 0
+                nodes.extend(_extension_nodes(pool, run, pre, recipe, milestone, primary, costs or {}))
     return nodes
 
 
-def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe, milestone: float, primary: bool) -> list[Node]:
+def _extension_nodes(
+    pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe, milestone: float, primary: bool, costs: dict[str, float]
+) -> list[Node]:
     """One recipe's extension of ``run`` from ``milestone``, an eval per ladder rung (one without a
-    ladder), and for the primary recipe from the end of pretraining its attention analysis."""
+    ladder), and for the primary recipe from the end of pretraining its attention analysis; its cost
+    from ``costs`` where a plan recorded it."""
     assert isinstance(pre.config, PretrainConfig)
     pre_cost = pre.cost
     tag = f"{run.name}{'' if milestone == 1.0 else f'@{milestone_key(milestone)}'}:{recipe.name}"
+    ext_id = f"extend:{tag}"
     ext = Node(
-        id=f"extend:{tag}",
+        id=ext_id,
         stage="extend",
         config=ExtendConfig(
             recipe=recipe.stage_config(),
@@ -154,7 +163,7 @@ def _extension_nodes(pool: PoolSpec, run: RunSpec, pre: Node, recipe: PoolRecipe
         ),
         deps={"model": pre.id, "data": "data"},
         run=run.name,
-        cost=_extension_cost(run, recipe, pre.config.train),
+        cost=costs[ext_id] if ext_id in costs else _extension_cost(run, recipe, pre.config.train),
         recipe=recipe.name,
         milestone=milestone,
     )
@@ -372,11 +381,13 @@ def require_pool_dir(out: str | Path) -> Path:
     return Path(out)
 
 
-def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
+def read_plan(out: Path, run: str | None = None) -> tuple[PoolSpec, list[Node]]:
     """The pool and its stage graph from ``plan.json``: the pool parsed once, every node's config built
-    from it again (:func:`build_plan`) and checked against the recorded key. ``StateError`` naming the
-    file when it is damaged, written by another version of archpool (another ``schema``), or when its
-    nodes no longer match what the pool plans (another archpool, or the pool's text files changed)."""
+    from it again (:func:`build_plan`, with the recorded checkpoint content keys and costs) and checked
+    against the recorded key; with ``run``, only that run's nodes and the pool's data node (a worker's).
+    ``StateError`` naming the file when it is damaged, written by another version of archpool (another
+    ``schema``), or when its nodes no longer match what the pool plans (another archpool, or the pool's
+    text files changed)."""
     path = pool_plan_path(out)
     try:
         if path.is_symlink():
@@ -387,8 +398,10 @@ def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
             pool = PoolSpec.from_dict(data["pool"])
             refs = [n for n in data["nodes"] if isinstance(n, dict)]
             contents = {n["id"]: n["content"] for n in refs if isinstance(n.get("content"), str)}
-            nodes = build_plan(pool, contents=contents)
-            recorded = [(n["id"], n["key"]) for n in data["nodes"]]
+            costs = {n["id"]: float(n["cost"]) for n in refs if n.get("stage") == "extend" and _is_number(n.get("cost"))}
+            nodes = build_plan(pool, None if run is None else [pool.run(run)], contents, costs)
+            ids = {n.id for n in nodes}
+            recorded = [(n["id"], n["key"]) for n in data["nodes"] if run is None or n["id"] in ids]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # ConfigError is a ValueError
         reason = e.message if isinstance(e, ConfigError) else e
         raise StateError(
@@ -406,3 +419,7 @@ def read_plan(out: Path) -> tuple[PoolSpec, list[Node]]:
             "re-run `archpool run` on the pool file to plan it again"
         )
     return pool, nodes
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

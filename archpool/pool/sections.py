@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
-from archpool.columns import is_accuracy
+from archpool.columns import ColumnKey, is_accuracy
 from archpool.config import Config, rerooted
 from archpool.errors import ConfigError
 from archpool.eval.api import EvalRequest
@@ -189,7 +189,12 @@ class EvalSettings(Config):
             if values is not None and (not values or not all(v > 0 for v in values)):
                 raise ConfigError(f"{prefix}.{key}", f"a non-empty list of positive numbers, got {values!r}")
         self._validate_bounds(prefix)
-        validate_task_params(self.task_params, f"{prefix}.task_params")
+        self.__dict__["task_configs"] = validate_task_params(self.task_params, f"{prefix}.task_params")
+
+    @property
+    def task_configs(self) -> dict[str, TaskConfig]:
+        """The typed config of every ``task_params`` entry, built once when the section was validated."""
+        return cast("dict[str, TaskConfig]", self.__dict__["task_configs"])
 
     def _validate_bounds(self, prefix: str) -> None:
         """Counts and lengths an evaluation can hold in memory (``MAX_SAMPLES``, ``MAX_SEQ_LEN``)."""
@@ -216,19 +221,27 @@ class EvalSettings(Config):
     def suite_list(self) -> list[str]:
         return list(self.suites) if self.suites is not None else ([] if self.tasks else ["tiny"])
 
-    def request(self, base: bool, long_ctx: int, out_dir: Path | None = None) -> EvalRequest:
+    def request(self, base: bool, long_ctx: int, out_dir: Path | None = None, cache_dir: Path | None = None) -> EvalRequest:
         """The evaluation of one phase (before extension with ``base``) as an ``EvalRequest``, at
-        :meth:`lengths_at`, writing into ``out_dir``."""
-        return EvalRequest(
-            suites=self.suite_list(),
-            tasks=self.tasks or (),
-            lengths=self.lengths_at(base, long_ctx),
-            modes=self.modes or ["ll"],
-            n_samples=self.n_samples,
-            seed=self.seed,
-            task_params=self.task_params,
-            out_dir=out_dir,
-        )
+        :meth:`lengths_at`, writing into ``out_dir`` with its cells in ``cache_dir``; it carries the
+        section's typed task configs (:attr:`task_configs`), and one built for the same arguments is
+        the same request (built once)."""
+        requests: dict[tuple[Any, ...], EvalRequest] = self.__dict__.setdefault("requests", {})
+        key = (base, long_ctx, out_dir, cache_dir)
+        if key not in requests:
+            requests[key] = EvalRequest(
+                suites=self.suite_list(),
+                tasks=self.tasks or (),
+                lengths=self.lengths_at(base, long_ctx),
+                modes=self.modes or ["ll"],
+                n_samples=self.n_samples,
+                seed=self.seed,
+                task_params=self.task_params,
+                out_dir=out_dir,
+                cache_dir=cache_dir,
+                configs=self.task_configs,
+            )
+        return requests[key]
 
 
 def validate_task_params(task_params: dict[str, Any], prefix: str = "eval.task_params") -> dict[str, TaskConfig]:
@@ -296,7 +309,14 @@ class ReportSettings(Config):
         """The ``report:`` mapping (empty or null: every default)."""
         return super().from_dict(d or {}, path)
 
+    @property
+    def target_key(self) -> ColumnKey | None:
+        """``target`` typed (:class:`archpool.columns.ColumnKey`), parsed once, when the section was
+        validated; None without a target or for a target that is not a score at a length."""
+        return cast("ColumnKey | None", self.__dict__["target_key"])
+
     def validate(self, prefix: str = "report") -> None:
+        self.__dict__["target_key"] = None if self.target is None else ColumnKey.parse(self.target)
         lo_hi = self.headroom
         if (
             len(lo_hi) != 2
@@ -313,7 +333,7 @@ class ReportSettings(Config):
             raise ConfigError(f"{prefix}.target", "an empty metric name")
         if self.target is not None and self.target in self.covariates:
             raise ConfigError(f"{prefix}.covariates", f"{self.target!r} is the target; a metric cannot explain itself")
-        if self.target is not None and not is_accuracy(self.target):
+        if self.target is not None and not is_accuracy(self.target_key or self.target):
             for name, set_ in (
                 ("headroom", list(self.headroom) != list(study.HEADROOM)),
                 ("calibrate", self.calibrate is not None),

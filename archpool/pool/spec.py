@@ -144,6 +144,8 @@ class PoolSpec:
     jobs: int = 1  # default for `archpool run --jobs`
     source: str = ""
     texts: list[str] = field(default_factory=list)  # held-out text files for checkpoint runs' attention
+    pretrain_configs: dict[tuple[int, int], TrainConfig] = field(default_factory=dict, repr=False, compare=False)
+    """Each (context, seed)'s pretraining ``TrainConfig``, built once (:meth:`pretrain_config`)."""
 
     @property
     def short_ctx(self) -> int:
@@ -160,8 +162,12 @@ class PoolSpec:
 
     def pretrain_config(self, seq_len: int, seed: int) -> TrainConfig:
         """The pretrain stage's config of a run pretrained at ``seq_len`` with ``seed``: the pool's
-        ``train:`` section, the pool's milestones as steps, no progress bars."""
-        return run_train_config(self.train, seq_len, seed, self.milestones)
+        ``train:`` section, the pool's milestones as steps, no progress bars; built once per (context,
+        seed), at parse for a pool read from its file."""
+        key = (seq_len, seed)
+        if key not in self.pretrain_configs:
+            self.pretrain_configs[key] = run_train_config(self.train, seq_len, seed, self.milestones)
+        return self.pretrain_configs[key]
 
     def extension_share(self, recipe: PoolRecipe, budget: int | None = None) -> float | None:
         """The extension tokens of ``recipe`` after ``budget`` steps (default: its whole extension) as a
@@ -320,7 +326,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     attention_enabled, attention = attention_settings(sections["attention"])
     report = ReportSettings.from_dict(sections["report"])
     extension = parse_extensions(data.get("extension"), long_ctx, backend)
-    milestones = _milestones(data.get("milestones") or [])
+    milestones = sorted(float(m) for m in _milestones(data.get("milestones") or []))
     base_model = data.get("model") or {}
     if not isinstance(base_model, dict):
         raise ConfigError("model", "the pool's base model must be a mapping (preset / overrides)")
@@ -341,10 +347,11 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
     )
     runs = _parse_runs(entries, ctx)
     trained = [r for r in runs if isinstance(r, RunSpec)]
+    pretrain: dict[tuple[int, int], TrainConfig] = {}
     if backend == "real" and trained:
-        _check_training(sections["train"], trained)
+        pretrain = pretrain_configs(sections["train"], trained, milestones)
         _check_packing(section, sections["train"], runs)
-    check_before_work(runs, section, sections["train"], extension, report, eval_settings, long_ctx, backend)
+    check_before_work(runs, section, pretrain, extension, report, eval_settings, long_ctx, backend)
     _check_extension_archs(extension, runs)
     check_harness_inputs(eval_settings, base_dir, long_ctx)
 
@@ -357,7 +364,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         seeds=seeds,
         long_ctx=long_ctx,
         extension=extension,
-        milestones=sorted(float(m) for m in milestones),
+        milestones=milestones,
         source=source,
         jobs=_jobs(data.get("jobs", 1)),
         texts=_texts(data.get("texts"), base_dir),
@@ -367,6 +374,7 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         attention=attention,
         attention_enabled=attention_enabled,
         report=report,
+        pretrain_configs=pretrain,
     )
 
 
@@ -500,14 +508,18 @@ def _parse_seeds(value: Any, field_name: str) -> list[int]:
     raise ConfigError(field_name, f"a seed count or a non-empty list of integers in [0, {MAX_SEED}], got {value!r}")
 
 
-def _check_training(train: dict[str, Any], runs: list[RunSpec]) -> None:
-    """The pretraining config of every distinct context, as the pretrain stage builds it (batch geometry
-    included), so that a pool whose training cannot start never starts."""
-    for ctx in sorted({r.pretrain_ctx for r in runs}):
+def pretrain_configs(train: dict[str, Any], runs: list[RunSpec], milestones: list[float]) -> dict[tuple[int, int], TrainConfig]:
+    """Every run's pretraining ``TrainConfig`` by (context, seed), built once, as the pretrain stage gets it
+    (:meth:`PoolSpec.pretrain_config`), its batch geometry checked, so that a pool whose training cannot
+    start never starts."""
+    out: dict[tuple[int, int], TrainConfig] = {}
+    for ctx, seed in sorted({(r.pretrain_ctx, r.seed) for r in runs}):
         try:
-            run_train_config(train, ctx).accumulation_steps(ctx, world_size=1)
+            out[ctx, seed] = cfg = run_train_config(train, ctx, seed, milestones)
+            cfg.accumulation_steps(ctx, world_size=1)
         except ConfigError as e:
             raise ConfigError(e.field, f"{e.message} (runs pretrained at {ctx} tokens)") from None
+    return out
 
 
 def _check_packing(section: DataSection, train: dict[str, Any], runs: list[RunSpec | CheckpointRunSpec]) -> None:
@@ -733,7 +745,7 @@ def check_columns(columns: dict[Any, Any], field_name: str) -> None:
 def check_before_work(
     runs: list[Any],
     section: DataSection,
-    train: dict[str, Any],
+    pretrain: dict[tuple[int, int], TrainConfig],
     extension: list[PoolRecipe],
     report: ReportSettings,
     eval_settings: EvalSettings,
@@ -747,8 +759,8 @@ def check_before_work(
     _check_run_names(runs)
     trained = [r for r in runs if isinstance(r, RunSpec)]  # checkpoint runs are neither trained nor extended
     if backend == "real":
-        _check_packages(trained, train)
-        _check_extensions(trained, train, extension)
+        _check_packages(pretrain)
+        _check_extensions(trained, pretrain, extension)
         _check_vocab(trained, section)
         _check_task_vocab(trained, section, eval_settings)
         _check_report_target(report, eval_settings, long_ctx)
@@ -798,10 +810,10 @@ def _check_run_names(runs: list[Any]) -> None:
             )
 
 
-def _check_packages(runs: list[RunSpec], train: dict[str, Any]) -> None:
+def _check_packages(pretrain: dict[tuple[int, int], TrainConfig]) -> None:
     """The optional packages the ``train:`` section asks for (``wandb``) are installed, before data is prepared."""
-    if runs:
-        run_train_config(train, runs[0].pretrain_ctx).check_packages()
+    for cfg in list(pretrain.values())[:1]:  # every run's asks for the same packages
+        cfg.check_packages()
 
 
 def _check_task_vocab(runs: list[RunSpec], section: DataSection, e: EvalSettings) -> None:
@@ -813,7 +825,7 @@ def _check_task_vocab(runs: list[RunSpec], section: DataSection, e: EvalSettings
         return
     for task in _evaluated_tasks(e):
         if is_dense(task):
-            config = task_config(task, e.task_params.get(task), f"eval.task_params.{task}")
+            config = e.task_configs.get(task) or task_config(task)
             why = config.reserved_tokens_error(section.data.task_tokens)
             if why:
                 raise ConfigError(f"eval.task_params.{task}", why)
@@ -832,7 +844,7 @@ def _evaluated_tasks(e: EvalSettings) -> list[str]:
     return names
 
 
-def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: list[PoolRecipe]) -> None:
+def _check_extensions(runs: list[RunSpec], pretrain: dict[tuple[int, int], TrainConfig], extension: list[PoolRecipe]) -> None:
     """Plan every recipe (its extend-stage config) for every distinct (model, pretraining context) it
     applies to, as the extend stage will: a length within the pretraining context or more warmup
     than steps fails here."""
@@ -845,12 +857,12 @@ def _check_extensions(runs: list[RunSpec], train: dict[str, Any], extension: lis
         for r in runs:
             if not recipe.applies(r.arch):
                 continue
-            key = (recipe.name, repr((r.model.to_dict(), r.pretrain_ctx)))
+            key = (recipe.name, repr((r.model.to_dict(), r.pretrain_ctx, r.seed)))
             if key in seen:
                 continue
             seen.add(key)
             try:
-                plan_extension(r.model, run_train_config(train, r.pretrain_ctx), ext, "final")
+                plan_extension(r.model, pretrain[r.pretrain_ctx, r.seed], ext, "final")
             except ConfigError as e:
                 field_name = e.field.replace("extension.", f"extension[{recipe.name}].", 1)
                 raise ConfigError(field_name, f"{e.message} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)") from None
@@ -883,14 +895,13 @@ def _check_calibration(report: ReportSettings, e: EvalSettings) -> None:
     """``report.calibrate`` calibrates the target's own task: a dense task scored after extension, a knob
     that is one of the task's parameters, and values its generator accepts (with the pool's other
     parameters of that task)."""
-    from archpool.columns import ColumnKey
     from archpool.pool.sections import validate_task_params
     from archpool.tasks import is_dense, task_config
 
     cal = report.calibrate
     if cal is None:
         return
-    key = ColumnKey.parse(report.target or "")
+    key = report.target_key
     if key is None or key.base or not key.metric.endswith(("_acc", "_lp")):
         raise ConfigError(
             "report.calibrate",
@@ -946,9 +957,9 @@ def _check_target_runs(
     bucket one the task's buckets make, its recipe and rung ones the pool extends every run with.
     Otherwise the runs that lack it are named (checkpoint runs are not extended; a recipe with ``archs``
     extends only those)."""
-    from archpool.columns import ColumnKey, rung_budget
+    from archpool.columns import rung_budget
 
-    key = ColumnKey.parse(report.target or "")
+    key = report.target_key
     if report.target is None or key is None or not e.enabled:
         return
     metric, recipe = key.metric, None
@@ -994,7 +1005,7 @@ def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, lo
     """The target's task is evaluated, in a mode that makes its metric, and its distance bucket is one
     the task's buckets make at that length (``archpool.eval.dense``'s rule)."""
     from archpool.names import SCORED_SUITES
-    from archpool.tasks import DENSE_SUFFIXES, is_dense, task_names
+    from archpool.tasks import dense_family, is_dense, task_names
 
     tasks = _evaluated_tasks(e)
     modes = list(e.modes or ["ll"])
@@ -1009,7 +1020,7 @@ def _check_target_metric(target: str, metric: str, key: Any, e: EvalSettings, lo
     if task is None and suite not in e.request(False, 16).suites:
         raise ConfigError("report.target", f"{target!r}: suite {suite} is not evaluated")
     dense = task is not None and is_dense(task)
-    allowed = DENSE_SUFFIXES if dense else (*modes, *(["lp"] if "ll" in modes and task else []))
+    allowed = dense_family(task).stats if dense and task is not None else (*modes, *(["lp"] if "ll" in modes and task else []))
     if suffix not in allowed:
         raise ConfigError("report.target", f"{target!r}: {name} is scored as {', '.join(f'{name}_{a}' for a in allowed)}")
     if key.filter:

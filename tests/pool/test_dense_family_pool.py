@@ -43,6 +43,7 @@ def test_a_pool_trains_and_is_scored_on_the_family():
         ),
         (dict(eval=EVAL, report=dict(target="dense_kv_acc@256[d>128]")), "report.target", "no distance bucket [d>128]"),
         (dict(eval=dict(tasks=["mqar"]), report=dict(target="dense_kv_acc@256")), "report.target", "dense_kv is not evaluated"),
+        (dict(eval=EVAL, report=dict(target="dense_kv_chain@256")), "report.target", "scored as dense_kv_acc, dense_kv_lp"),
         (
             dict(eval=EVAL, report=dict(target="dense_kv_acc@256", calibrate=dict(knob="chains", values=[0.5]))),
             "report.calibrate.knob",

@@ -11,7 +11,6 @@ changed with one task's settings (a new node directory) scores only the cells th
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,7 @@ def run(ctx: StageContext) -> EvalResult:
 
     c = ctx.config
     assert isinstance(c, EvalConfig)
-    request = dataclasses.replace(c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval"), cache_dir=cells_dir(ctx))
+    request = c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval", cells_dir(ctx))
     assert request.lengths is not None  # a phase's request always names its lengths
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
