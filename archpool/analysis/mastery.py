@@ -62,7 +62,7 @@ def mastery(row: Mapping[str, Any], metric: str = MASTERY_METRIC, threshold: flo
     return {"mastery_acc": acc, "mastery_min_bucket": low, "mastered": int(ok)}
 
 
-def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | None:
+def mastery_metric(target: str | ColumnKey, columns: Iterable[str] | None = None) -> str | None:
     """The accuracy metric whose mastery a target's numbers rest on: that of the target's task,
     ``mqar_acc`` for ``mqar_acc@1024[d>128]#ladder_mean`` (also for ``mqar_lp@…`` and
     ``mqar_chain_hop2_acc@…``: mastery is judged on the task's accuracy).
@@ -70,8 +70,9 @@ def mastery_metric(target: str, columns: Iterable[str] | None = None) -> str | N
     A dense task (``archpool.tasks.dense``) is found by its name and one of its family's statistics,
     behind any recipe prefix (``remedy_mqar_rebind_acc@…`` → ``mqar_rebind_acc``). For another
     task, ``<task>_acc``, its recipe prefix dropped when ``columns`` are given and hold
-    ``base_<metric>@…`` columns for the shorter name. None for a target that is not a score at a length."""
-    key = ColumnKey.parse(target)
+    ``base_<metric>@…`` columns for the shorter name. None for a target that is not a score at a length.
+    ``target`` is the column's name or its parsed key."""
+    key = target if isinstance(target, ColumnKey) else ColumnKey.parse(target)
     if key is None:
         return None
     task = dense_task(key.metric)

@@ -87,7 +87,7 @@ def results_rows(out: Path, pool: PoolSpec | None = None, nodes: list[Node] | No
     if pool is None or nodes is None:
         pool, nodes = read_plan(out)
     short = pool.short_ctx
-    target = pool.report.target
+    target = pool.report.target_key
     metric = (mastery_metric(target) if target else None) or MASTERY_METRIC  # the task whose mastery is checked
     rows = []
     for spec in pool.runs:

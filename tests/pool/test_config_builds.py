@@ -132,6 +132,11 @@ def test_each_config_is_built_at_parse_and_at_plan_read_only(tmp_path, builds):
     # text task (kv_recall) the data store's haystack once
     after = {"EvalRequest": read.get("EvalRequest", 0) + evals, "KvRecallConfig": read.get("KvRecallConfig", 0) + evals}
     assert worker == {**read, **after}, (worker, read)
+    phase[0] = "results"
+    from archpool.pool.results import results_rows
+
+    assert results_rows(out, pool, nodes)[0]["state"] == "done"
+    assert _by_class(counts, "results").get("target", 0) == 0  # results.csv's mastery reads the parsed target
     assert read["run_train_config"] == 1 and read["EvalSettings"] == 1 and read["MqarConfig"] == 1 and read["target"] == 1
 
 
