@@ -328,6 +328,11 @@ pool "name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {helmet_dat
 pool "name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {helmet_data: {path: $PWD/hd_gold, categories: [recall], lengths: [4096]}}}\nruns: [{name: A}]\n"; case_ 'pool whose HELMET data has a blank gold (at validation)' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], harness: {ruler: {tasks: [ruler_qa_squad], allow_download: true}}}\nruns: [{name: A}]\n'
 case_ '`run` a pool whose RULER task downloads, without --allow-download (exit 2 = nothing written)' bash -c "$A run p.yaml --out dl_pool --no-progress; rc=\$?; if [ \$rc = 2 ] && [ ! -e dl_pool ]; then exit 2; fi; echo 'the pool started' >&2; exit \$rc"
+# ---- stage checks run at validation: attention analyses, extension batches, RULER lengths
+pool 'name: x\nlong_ctx: 64\ntrain: {max_steps: 2}\nextension: {length: 48}\nruns: [{name: A, model: {max_seq_len: 32}}]\n'; case_ 'pool whose attention analysis length holds no retrieval needle (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nattention: {bos_id: 5000}\nruns: [{name: A}]\n'; case_ 'pool `attention.bos_id` outside the model vocabulary (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\nextension: {name: ntk, global_batch_tokens: 3072, micro_batch_size: 2}\nruns: [{name: A}]\n'; case_ 'pool extension whose batch does not split into micro-batches (at validation)' $A pool show p.yaml
+pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], lengths: [32], base: false, harness: {ruler: {tasks: [niah_single_1]}}}\nruns: [{name: A}]\n'; case_ 'pool RULER at eval lengths below 64 (at validation)' $A pool show p.yaml
 # ---- end of cases
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

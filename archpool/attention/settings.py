@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,23 @@ class Settings(Config):
     def from_dict(cls, d: Any, path: str | None = None) -> Settings:
         """The settings of a mapping (empty or null: every default)."""
         return super().from_dict(d or {}, path)
+
+
+def analysis_settings(settings: Settings, seq_len: int | None, long_ctx: int | None) -> Settings:
+    """The settings one analysis runs with: ``seq_len`` (the pretraining context) and ``long_ctx`` (the
+    analysis length) fill those ``settings`` leave unset, and the whole is validated again (a ConfigError
+    naming the field, e.g. an analysis length whose shortest retrieval length holds no needle)."""
+    return dataclasses.replace(
+        settings,
+        seq_len=settings.seq_len if settings.seq_len is not None else seq_len,
+        long_ctx=settings.long_ctx if settings.long_ctx is not None else long_ctx,
+    )
+
+
+def check_bos_id(bos_id: int, vocab_size: int) -> None:
+    """ConfigError naming ``bos_id`` unless the token is in a vocabulary of ``vocab_size`` tokens."""
+    if not 0 <= bos_id < vocab_size:
+        raise ConfigError("bos_id", f"token {bos_id} is outside the model's vocabulary ({vocab_size} tokens)")
 
 
 def _check(value: int | None, field: str, low: int, high: int) -> None:

@@ -10,14 +10,13 @@ of every format can read one text.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from archpool.attention.corpus import corpus_from_store, corpus_from_texts
 from archpool.attention.runner import load_model, store_for
-from archpool.attention.settings import Settings
+from archpool.attention.settings import Settings, analysis_settings
 from archpool.attention.stats import VERSION, analyze
 from archpool.errors import DataError
 from archpool.io import atomic_write_json, read_cache_entry, sha256_file, sha256_json, write_cache_entry
@@ -147,10 +146,7 @@ def pool_stage(
 ) -> dict[str, Any]:
     """For the pool's attention node: analyse ``model_dir`` and write ``OUT/attention.json``;
     returns ``{"metrics": {attn_*: …}, "json": path}``. ``seq_len`` / ``long_ctx`` fill settings left unset."""
-    s = settings or Settings()
-    s = dataclasses.replace(
-        s, seq_len=s.seq_len if s.seq_len is not None else seq_len, long_ctx=s.long_ctx if s.long_ctx is not None else long_ctx
-    )
+    s = analysis_settings(settings or Settings(), seq_len, long_ctx)
     out = Path(out_dir) / RESULT_NAME
     r = analyze_target(model_dir, s, store=store, out=out, log=log)
     return {"metrics": r["metrics"], "json": str(out)}

@@ -30,9 +30,9 @@ from archpool.attention.capture import Probe, probe_for
 from archpool.attention.corpus import Corpus
 from archpool.attention.metrics import RowStats, sink_rate
 from archpool.attention.rows import attention_rows
-from archpool.attention.settings import SINK_EPS, Settings
+from archpool.attention.settings import SINK_EPS, Settings, check_bos_id
 from archpool.axes import NORM, QK_NORM
-from archpool.errors import ConfigError, DataError
+from archpool.errors import DataError
 
 SCHEMA = "archpool.attention/1"
 VERSION = 1  # bump when results change meaning: invalidates the cache
@@ -107,8 +107,7 @@ def analyze(
     max_seq = int(cfg.max_seq_len) if cfg is not None else int(getattr(probe.model.config, "max_position_embeddings", 0) or 0)
     seq_len = int(s.seq_len or max_seq or 2048)
     bos_id = corpus.bos_id if s.bos_id is None else int(s.bos_id)
-    if not 0 <= bos_id < probe.vocab_size:
-        raise ConfigError("bos_id", f"token {bos_id} is outside the model's vocabulary ({probe.vocab_size} tokens)")
+    check_bos_id(bos_id, probe.vocab_size)
     corpus = dataclasses.replace(corpus, bos_id=bos_id)
     for d in corpus.docs[:50]:
         if len(d) and int(d.max()) >= probe.vocab_size:

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archpool import study
 from archpool.attention.settings import Settings as AttentionSettings
@@ -48,6 +48,9 @@ from archpool.pool.sections import (
     parse_extensions,
 )
 from archpool.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from archpool.eval.harness import RulerSettings
 
 POOLS_DIR = Path(__file__).resolve().parent.parent / "pools"
 
@@ -352,6 +355,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         pretrain = pretrain_configs(sections["train"], trained, milestones)
         _check_packing(section, sections["train"], runs)
     check_before_work(runs, section, pretrain, extension, report, eval_settings, long_ctx, backend)
+    if backend == "real" and attention_enabled:
+        check_attention_inputs(runs, attention, eval_settings, extension, long_ctx)
     _check_extension_archs(extension, runs)
     check_harness_inputs(eval_settings, base_dir, long_ctx)
 
@@ -769,23 +774,76 @@ def check_before_work(
 
 
 def check_harness_inputs(e: EvalSettings, base_dir: Path, long_ctx: int) -> None:
-    """HELMET's data files of ``eval.harness.helmet_data`` (its ``path`` relative to the pool file's directory),
+    """The harness suites' inputs, before any stage rather than after pretraining and extension: lm-eval's RULER
+    (``eval.harness.ruler``) installed and its request valid at every phase's lengths (:func:`_check_ruler`);
+    HELMET's data files of ``eval.harness.helmet_data`` (its ``path`` relative to the pool file's directory),
     read whole at every length an eval node will ask for: a missing directory or file, a line that is not
-    JSON in UTF-8, a record without HELMET's fields or with an empty gold answer is refused before any stage,
-    not after pretraining and extension."""
+    JSON in UTF-8, a record without HELMET's fields or with an empty gold answer is refused."""
     harness = e.harness
-    if not e.enabled or harness is None or harness.helmet_data is None:
+    if not e.enabled or harness is None:
+        return
+    phases = [True, False] if e.base else [False]
+    if harness.ruler is not None:
+        _check_ruler(harness.ruler, {base: e.lengths_at(base, long_ctx) for base in phases})
+    if harness.helmet_data is None:
         return
     from archpool.eval.helmet_data import check_data, request_from
 
     settings = harness.helmet_data
-    phases = [True, False] if e.base else [False]
     lengths = sorted({L for base in phases for L in (settings.lengths or e.lengths_at(base, long_ctx))})
     r = request_from(settings, lengths, base_dir, None, None)
     try:
         check_data(r.data_dir, r.categories, r.lengths, r.limit, r.shots, r.seed)
     except DataError as err:
         raise ConfigError(f"{settings.PATH}.path", str(err)) from None
+
+
+def _check_ruler(settings: RulerSettings, phase_lengths: dict[bool, list[int]]) -> None:
+    """lm-eval's RULER as the eval stage runs it: its packages installed (:func:`lm_eval_version`) and its
+    request (:func:`harness_request_from`) valid at each phase's lengths (``phase_lengths``: before extension
+    with True), which it takes when ``eval.harness.ruler.lengths`` is unset. Downloads are refused by
+    ``archpool run`` (:func:`harness_downloads`), not here."""
+    from archpool.eval.harness import harness_request_from, lm_eval_version
+
+    try:
+        lm_eval_version()
+    except ConfigError as err:
+        raise ConfigError(settings.PATH, err.message) from None
+    for base, lengths in phase_lengths.items():
+        try:
+            harness_request_from(settings, lengths, None, None, allow_download=True)
+        except ConfigError as err:
+            phase = "before extension" if base else "after extension"
+            where = "" if settings.lengths else f" (unset: the eval's lengths {phase}, {', '.join(map(str, lengths))})"
+            raise ConfigError(f"{settings.PATH}.{err.field.rpartition('.')[2]}", f"{err.message}{where}") from None
+
+
+def check_attention_inputs(
+    runs: list[Any], attention: AttentionSettings, e: EvalSettings, extension: list[PoolRecipe], long_ctx: int
+) -> None:
+    """The attention stage's settings as each of its analyses will run them (:func:`analysis_settings`: the run's
+    pretraining context and the analysis length filling what ``attention:`` leaves unset), and an explicit
+    ``attention.bos_id`` inside every trained model's vocabulary (:func:`check_bos_id`). A trained run is
+    analysed at the primary recipe's length (when the pool extends), a checkpoint run at the longest eval
+    length after extension."""
+    from archpool.attention.settings import analysis_settings, check_bos_id
+
+    for r in runs:
+        if isinstance(r, RunSpec):
+            if not extension:
+                continue
+            length, what = extension[0].length(long_ctx), f"extension[{extension[0].name}]'s length"
+        else:
+            length, what = max(e.lengths_at(False, long_ctx)), "the longest eval length after extension"
+        try:
+            analysis_settings(attention, r.pretrain_ctx, length)
+        except ConfigError as err:
+            raise ConfigError(err.field, f"{err.message} (run {r.name}, analysed at {length} tokens: {what})") from None
+        if isinstance(r, RunSpec) and attention.bos_id is not None:
+            try:
+                check_bos_id(attention.bos_id, r.model.vocab_size)
+            except ConfigError as err:
+                raise ConfigError(f"{attention.PATH}.{err.field}", f"{err.message} (run {r.name})") from None
 
 
 def harness_downloads(e: EvalSettings) -> list[str]:
@@ -846,8 +904,9 @@ def _evaluated_tasks(e: EvalSettings) -> list[str]:
 
 def _check_extensions(runs: list[RunSpec], pretrain: dict[tuple[int, int], TrainConfig], extension: list[PoolRecipe]) -> None:
     """Plan every recipe (its extend-stage config) for every distinct (model, pretraining context) it
-    applies to, as the extend stage will: a length within the pretraining context or more warmup
-    than steps fails here."""
+    applies to, as the extend stage will, and split each of its stages' batches into micro-batches as
+    the trainer will: a length within the pretraining context, more warmup than steps or a global batch
+    that does not split fails here."""
     from archpool.train.extension_plan import plan_extension
 
     seen: set[tuple[str, str]] = set()
@@ -862,7 +921,9 @@ def _check_extensions(runs: list[RunSpec], pretrain: dict[tuple[int, int], Train
                 continue
             seen.add(key)
             try:
-                plan_extension(r.model, pretrain[r.pretrain_ctx, r.seed], ext, "final")
+                plan = plan_extension(r.model, pretrain[r.pretrain_ctx, r.seed], ext, "final")
+                for stage in plan.stages:  # the trainer's geometry of each stage
+                    plan.train.accumulation_steps(stage.seq_len, world_size=1, prefix="extension")
             except ConfigError as e:
                 field_name = e.field.replace("extension.", f"extension[{recipe.name}].", 1)
                 raise ConfigError(field_name, f"{e.message} (run {r.name}, pretrained at {r.pretrain_ctx} tokens)") from None

@@ -1,7 +1,8 @@
 """Every pool setting is checked when the pool is parsed, before any data or training: task parameters
 (``data.tasks.params``, ``extension_params``, ``eval.task_params``) typed and bounded per task, reserved
-task tokens that hold MQAR's vocabulary, optional packages training asks for, and a report target that
-every compared run measures."""
+task tokens that hold MQAR's vocabulary, optional packages training and lm-eval's RULER ask for, a report
+target that every compared run measures, the attention stage's settings as each analysis runs them, the
+extension's batches as its trainer splits them, and RULER's lengths as the eval stage asks for them."""
 
 from __future__ import annotations
 
@@ -95,6 +96,23 @@ CASES = [
         "report.target",
         "no distance bucket [d>128]",
     ),
+    # the attention stage's settings as its analyses run them, the extension's trainer geometry, RULER's lengths
+    (
+        dict(long_ctx=64, extension=dict(length=48), runs=[dict(name="A", model=dict(max_seq_len=32))]),
+        "attention.long_ctx",
+        "cannot hold a 13-token needle",
+    ),
+    (dict(attention=dict(bos_id=5000)), "attention.bos_id", "outside the model's vocabulary"),
+    (
+        dict(extension=dict(name="ntk", global_batch_tokens=3072, micro_batch_size=2)),
+        "extension[ntk].micro_batch_size",
+        "3 sequences does not split into micro-batches of 2",
+    ),
+    (
+        dict(eval=dict(tasks=["mqar"], lengths=[32], base=False, harness=dict(ruler=dict(tasks=["niah_single_1"])))),
+        "eval.harness.ruler.lengths",
+        "the eval's lengths after extension",
+    ),
 ]
 
 
@@ -138,6 +156,15 @@ ACCEPTED = [
     ),
     dict(eval=dict(suites=["tiny"]), report=dict(target="tiny_ll@256")),
     dict(report=dict(target="kv_recall_lp@128")),
+    dict(
+        long_ctx=64, extension=dict(length=48), attention=dict(retrieval=False), runs=[dict(name="A", model=dict(max_seq_len=32))]
+    ),
+    dict(
+        long_ctx=64, extension=dict(length=48), attention=dict(enabled=False), runs=[dict(name="A", model=dict(max_seq_len=32))]
+    ),
+    dict(attention=dict(bos_id=4095)),
+    dict(extension=dict(name="ntk", global_batch_tokens=4096, micro_batch_size=2)),
+    dict(eval=dict(tasks=["mqar"], lengths=[32], base=False, harness=dict(ruler=dict(tasks=["niah_single_1"], lengths=[64])))),
 ]
 
 
@@ -151,6 +178,16 @@ def test_valid_neighbours_pass(over):
 def test_wandb_installed_passes(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", sys)  # any module stands for it
     parse_pool({**copy.deepcopy(BASE), "train": dict(max_steps=2, wandb=dict(project="x"))})
+
+
+def test_ruler_without_lm_eval_is_refused_when_the_pool_is_parsed(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lm_eval" else find_spec(name, *a))
+    over = dict(eval=dict(tasks=["mqar"], harness=dict(ruler=dict(tasks=["niah_single_1"]))))
+    with pytest.raises(ConfigError, match=r"^eval\.harness\.ruler: lm_eval not installed: pip install 'archpool\[harness\]'"):
+        parse_pool({**copy.deepcopy(BASE), **over})
 
 
 def test_archpool_train_config_refuses_wandb_without_the_package_on_load(monkeypatch):

@@ -35,16 +35,10 @@ def _checkpoint(ctx: StageContext, c: AttentionConfig) -> AttentionResult:
     """A checkpoint run's model on one text shared by every checkpoint run of the pool, whatever its
     format (archpool run, archpool checkpoint, HF directory), so their columns are comparable: the
     pool's ``texts``, else deterministic filler sentences (:func:`archpool.tasks.haystack.pseudo_sentences`)."""
-    import dataclasses
-
+    from archpool.attention.settings import analysis_settings
     from archpool.attention.stage import RESULT_NAME, analyze_target
 
-    settings = c.attention
-    settings = dataclasses.replace(
-        settings,
-        seq_len=settings.seq_len if settings.seq_len is not None else c.seq_len,
-        long_ctx=settings.long_ctx if settings.long_ctx is not None else c.analysis_len,
-    )
+    settings = analysis_settings(c.attention, c.seq_len, c.analysis_len)
     texts = ctx.pool.texts or [str(_filler_text(ctx.out_dir))]
     out = ctx.out_dir / RESULT_NAME
     model = checkpoint.model_path(ctx) if c.checkpoint is not None else checkpoint.extended_model(ctx)
