@@ -333,6 +333,7 @@ pool 'name: x\nlong_ctx: 64\ntrain: {max_steps: 2}\nextension: {length: 48}\nrun
 pool 'name: x\ntrain: {max_steps: 2}\nattention: {bos_id: 5000}\nruns: [{name: A}]\n'; case_ 'pool `attention.bos_id` outside the model vocabulary (at validation)' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\nextension: {name: ntk, global_batch_tokens: 3072, micro_batch_size: 2}\nruns: [{name: A}]\n'; case_ 'pool extension whose batch does not split into micro-batches (at validation)' $A pool show p.yaml
 pool 'name: x\ntrain: {max_steps: 2}\neval: {tasks: [mqar], lengths: [32], base: false, harness: {ruler: {tasks: [niah_single_1]}}}\nruns: [{name: A}]\n'; case_ 'pool RULER at eval lengths below 64 (at validation)' $A pool show p.yaml
+pool 'name: x\ndata: {synthetic: {}}\ntrain: {max_steps: 2}\nattention: {enabled: false}\nruns: [{name: A}]\n'; case_ 'pool on the synthetic stream that evaluates (no tokenizer; at validation)' $A pool show p.yaml
 # ---- end of cases
 echo
 echo "summary: $((N_NAMED + N_TRACE + N_ACCEPTED + N_HANG + N_OTHER)) cases: $N_NAMED named errors (exit 2), $N_TRACE tracebacks, $N_ACCEPTED accepted (exit 0), $N_HANG hangs (killed after ${T} s), $N_OTHER other exits"

@@ -355,6 +355,8 @@ def parse_pool(data: dict[str, Any], size: str | None = None, seeds: list[int] |
         pretrain = pretrain_configs(sections["train"], trained, milestones)
         _check_packing(section, sections["train"], runs)
     check_before_work(runs, section, pretrain, extension, report, eval_settings, long_ctx, backend)
+    if backend == "real":
+        check_text_stages(section, trained, eval_settings.enabled, attention_enabled)
     if backend == "real" and attention_enabled:
         check_attention_inputs(runs, attention, eval_settings, extension, long_ctx)
     _check_extension_archs(extension, runs)
@@ -816,6 +818,22 @@ def _check_ruler(settings: RulerSettings, phase_lengths: dict[bool, list[int]]) 
             phase = "before extension" if base else "after extension"
             where = "" if settings.lengths else f" (unset: the eval's lengths {phase}, {', '.join(map(str, lengths))})"
             raise ConfigError(f"{settings.PATH}.{err.field.rpartition('.')[2]}", f"{err.message}{where}") from None
+
+
+def check_text_stages(section: DataSection, trained: list[RunSpec], evaluate: bool, attend: bool) -> None:
+    """The eval and attention stages read a trained run's text through the data store's tokenizer (its tasks,
+    haystacks and held-out documents); the synthetic stream (``data.synthetic``) prepares no store and has no
+    tokenizer, so a pool of trained runs on it that evaluates or analyses attention is refused here, not
+    after pretraining and extension."""
+    if section.synthetic is None or not trained:
+        return
+    for name, on in (("eval", evaluate), ("attention", attend)):
+        if on:
+            raise ConfigError(
+                f"{name}.enabled",
+                f"the {name} stage reads text through the data store's tokenizer, and data.synthetic prepares none "
+                f"(token ids only); set {name}: {{enabled: false}} or train on text (data.sources)",
+            )
 
 
 def check_attention_inputs(

@@ -103,6 +103,9 @@ CASES = [
         "cannot hold a 13-token needle",
     ),
     (dict(attention=dict(bos_id=5000)), "attention.bos_id", "outside the model's vocabulary"),
+    # the synthetic stream has no tokenizer: nothing to evaluate or analyse
+    (dict(data=dict(synthetic=dict(seed=0)), attention=dict(enabled=False)), "eval.enabled", "data.synthetic prepares none"),
+    (dict(data=dict(synthetic=dict(seed=0)), eval=dict(enabled=False)), "attention.enabled", "data.synthetic prepares none"),
     (
         dict(extension=dict(name="ntk", global_batch_tokens=3072, micro_batch_size=2)),
         "extension[ntk].micro_batch_size",
@@ -143,6 +146,7 @@ def test_archpool_run_refuses_a_bad_task_parameter_in_one_line_before_any_work(o
 
 
 ACCEPTED = [
+    dict(data=dict(synthetic=dict(seed=0)), eval=dict(enabled=False), attention=dict(enabled=False)),
     _mix(mqar=dict(chains=0.2, pair_every=4, rebind=True, buckets=[64])),
     _mix(kv_recall=dict(n_pairs=20, n_queries=3, value_type="letters", haystack="corpus")),
     dict(train=dict(max_steps=2, wandb=dict(mode="disabled"))),

@@ -189,7 +189,7 @@ def test_a_phase_is_keyed_by_its_own_lengths_and_no_planning_field(tmp_path):
     spec = dict(
         name="phases",
         seeds=[0],
-        data=dict(synthetic=dict(seed=0)),
+        data=dict(vocab_size=1024),  # the embedded corpus (planned here, never prepared)
         train=dict(max_steps=4, global_batch_tokens=2048, micro_batch_size=8),
         extension=[dict(name="ntk", tokens=4096, length_ratio=2)],
         eval=dict(tasks=["kv_recall"], length_ratios=[1], base_length_ratios=[1]),

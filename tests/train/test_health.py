@@ -205,6 +205,8 @@ def test_a_pool_marks_a_diverged_run_failed_with_the_error(tmp_path):
         "seeds": [0],
         "data": {"synthetic": {}},
         "train": {"max_steps": 12, "lr": 10, "global_batch_tokens": 1024, "micro_batch_size": 8, "warmup_steps": 2},
+        "eval": {"enabled": False},  # the synthetic stream has no text to evaluate or analyse
+        "attention": {"enabled": False},
         "runs": [{"name": "base"}],
     }
     pool = write_config(tmp_path / "hp.yaml", spec)
