@@ -180,9 +180,8 @@ def _harness(args: argparse.Namespace, out, cache) -> Callable[[], None]:
 
     def run() -> None:
         res = run_ruler(model_dir, request, progress=not args.no_progress)
-        print(f"# lm-eval RULER ({res['lm_eval_version']}) of {res['target']}, {res['limit']} documents per task × length\n")
-        print(format_table(res) + "\n")
-        print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+        title = f"lm-eval RULER ({res['lm_eval_version']}) of {res['target']}, {res['limit']} documents per task × length"
+        _print_external(title, format_table(res), out, res["wall_s"])
 
     return run
 
@@ -212,11 +211,17 @@ def _helmet_data(args: argparse.Namespace, out, cache) -> Callable[[], None]:
 
     def run() -> None:
         res = run_helmet_data(model_dir, request, progress=not args.no_progress)
-        print(f"# HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset\n")
-        print(format_table(res) + "\n")
-        print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({res['wall_s']:.1f} s)")
+        title = f"HELMET's data and metrics ({res['data_dir']}) on {res['target']}, up to {res['limit']} samples per dataset"
+        _print_external(title, format_table(res), out, res["wall_s"])
 
     return run
+
+
+def _print_external(title: str, table: str, out, wall_s: float) -> None:
+    """An external suite's report on standard output: its title, its table and the files it wrote."""
+    print(f"# {title}\n")
+    print(table + "\n")
+    print(f"wrote {out / 'results.json'} and {out / 'samples.jsonl'} ({wall_s:.1f} s)")
 
 
 def _archpool_suites(args: argparse.Namespace, suites: list[str], out, cache) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from archpool.errors import ConfigError
 from archpool.tasks.dense import Answer, DenseFamily, Document
-from archpool.tasks.mqar import MAX_KEYS, TaskVocab, composite_tokens_needed, config_vocab, vocab_key
+from archpool.tasks.mqar import MAX_KEYS, KeyValueRules, TaskVocab, config_vocab, vocab_key
 from archpool.tasks.params import MAX_LENGTH, Param, TaskConfig, count, param
 
 LAWS = ("uniform", "powerlaw", "fixed")
@@ -36,7 +36,7 @@ ATTEMPTS = 40  # random query slots tried per query before it is left out
 
 
 @dataclass(frozen=True)
-class DenseKvConfig(TaskConfig):
+class DenseKvConfig(KeyValueRules, TaskConfig):
     """The parameters of dense key–value recall (``dense_kv``)."""
 
     PATH: ClassVar[str] = "dense_kv"
@@ -52,24 +52,6 @@ class DenseKvConfig(TaskConfig):
     max_distance: int | None = param(None, count(1, MAX_LENGTH, optional=True))
     # distance bucket edges of the scores (tokens; default: powers of two below the length)
     buckets: list[int] | None = param(None, Param("edges", 1, MAX_LENGTH, optional=True), scoring=True)  # noqa: RUF009
-
-    def validate(self) -> None:
-        """Queries reach at least as far as ``min_distance``."""
-        if self.max_distance is not None and self.max_distance < self.min_distance:
-            raise ConfigError(
-                f"{self.PATH}.max_distance", f"must be an integer >= min_distance={self.min_distance}, got {self.max_distance!r}"
-            )
-
-    def reserved_tokens_error(self, task_tokens: int) -> str | None:
-        """Why ``task_tokens`` reserved task tokens cannot hold this vocabulary (MQAR's composite layout:
-        ``composite_tokens_needed`` of them); None when they can or none are reserved."""
-        need = composite_tokens_needed(self.n_keys, self.n_values)
-        if task_tokens and need > task_tokens:
-            return (
-                f"n_keys={self.n_keys}, n_values={self.n_values} need {need} reserved task tokens "
-                f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
-            )
-        return None
 
 
 def min_length(config: DenseKvConfig) -> int:

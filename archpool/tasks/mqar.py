@@ -49,8 +49,37 @@ DISTANCES = ("uniform", "powerlaw")
 MAX_KEYS = 4096  # keys (and values) of one document's vocabulary: rebind keeps one slot map per key
 
 
+class KeyValueRules:
+    """The rules a key-value task's config shares (MQAR, dense_kv): queries reach at least as far as
+    ``min_distance``, and the reserved task tokens hold its composite vocabulary."""
+
+    PATH: ClassVar[str]
+    n_keys: int
+    n_values: int
+    min_distance: int
+    max_distance: int | None
+
+    def validate(self) -> None:
+        """Queries reach at least as far as ``min_distance``."""
+        if self.max_distance is not None and self.max_distance < self.min_distance:
+            raise ConfigError(
+                f"{self.PATH}.max_distance", f"must be an integer >= min_distance={self.min_distance}, got {self.max_distance!r}"
+            )
+
+    def reserved_tokens_error(self, task_tokens: int) -> str | None:
+        """Why ``task_tokens`` reserved task tokens cannot hold this config's composite vocabulary
+        (``composite_tokens_needed`` of them); None when they can or none are reserved."""
+        need = composite_tokens_needed(self.n_keys, self.n_values)
+        if task_tokens and need > task_tokens:
+            return (
+                f"n_keys={self.n_keys}, n_values={self.n_values} need {need} reserved task tokens "
+                f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
+            )
+        return None
+
+
 @dataclass(frozen=True)
-class MqarConfig(TaskConfig):
+class MqarConfig(KeyValueRules, TaskConfig):
     """MQAR's parameters (``mqar``; ``mqar_rebind`` is ``rebind=True``, ``mqar_chain`` ``chains=1.0``)."""
 
     PATH: ClassVar[str] = "mqar"
@@ -68,24 +97,6 @@ class MqarConfig(TaskConfig):
     rebind: bool = param(False, Param("bool"))
     # distance bucket edges of the scores (tokens; default: powers of two below the length)
     buckets: list[int] | None = param(None, Param("edges", 1, MAX_LENGTH, optional=True), scoring=True)  # noqa: RUF009
-
-    def validate(self) -> None:
-        """Queries reach at least as far as ``min_distance``."""
-        if self.max_distance is not None and self.max_distance < self.min_distance:
-            raise ConfigError(
-                f"{self.PATH}.max_distance", f"must be an integer >= min_distance={self.min_distance}, got {self.max_distance!r}"
-            )
-
-    def reserved_tokens_error(self, task_tokens: int) -> str | None:
-        """Why a tokenizer with ``task_tokens`` reserved task tokens cannot hold this MQAR (composite
-        bindings need ``composite_tokens_needed`` of them); None when it can or none are reserved."""
-        need = composite_tokens_needed(self.n_keys, self.n_values)
-        if task_tokens and need > task_tokens:
-            return (
-                f"n_keys={self.n_keys}, n_values={self.n_values} need {need} reserved task tokens "
-                f"(1 + K + 2V + K·V + V²); data.task_tokens is {task_tokens}"
-            )
-        return None
 
 
 @dataclass(frozen=True)
