@@ -23,6 +23,11 @@ MAX_INT = 2**63 - 1  # every integer field fits a signed 64-bit integer (seeds, 
 _FLOAT_TEXT = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 
+def is_number(value: Any) -> bool:
+    """An int or a float, not a bool (a JSON or YAML number as read back)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def check_types(obj: Any, prefix: str = "") -> None:
     """Check (and where deliberate, convert) every field of the dataclass ``obj`` in place."""
     hints = typing.get_type_hints(type(obj))

@@ -169,7 +169,7 @@ def answer_budget(task: str, outputs: Sequence[Sequence[str]], tokenizer: Any, t
 @dataclass(frozen=True)
 class RulerSettings(Config):
     """``eval.harness.ruler:`` — lm-eval's RULER tasks on each evaluated model (an archpool checkpoint is
-    exported to Hugging Face format in the eval node's directory first)."""
+    exported to Hugging Face format first, once per model, into the pool's ``hf/``)."""
 
     PATH = "eval.harness.ruler"
     KEY = "setting"

@@ -56,6 +56,7 @@ from archpool.pool.spec import PoolSpec, RunSpec
 from archpool.rundir import POOL_PLAN, pool_plan_path
 from archpool.safeload import read_record
 from archpool.train.config import TrainConfig
+from archpool.typecheck import is_number
 
 RUN_STAGES = ("pretrain", "extend", "eval", "attention")
 
@@ -398,7 +399,7 @@ def read_plan(out: Path, run: str | None = None) -> tuple[PoolSpec, list[Node]]:
             pool = PoolSpec.from_dict(data["pool"])
             refs = [n for n in data["nodes"] if isinstance(n, dict)]
             contents = {n["id"]: n["content"] for n in refs if isinstance(n.get("content"), str)}
-            costs = {n["id"]: float(n["cost"]) for n in refs if n.get("stage") == "extend" and _is_number(n.get("cost"))}
+            costs = {n["id"]: float(n["cost"]) for n in refs if n.get("stage") == "extend" and is_number(n.get("cost"))}
             nodes = build_plan(pool, None if run is None else [pool.run(run)], contents, costs)
             ids = {n.id for n in nodes}
             recorded = [(n["id"], n["key"]) for n in data["nodes"] if run is None or n["id"] in ids]
@@ -419,7 +420,3 @@ def read_plan(out: Path, run: str | None = None) -> tuple[PoolSpec, list[Node]]:
             "re-run `archpool run` on the pool file to plan it again"
         )
     return pool, nodes
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -14,6 +14,7 @@ from archpool.pool.spec import PoolSpec
 from archpool.report.context import ReportContext
 from archpool.rundir import RUN_METRICS
 from archpool.safeload import load_json, read_json_object
+from archpool.typecheck import is_number
 
 MAX_CURVE_POINTS = 200  # per run and phase: enough for a figure, bounded for long runs
 
@@ -169,24 +170,20 @@ def calibration(out: Path) -> dict[str, Any] | None:
     return record if record is not None and _calibration_ok(record) else None
 
 
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 def _calibration_ok(record: dict[str, Any]) -> bool:
     """The shape ``archpool.pool.calibrate`` writes: strings, a two-number window and points with a value,
     the baseline's values and mean, and the rule's verdict."""
     window, points = record.get("window"), record.get("points")
     if not all(isinstance(record.get(k), str) for k in ("task", "knob", "target", "column")):
         return False
-    if not (isinstance(window, list) and len(window) == 2 and all(_number(x) for x in window)):
+    if not (isinstance(window, list) and len(window) == 2 and all(is_number(x) for x in window)):
         return False
     return isinstance(points, list) and all(
         isinstance(p, dict)
-        and _number(p.get("value"))
+        and is_number(p.get("value"))
         and isinstance(p.get("baseline"), list)
-        and all(_number(x) for x in p["baseline"])
-        and (p.get("baseline_mean") is None or _number(p.get("baseline_mean")))
+        and all(is_number(x) for x in p["baseline"])
+        and (p.get("baseline_mean") is None or is_number(p.get("baseline_mean")))
         and isinstance(p.get("ok"), bool)
         and isinstance(p.get("all_mastered"), bool)
         and isinstance(p.get("words"), str)

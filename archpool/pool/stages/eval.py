@@ -36,7 +36,8 @@ def run(ctx: StageContext) -> EvalResult:
 
     c = ctx.config
     assert isinstance(c, EvalConfig)
-    request = c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval", cells_dir(ctx))
+    cells = cells_dir(ctx)  # the pool's cells, the node's earlier own cells adopted into them once
+    request = c.eval.request(c.base, c.long_ctx, ctx.out_dir / "eval", cells)
     assert request.lengths is not None  # a phase's request always names its lengths
     store = data.store(ctx)
     tok = Path(store.path) / "tokenizer.json" if store is not None else None
@@ -53,33 +54,40 @@ def run(ctx: StageContext) -> EvalResult:
         model_dir = hf_dir(ctx, target)  # exported once for both suites
         lengths = list(request.lengths)
         if harness.ruler is not None:  # lm-evaluation-harness's RULER (archpool.eval.harness)
-            result["harness"] = harness_ruler(ctx, harness.ruler, model_dir, lengths)
+            result["harness"] = harness_ruler(ctx, harness.ruler, model_dir, lengths, cells)
             metrics.update(result["harness"]["columns"])
         if harness.helmet_data is not None:  # HELMET's own data (archpool.eval.helmet_data)
-            result["helmet_data"] = helmet_data(ctx, harness.helmet_data, model_dir, lengths)
+            result["helmet_data"] = helmet_data(ctx, harness.helmet_data, model_dir, lengths, cells)
             metrics.update(result["helmet_data"]["columns"])
     atomic_write_json(ctx.out_dir / "eval.json", result)
     return {"metrics": metrics, "lengths": list(request.lengths)}
 
 
-def harness_ruler(ctx: StageContext, settings: RulerSettings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+def harness_ruler(
+    ctx: StageContext, settings: RulerSettings, model_dir: Path, lengths: list[int], cells: Path | None = None
+) -> dict[str, Any]:
     """lm-eval's RULER tasks of ``settings`` (``eval.harness.ruler``) on the node's model (``model_dir``, from
-    :func:`hf_dir`), at their own lengths or the phase's. Results and the per-sample log go to the node's
-    ``harness/``; its columns join the node's metrics."""
+    :func:`hf_dir`), at their own lengths or the phase's, its cells in ``cells`` (default :func:`cells_dir`).
+    Results and the per-sample log go to the node's ``harness/``; its columns join the node's metrics."""
     from archpool.eval.harness import harness_request_from, run_ruler
     from archpool.pool.checkpoints import downloads_allowed
 
-    request = harness_request_from(settings, lengths, ctx.out_dir / "harness", cells_dir(ctx), downloads_allowed())
+    cells = cells or cells_dir(ctx)
+    request = harness_request_from(settings, lengths, ctx.out_dir / "harness", cells, downloads_allowed())
     return run_ruler(model_dir, request, log=ctx.log)
 
 
-def helmet_data(ctx: StageContext, settings: HelmetDataSettings, model_dir: Path, lengths: list[int]) -> dict[str, Any]:
+def helmet_data(
+    ctx: StageContext, settings: HelmetDataSettings, model_dir: Path, lengths: list[int], cells: Path | None = None
+) -> dict[str, Any]:
     """HELMET's datasets of ``settings`` (``eval.harness.helmet_data``; its ``path`` relative to the pool file)
-    on the node's model (``model_dir``, from :func:`hf_dir`), at their own lengths or the phase's. Results
-    and the per-sample log go to the node's ``helmet_data/``; its columns join the node's metrics."""
+    on the node's model (``model_dir``, from :func:`hf_dir`), at their own lengths or the phase's, its cells in
+    ``cells`` (default :func:`cells_dir`). Results and the per-sample log go to the node's ``helmet_data/``;
+    its columns join the node's metrics."""
     from archpool.eval.helmet_data import request_from, run_helmet_data
 
-    request = request_from(settings, lengths, ctx.pool.base_dir, ctx.out_dir / "helmet_data", cells_dir(ctx))
+    cells = cells or cells_dir(ctx)
+    request = request_from(settings, lengths, ctx.pool.base_dir, ctx.out_dir / "helmet_data", cells)
     return run_helmet_data(model_dir, request, log=ctx.log)
 
 
@@ -133,9 +141,8 @@ def hf_dir(ctx: StageContext, target: LoadedModel) -> Path:
     """The node's model as a Hugging Face directory: one as it is; an archpool checkpoint exported with the
     tokenizer it was evaluated with, once per model and tokenizer into the pool's ``hf/<key>/``
     (:func:`archpool.rundir.pool_exports_dir`; the node's own ``hf/`` outside a pool's layout). Every eval
-    node of that model reads the one export, so the external backends' cells, keyed by the export's bytes,
-    serve them all (an export's bytes are not the same twice: model.safetensors' metadata, written again,
-    may come out in another order)."""
+    node of that model reads the one export: no model is exported twice, and the external backends' cells,
+    keyed by the export's bytes, serve them all."""
     if target.kind == "hf":
         return Path(target.checkpoint)
     from archpool.model.hf import export_hf
